@@ -1,0 +1,56 @@
+# cfp: two commands set up a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+AZURITE := deploy/local/node_modules/.bin/azurite
+AZURITE_DIR ?= .azurite
+
+.PHONY: help install demo test unit integration lint typecheck azurite bench clean
+
+help:
+	@echo "make demo       emulate a workload in a throw-away Azurite and read it back"
+	@echo "make test       lint, type-check, unit and integration tests (starts its own Azurite)"
+	@echo "make azurite    run Azurite in the foreground on the default ports (data in $(AZURITE_DIR)/)"
+	@echo "make bench      read-throughput benchmark: ours vs the official SDK vs a bare baseline"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+$(AZURITE): deploy/local/package.json deploy/local/package-lock.json
+	npm ci --prefix deploy/local --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(VENV)/.installed $(AZURITE)
+
+demo: install
+	$(PY) -m tests.demo
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+unit: $(VENV)/.installed
+	$(VENV)/bin/pytest -q tests/unit
+
+integration: install
+	$(VENV)/bin/pytest -q tests/integration
+
+test: install lint typecheck
+	$(VENV)/bin/pytest -q tests
+
+azurite: $(AZURITE)
+	mkdir -p $(AZURITE_DIR)
+	$(AZURITE) --location $(AZURITE_DIR) --skipApiVersionCheck --loose --disableTelemetry
+
+bench: install
+	$(PY) bench/read_throughput.py
+
+clean:
+	rm -rf $(VENV) deploy/local/node_modules .pytest_cache .mypy_cache .ruff_cache .bench

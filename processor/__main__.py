@@ -1,0 +1,5 @@
+"""`python -m processor` is the `cfp` command."""
+
+from processor.cli import main
+
+main()

@@ -1,0 +1,149 @@
+"""Positions in the feed: per shard, per batch, and the continuation token of a whole-feed read.
+
+A shard position is `(chunk, block_offset, event_index)`: the next event to deliver is event
+number `event_index` of the block that starts at `block_offset` in `chunk`. After the last event
+of a block the position moves to the next block's start with index 0, so a position never points
+into a block that has been fully delivered. `chunk = None` means "nothing read yet".
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from processor.changefeed.avro_chunk import BlockSpan
+from processor.changefeed.errors import InvalidContinuation
+
+TOKEN_VERSION = 1
+
+RawRecord = dict[str, object]
+"""A change feed record exactly as fastavro decodes it with the chunk's writer schema."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShardPosition:
+    chunk: str | None = None
+    block_offset: int = 0
+    event_index: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        return {"chunk": self.chunk, "offset": self.block_offset, "index": self.event_index}
+
+    @classmethod
+    def from_json(cls, doc: object) -> ShardPosition:
+        if not isinstance(doc, dict):
+            raise InvalidContinuation(f"shard position is not an object: {doc!r}")
+        chunk, offset, index = doc.get("chunk"), doc.get("offset"), doc.get("index")
+        if chunk is not None and not isinstance(chunk, str):
+            raise InvalidContinuation(f"shard position chunk is not a string: {chunk!r}")
+        if not isinstance(offset, int) or not isinstance(index, int) or offset < 0 or index < 0:
+            raise InvalidContinuation(f"shard position offset/index invalid: {doc!r}")
+        return cls(chunk, offset, index)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardBatch:
+    """Records read from one run of complete blocks of one chunk, with the positions around them.
+
+    `records` holds only the records that passed the reader's filters; `raw_index[k]` is the
+    index of `records[k]` among all records of the batch, so a position can be taken after any
+    delivered record even when filtered-out records sit in between.
+    """
+
+    segment: str
+    shard: str
+    chunk: str
+    start: ShardPosition
+    end: ShardPosition
+    blocks: tuple[BlockSpan, ...]
+    records: list[RawRecord]
+    raw_index: list[int]
+    _first_after: list[int] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        # cumulative count of raw records delivered once each block is done
+        total = 0
+        for i, b in enumerate(self.blocks):
+            total += b.count - (self.start.event_index if i == 0 else 0)
+            self._first_after.append(total)
+
+    @property
+    def raw_count(self) -> int:
+        return self._first_after[-1] if self._first_after else 0
+
+    def position_after_raw(self, r: int) -> ShardPosition:
+        """The shard position just after raw record `r` (0-based within this batch)."""
+        j = bisect.bisect_right(self._first_after, r)
+        block = self.blocks[j]
+        before = self._first_after[j - 1] if j else 0
+        skip = self.start.event_index if j == 0 else 0
+        index = skip + (r - before) + 1
+        if index >= block.count:
+            return ShardPosition(self.chunk, block.end, 0)
+        return ShardPosition(self.chunk, block.offset, index)
+
+    def position_after(self, k: int) -> ShardPosition:
+        """The shard position just after delivered record `k`."""
+        return self.position_after_raw(self.raw_index[k])
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPosition:
+    """Where a whole-feed read stands: the segment being read (or last finished) and its shards.
+
+    `segment = None` means the beginning of the feed. Once every shard of `segment` is finished,
+    `is_segment_done` is set and reading resumes with the next segment after it.
+    """
+
+    segment: str | None = None
+    is_segment_done: bool = False
+    shards: Mapping[str, ShardPosition] = field(default_factory=dict)
+
+    def with_shard(self, shard: str, pos: ShardPosition) -> FeedPosition:
+        return FeedPosition(self.segment, self.is_segment_done, {**self.shards, shard: pos})
+
+    def to_token(self, *, account: str) -> str:
+        doc = {
+            "version": TOKEN_VERSION,
+            "account": account,
+            "segment": self.segment,
+            "segmentDone": self.is_segment_done,
+            "shards": {k: v.to_json() for k, v in sorted(self.shards.items())},
+        }
+        return json.dumps(doc, separators=(",", ":"))
+
+    @classmethod
+    def from_token(cls, token: str, *, account: str) -> FeedPosition:
+        """Parse a token written by `to_token`.
+
+        Raises:
+            InvalidContinuation: not our JSON, another version, or another storage account.
+        """
+        try:
+            doc = json.loads(token)
+        except ValueError as e:
+            raise InvalidContinuation(f"continuation is not JSON: {e}") from None
+        if not isinstance(doc, dict) or doc.get("version") != TOKEN_VERSION:
+            raise InvalidContinuation("continuation is not a cfp token of version 1")
+        if doc.get("account") != account:
+            raise InvalidContinuation(
+                f"continuation belongs to account {doc.get('account')!r}, not {account!r}"
+            )
+        segment = doc.get("segment")
+        shards = doc.get("shards", {})
+        if segment is not None and not isinstance(segment, str):
+            raise InvalidContinuation("continuation segment is not a string")
+        if not isinstance(shards, dict):
+            raise InvalidContinuation("continuation shards is not an object")
+        return cls(
+            segment=segment,
+            is_segment_done=bool(doc.get("segmentDone", False)),
+            shards={str(k): ShardPosition.from_json(v) for k, v in shards.items()},
+        )
+
+
+def advance(pos: ShardPosition, blocks: Sequence[BlockSpan], chunk: str) -> ShardPosition:
+    """The position after every record of `blocks` (all in `chunk`)."""
+    return ShardPosition(chunk, blocks[-1].end, 0) if blocks else pos

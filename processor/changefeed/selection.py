@@ -1,0 +1,118 @@
+"""Pure decisions about what to read: which segments, and which events of them to deliver."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from processor.changefeed.layout import SEGMENT_INTERVAL, is_init_segment, segment_time
+from processor.changefeed.position import RawRecord
+
+# The service documents a segment's hour as approximate to +/- 15 minutes; we widen by an hour.
+TIME_SLACK = timedelta(hours=1)
+CONTROL = "Control"
+
+
+@dataclass(frozen=True, slots=True)
+class TimeRange:
+    """`[start, end)` on event time; either side may be open."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+
+    def segment_may_hold(self, begin: datetime) -> bool:
+        """Whether a segment beginning at `begin` may hold events of this range.
+
+        The segment's nominal span `[begin, begin + 1h)` is widened by one hour on each side.
+        """
+        if self.start is not None and begin + SEGMENT_INTERVAL + TIME_SLACK <= self.start:
+            return False
+        return not (self.end is not None and begin - TIME_SLACK >= self.end)
+
+    def is_past(self, begin: datetime) -> bool:
+        """Whether this segment and every later one lie entirely after the range."""
+        return self.end is not None and begin - TIME_SLACK >= self.end
+
+
+def consumable_segments(
+    paths: Iterable[str],
+    *,
+    last_consumable: datetime | None,
+    after: str | None,
+    include_after: bool,
+    window: TimeRange,
+) -> list[str]:
+    """Segment manifest paths to read, oldest first.
+
+    Skips the 1601 initialisation segment, segments before `after` (and `after` itself unless
+    `include_after`), segments that begin after `last_consumable` (all of them when it is None:
+    a feed without `lastConsumable` has nothing consumable yet), and segments outside `window`.
+    """
+    chosen: list[str] = []
+    for path in sorted(set(paths)):
+        if is_init_segment(path):
+            continue
+        if after is not None and (path < after or (path == after and not include_after)):
+            continue
+        begin = segment_time(path)
+        if last_consumable is None or begin > last_consumable:
+            break
+        if window.is_past(begin):
+            break
+        if window.segment_may_hold(begin):
+            chosen.append(path)
+    return chosen
+
+
+def parse_event_time(value: str) -> datetime:
+    """Parse `eventTime` (ISO 8601, up to 7 fractional digits, `Z`) as an aware UTC datetime."""
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        # older Pythons and odd writers: cut the fraction to microseconds and retry
+        head, _, tail = value.partition(".")
+        digits = "".join(c for c in tail if c.isdigit())
+        zone = tail[len(digits) :]
+        t = datetime.fromisoformat(f"{head}.{digits[:6].ljust(6, '0')}{zone or '+00:00'}")
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class EventFilter:
+    """Which decoded records to deliver: event types, time range, and whether Control records."""
+
+    event_types: frozenset[str] = frozenset()
+    window: TimeRange = TimeRange()
+    include_control: bool = False
+
+    @property
+    def is_trivial(self) -> bool:
+        return (
+            not self.event_types
+            and self.window.start is None
+            and self.window.end is None
+            and self.include_control
+        )
+
+    def accepts(self, record: RawRecord) -> bool:
+        etype = record.get("eventType")
+        if etype == CONTROL and not self.include_control:
+            return False
+        if self.event_types and etype not in self.event_types:
+            return False
+        w = self.window
+        if w.start is not None or w.end is not None:
+            raw = record.get("eventTime")
+            if not isinstance(raw, str):
+                return False
+            t = parse_event_time(raw)
+            if w.start is not None and t < w.start:
+                return False
+            if w.end is not None and t >= w.end:
+                return False
+        return True
+
+
+def segment_begin(path: str) -> datetime:
+    return segment_time(path)

@@ -1,0 +1,169 @@
+"""The feed's only door to Azure Storage: `$blobchangefeed` reads with retries and typed errors.
+
+Azure SDK exceptions never leave this module. Transient failures (timeouts, dropped connections,
+5xx, 429) become `FeedUnavailable` and are retried here with jittered exponential backoff
+(tenacity), a bounded number of times; the SDK's own retry policy is turned off so that there is
+exactly one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import aiohttp
+from azure.core.exceptions import (
+    HttpResponseError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+from azure.storage.blob.aio import BlobServiceClient, ContainerClient
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from processor.changefeed.errors import (
+    FeedError,
+    FeedNotEnabled,
+    FeedUnavailable,
+    MissingChunkError,
+)
+from processor.changefeed.layout import CONTAINER
+
+T = TypeVar("T")
+
+RETRY_ATTEMPTS = 6
+RETRY_MAX_WAIT_S = 8.0
+TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class BlobInfo:
+    name: str
+    size: int
+
+
+def _translate(e: BaseException, path: str) -> BaseException:
+    """Map an SDK or transport exception to our error types (others pass through unchanged)."""
+    if isinstance(e, ResourceNotFoundError):
+        if getattr(e, "error_code", None) == "ContainerNotFound":
+            return FeedNotEnabled(f"the account has no {CONTAINER} container")
+        return MissingChunkError(path, "not found")
+    if isinstance(e, HttpResponseError):
+        status = e.status_code or 0
+        if status in TRANSIENT_STATUS:
+            return FeedUnavailable(f"{path}: storage answered {status}")
+        return FeedError(f"{path}: storage answered {status} ({e.reason})")
+    if isinstance(
+        e, ServiceRequestError | ServiceResponseError | aiohttp.ClientError | OSError | TimeoutError
+    ):
+        return FeedUnavailable(f"{path}: {type(e).__name__}: {e}")
+    return e
+
+
+def _is_retryable(e: BaseException) -> bool:
+    return bool(getattr(e, "retryable", False))
+
+
+class FeedStorage:
+    """Async reads of `$blobchangefeed`, shared by every reader of one account in a process.
+
+    Resource handling: `close()` (or `async with`) closes the underlying HTTP session.
+    Errors: `FeedUnavailable` after the retries are spent, `MissingChunkError` for a blob that
+    does not exist, `FeedNotEnabled` when the container itself is missing.
+    """
+
+    def __init__(
+        self,
+        container: ContainerClient,
+        *,
+        attempts: int = RETRY_ATTEMPTS,
+        owner: BlobServiceClient | None = None,
+    ) -> None:
+        self._container = container
+        self._attempts = attempts
+        self._owner = owner
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, **kwargs: int) -> FeedStorage:
+        service = BlobServiceClient.from_connection_string(
+            conn_str, retry_total=0, connection_timeout=10, read_timeout=60
+        )
+        return cls(service.get_container_client(CONTAINER), owner=service, **kwargs)
+
+    async def __aenter__(self) -> FeedStorage:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._container.close()
+        if self._owner is not None:
+            await self._owner.close()
+
+    async def _call(self, path: str, op: Callable[[], Awaitable[T]]) -> T:
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(_is_retryable),
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_random_exponential(multiplier=0.1, max=RETRY_MAX_WAIT_S),
+            reraise=True,
+        ):
+            with attempt:
+                try:
+                    return await op()
+                except (asyncio.CancelledError, FeedError):
+                    raise
+                except Exception as e:
+                    raise _translate(e, path) from e
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def read_document(self, path: str) -> bytes | None:
+        """A whole small blob (a manifest), or None when it does not exist."""
+
+        async def op() -> bytes:
+            stream = await self._container.download_blob(path)
+            return await stream.readall()
+
+        try:
+            return await self._call(path, op)
+        except MissingChunkError:
+            return None
+
+    async def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """`length` bytes of `path` from `offset` (fewer if the blob is shorter)."""
+
+        async def op() -> bytes:
+            stream = await self._container.download_blob(path, offset=offset, length=length)
+            return await stream.readall()
+
+        return await self._call(path, op)
+
+    async def list_blobs(self, prefix: str) -> list[BlobInfo]:
+        """Every blob under `prefix` with its current size, in name order."""
+
+        async def op() -> list[BlobInfo]:
+            return [
+                BlobInfo(b.name, b.size or 0)
+                async for b in self._container.list_blobs(name_starts_with=prefix)
+            ]
+
+        return await self._call(prefix, op)
+
+    async def list_folders(self, prefix: str) -> list[str]:
+        """The immediate "folders" under `prefix` (delimiter `/`), in name order."""
+
+        async def op() -> list[str]:
+            return [
+                p.name
+                async for p in self._container.walk_blobs(name_starts_with=prefix, delimiter="/")
+                if p.name.endswith("/")
+            ]
+
+        return await self._call(prefix, op)

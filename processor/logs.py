@@ -1,0 +1,30 @@
+"""structlog set-up shared by every command: key-value lines on stderr, JSON on request."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+
+def configure_logging(*, level: str = "INFO", json_lines: bool = False) -> None:
+    """Route structlog to stderr (stdout is reserved for data such as `cfp read` events)."""
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer()
+        if json_lines
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+        ),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )

@@ -1,0 +1,91 @@
+"""Starting and stopping a real Azurite (from `deploy/local`, pinned) for the tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from processor.connection import azurite_connection_string
+
+ROOT = Path(__file__).resolve().parent.parent
+AZURITE_BIN = ROOT / "deploy" / "local" / "node_modules" / ".bin" / "azurite"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"Azurite did not listen on port {port} within {timeout_s}s")
+
+
+@dataclass
+class Azurite:
+    """One Azurite process on free loopback ports with its data in `location`."""
+
+    location: Path
+    blob_port: int = 0
+    table_port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def connection_string(self) -> str:
+        return azurite_connection_string(blob_port=self.blob_port, table_port=self.table_port)
+
+    def start(self) -> Azurite:
+        if not AZURITE_BIN.exists():
+            raise RuntimeError(
+                f"{AZURITE_BIN} is missing: run `make test` (or `npm ci --prefix deploy/local`)"
+            )
+        self.location.mkdir(parents=True, exist_ok=True)
+        self.blob_port = self.blob_port or free_port()
+        self.table_port = self.table_port or free_port()
+        queue_port = free_port()
+        log = open(self.location / "azurite.log", "ab")  # noqa: SIM115 - lives with the process
+        self.process = subprocess.Popen(
+            [
+                str(AZURITE_BIN),
+                "--silent",
+                "--skipApiVersionCheck",
+                "--loose",
+                "--disableTelemetry",
+                "--location", str(self.location),
+                "--blobHost", "127.0.0.1", "--blobPort", str(self.blob_port),
+                "--queueHost", "127.0.0.1", "--queuePort", str(queue_port),
+                "--tableHost", "127.0.0.1", "--tablePort", str(self.table_port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "AZURITE_ACCOUNTS": ""},
+        )
+        wait_for_port(self.blob_port)
+        wait_for_port(self.table_port)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def wipe(self) -> None:
+        self.stop()
+        shutil.rmtree(self.location, ignore_errors=True)

@@ -1,0 +1,30 @@
+"""Shared fixtures: a real Azurite per test session, and a clean account per test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from azure.storage.blob.aio import BlobServiceClient
+
+from processor.changefeed.emulator.service import reset_account
+from tests.azurite import Azurite
+
+EMULATOR_CONTAINERS = [f"cfp-emu-{i}" for i in range(8)]
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    server = Azurite(Path(tmp_path_factory.mktemp("azurite"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def account(azurite: Azurite) -> AsyncIterator[str]:
+    """A connection string to an account whose feed and emulator containers are empty."""
+    conn = azurite.connection_string
+    async with BlobServiceClient.from_connection_string(conn) as service:
+        await reset_account(service, EMULATOR_CONTAINERS)
+    yield conn
