@@ -9,7 +9,7 @@ import pytest
 from azure.storage.blob.aio import BlobServiceClient
 
 from processor.changefeed.emulator.service import reset_account
-from tests.azurite import Azurite
+from processor.changefeed.emulator.azurite import Azurite
 
 EMULATOR_CONTAINERS = [f"cfp-emu-{i}" for i in range(8)]
 

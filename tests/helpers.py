@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from azure.storage.blob.aio import BlobServiceClient
@@ -17,7 +18,7 @@ from processor.changefeed.position import FeedPosition, RawRecord
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import FeedStorage
 from processor.connection import ENV_VAR
-from tests.azurite import ROOT
+from processor.changefeed.emulator.azurite import ROOT
 
 
 async def emulate(conn: str, config: EmulatorConfig | None = None, **changes: Any) -> EmulationSummary:
@@ -60,3 +61,32 @@ def per_blob(records: list[dict[str, Any]]) -> dict[str, list[str]]:
     for r in records:
         out[str(r["subject"])].append(str(r["id"]))
     return dict(out)
+
+
+async def upload_recorded_tree(conn: str, root: Path, *, last_consumable: str) -> None:
+    """Put recorded `$blobchangefeed` files into Azurite: manifests as block blobs, chunks as
+    append blobs written header first and then one append per block, as the service writes them."""
+    from azure.storage.blob.aio import ContainerClient
+
+    from processor.changefeed.avro_chunk import parse_header, scan_blocks
+
+    async with ContainerClient.from_connection_string(conn, "$blobchangefeed") as c:
+        if not await c.exists():
+            await c.create_container()
+        for path in sorted(root.rglob("*")):
+            name = path.relative_to(root).as_posix()
+            if path.is_dir() or name.endswith(".jsonl") or not name.startswith(("idx/", "log/")):
+                continue
+            data = path.read_bytes()
+            if name.endswith(".avro"):
+                blob = c.get_blob_client(name)
+                await blob.create_append_blob()
+                header = parse_header(data, chunk=name)
+                await blob.append_block(data[: header.size])
+                scan = scan_blocks(data[header.size :], base=header.size, sync=header.sync, chunk=name)
+                for b in scan.blocks:
+                    await blob.append_block(data[b.offset : b.end])
+            else:
+                await c.upload_blob(name, data, overwrite=True)
+        body = f'{{"version":0,"lastConsumable":"{last_consumable}"}}'.encode()
+        await c.upload_blob("meta/segments.json", body, overwrite=True)

@@ -158,6 +158,7 @@ class BlockScan:
     start: int  # file offset of the first block (after a skipped sync marker, if any)
     end: int  # file offset after the last complete block
     is_torn: bool  # bytes remain after `end` that do not form a whole block
+    error: BadSyncMarkerError | None = None  # bad framing right after `blocks`
 
 
 def scan_blocks(buf: bytes | memoryview, *, base: int, sync: bytes, chunk: str) -> BlockScan:
@@ -166,9 +167,11 @@ def scan_blocks(buf: bytes | memoryview, *, base: int, sync: bytes, chunk: str) 
     An offset that points at a sync marker (the Python SDK saves those) is accepted: the marker is
     skipped. Bytes after the last complete block are reported as torn, never parsed as data.
 
+    Bad framing (a block not followed by the sync marker, an impossible count or size) after
+    some good blocks is returned in `error` with those blocks, so they can still be delivered.
+
     Raises:
-        BadSyncMarkerError: a block is not followed by the chunk's sync marker, or its count or
-            size field is impossible (the offset is the block's).
+        BadSyncMarkerError: the very first block is badly framed.
     """
     n = len(buf)
     pos = 0
@@ -184,20 +187,27 @@ def scan_blocks(buf: bytes | memoryview, *, base: int, sync: bytes, chunk: str) 
         except NeedMoreBytes:
             return BlockScan(tuple(blocks), base + start, base + block_at, is_torn=True)
         except ValueError as e:
-            raise BadSyncMarkerError(chunk, base + block_at, f"bad block header: {e}") from None
+            error = BadSyncMarkerError(chunk, base + block_at, f"bad block header: {e}")
+            return _stop(blocks, base + start, base + block_at, error)
         if count <= 0 or size < 0 or size > MAX_BLOCK_BYTES:
-            raise BadSyncMarkerError(
+            error = BadSyncMarkerError(
                 chunk, base + block_at, f"impossible block header (count {count}, size {size})"
             )
+            return _stop(blocks, base + start, base + block_at, error)
         data_end = pos + size
         if data_end + SYNC_SIZE > n:
             return BlockScan(tuple(blocks), base + start, base + block_at, is_torn=True)
         if buf[data_end : data_end + SYNC_SIZE] != sync:
-            raise BadSyncMarkerError(
-                chunk,
-                base + data_end,
-                f"block at {base + block_at} is not followed by the sync marker",
+            error = BadSyncMarkerError(
+                chunk, base + data_end, f"block at {base + block_at} is not followed by the sync marker"
             )
+            return _stop(blocks, base + start, base + block_at, error)
         blocks.append(BlockSpan(base + block_at, count, base + pos, base + data_end))
         pos = data_end + SYNC_SIZE
     return BlockScan(tuple(blocks), base + start, base + pos, is_torn=False)
+
+
+def _stop(blocks: list[BlockSpan], start: int, end: int, error: BadSyncMarkerError) -> BlockScan:
+    if not blocks:
+        raise error
+    return BlockScan(tuple(blocks), start, end, is_torn=False, error=error)

@@ -1,4 +1,7 @@
-"""Starting and stopping a real Azurite (from `deploy/local`, pinned) for the tests and benchmarks."""
+"""Starting and stopping a real Azurite (pinned in `deploy/local`) for tests, benchmarks and the demo.
+
+The binary is `deploy/local/node_modules/.bin/azurite` of this checkout, or `$CFP_AZURITE_BIN`.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +15,10 @@ from pathlib import Path
 
 from processor.connection import azurite_connection_string
 
-ROOT = Path(__file__).resolve().parent.parent
-AZURITE_BIN = ROOT / "deploy" / "local" / "node_modules" / ".bin" / "azurite"
+ROOT = Path(__file__).resolve().parents[3]
+AZURITE_BIN = Path(
+    os.environ.get("CFP_AZURITE_BIN", ROOT / "deploy" / "local" / "node_modules" / ".bin" / "azurite")
+)
 
 
 def free_port() -> int:

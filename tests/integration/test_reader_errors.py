@@ -1,0 +1,159 @@
+"""Bad data: typed errors that name the spot, other shards still read, nothing skipped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+import pytest
+from azure.storage.blob.aio import ContainerClient
+
+from processor.changefeed.avro_chunk import parse_header, scan_blocks
+from processor.changefeed.decode import decode_blocks
+from processor.changefeed.errors import (
+    BadMagicError,
+    BadSyncMarkerError,
+    ChunkError,
+    ManifestError,
+    TruncatedBlockError,
+    TruncatedHeaderError,
+    UndecodableBlockError,
+    UnsafePathError,
+)
+from processor.changefeed.feed_reader import IncompleteRead
+from processor.changefeed.layout import CONTAINER
+from processor.changefeed.selection import EventFilter
+from tests.helpers import emulate, json_lines, read_all, run_cfp
+
+SEGMENT = "idx/segments/2026/01/01/0000/meta.json"
+BAD_SHARD = "log/01/2026/01/01/0000/"
+
+
+# Each corruption gets the chunk and its first three block offsets; it returns the damaged bytes,
+# the byte offset the error must name, and how many leading blocks are still delivered.
+Corruption = Callable[[bytes, list[int]], tuple[bytes, int, int]]
+
+
+def bad_magic(data: bytes, blocks: list[int]) -> tuple[bytes, int, int]:
+    return b"XXXX" + data[4:], 0, 0
+
+
+def truncated_header(data: bytes, blocks: list[int]) -> tuple[bytes, int, int]:
+    return data[:100], 100, 0
+
+
+def bad_sync(data: bytes, blocks: list[int]) -> tuple[bytes, int, int]:
+    at = blocks[2] - 16  # the sync marker that closes the second block
+    return data[:at] + bytes(16) + data[at + 16 :], at, 1
+
+
+def undecodable(data: bytes, blocks: list[int]) -> tuple[bytes, int, int]:
+    start, end = blocks[1] + 20, blocks[2] - 16  # records of the second block, framing kept
+    return data[:start] + b"\xff" * (end - start) + data[end:], blocks[1], 1
+
+
+def torn_finalized(data: bytes, blocks: list[int]) -> tuple[bytes, int, int]:
+    return data[: blocks[2] - 5], blocks[1], 1
+
+
+CORRUPTIONS: dict[str, tuple[Corruption, type[ChunkError]]] = {
+    "bad-magic": (bad_magic, BadMagicError),
+    "truncated-header": (truncated_header, TruncatedHeaderError),
+    "bad-sync": (bad_sync, BadSyncMarkerError),
+    "undecodable-block": (undecodable, UndecodableBlockError),
+    "torn-block-in-finalized-segment": (torn_finalized, TruncatedBlockError),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
+async def test_corrupt_chunk_stops_only_its_shard(account: str, kind: str) -> None:
+    await emulate(account, seed=21, segments=2, events_per_segment=90, shards=(3, 1), block_events=(4, 8))
+    everything = EventFilter(include_control=True)
+    good, _ = await read_all(account, event_filter=everything)
+    corrupt, error_type = CORRUPTIONS[kind]
+    chunk = f"{BAD_SHARD}00000.avro"
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        data = await (await c.download_blob(chunk)).readall()
+        header = parse_header(data, chunk=chunk)
+        blocks = scan_blocks(data[header.size :], base=header.size, sync=header.sync, chunk=chunk).blocks
+        bad, offset, kept_blocks = corrupt(data, [b.offset for b in blocks[:3]])
+        await c.delete_blob(chunk)
+        await c.upload_blob(chunk, bad)
+    # what must still arrive: all of shards 00 and 02, and shard 01 up to the bad block
+    decoded = decode_blocks(
+        data, base=0, blocks=blocks[:kept_blocks], skip=0, header=header, chunk=chunk
+    ).records
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        assert [b.name async for b in c.list_blobs(name_starts_with=BAD_SHARD)] == [chunk]
+    all_bad = {str(r["id"]) for r in decode_blocks(
+        data, base=0, blocks=blocks, skip=0, header=header, chunk=chunk
+    ).records}
+    bad_shard_ids = all_bad - {str(r["id"]) for r in decoded}
+    first_segment = [r for r in good if r["eventTime"] < "2026-01-01T01"]
+    expected = [str(r["id"]) for r in first_segment if str(r["id"]) not in bad_shard_ids]
+
+    with pytest.raises(IncompleteRead) as e:
+        await read_all(account, event_filter=everything)
+    (failure,) = e.value.failures
+    assert isinstance(failure.error, error_type)
+    assert failure.error.chunk == chunk and failure.error.offset == offset
+    assert failure.shard == BAD_SHARD
+
+    result = await asyncio.to_thread(run_cfp, account, "read", "--include-control")
+    assert result.returncode == 1
+    assert chunk in result.stderr and f"at byte {offset}" in result.stderr
+    read = [str(r["id"]) for r in json_lines(result.stdout)]
+    # nothing of the second segment (the barrier holds), nothing after the bad spot
+    assert sorted(read) == sorted(expected)
+
+
+async def _rewrite_manifest(account: str, change: Callable[[dict[str, object]], object]) -> None:
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        doc = json.loads(await (await c.download_blob(SEGMENT)).readall())
+        body = change(doc)
+        await c.upload_blob(SEGMENT, body if isinstance(body, bytes) else json.dumps(doc), overwrite=True)
+
+
+@pytest.mark.parametrize(
+    ("change", "error_type", "text"),
+    [
+        (lambda d: b"{oops", ManifestError, "invalid JSON"),
+        (lambda d: d.pop("chunkFilePaths"), ManifestError, "missing field 'chunkFilePaths'"),
+        (lambda d: d.update(chunkFilePaths=["$blobchangefeed/log/../meta/"]), UnsafePathError, "outside"),
+        (lambda d: d.update(chunkFilePaths=["other/log/00/"]), UnsafePathError, "outside"),
+    ],
+    ids=["invalid-json", "missing-field", "dot-dot", "other-container"],
+)
+async def test_bad_manifest_is_refused_with_its_path(
+    account: str, change: Callable[[dict[str, object]], object], error_type: type[Exception], text: str
+) -> None:
+    await emulate(account, seed=22, segments=1, events_per_segment=20)
+    await _rewrite_manifest(account, change)
+    with pytest.raises(error_type) as e:
+        await read_all(account)
+    assert SEGMENT in str(e.value)
+    result = await asyncio.to_thread(run_cfp, account, "read")
+    assert result.returncode == 1
+    assert SEGMENT in result.stderr and text in result.stderr
+    assert result.stdout == ""
+
+
+async def test_missing_chunk_of_a_saved_position_is_an_error(account: str) -> None:
+    await emulate(account, seed=23, segments=1, events_per_segment=40, shards=(1,), chunk_bytes=4096)
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        chunks = [b.name async for b in c.list_blobs(name_starts_with="log/")]
+        assert len(chunks) >= 2
+        token = json.dumps({
+            "version": 1, "account": "devstoreaccount1", "segment": SEGMENT, "segmentDone": False,
+            "shards": {"log/00/2026/01/01/0000/": {"chunk": chunks[0], "offset": 0, "index": 0}},
+        })
+        await c.delete_blob(chunks[0])
+    result = await asyncio.to_thread(run_cfp, account, "read", "--continuation", token)
+    assert result.returncode == 1
+    assert chunks[0] in result.stderr and "gone" in result.stderr
+
+
+async def test_bad_continuation_is_a_usage_error(account: str) -> None:
+    result = await asyncio.to_thread(run_cfp, account, "read", "--continuation", "{}")
+    assert result.returncode == 2 and "continuation" in result.stderr

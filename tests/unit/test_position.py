@@ -1,0 +1,61 @@
+"""Position arithmetic and continuation tokens."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from processor.changefeed.avro_chunk import BlockSpan
+from processor.changefeed.errors import InvalidContinuation
+from processor.changefeed.position import FeedPosition, ShardBatch, ShardPosition
+
+
+def spans(counts: list[int]) -> tuple[BlockSpan, ...]:
+    out, at = [], 100
+    for c in counts:
+        out.append(BlockSpan(at, c, at + 20, at + 20 + 10 * c))
+        at = out[-1].end
+    return tuple(out)
+
+
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=5), st.data())
+def test_position_after_each_record_matches_a_walk(counts: list[int], data) -> None:  # type: ignore[no-untyped-def]
+    blocks = spans(counts)
+    skip = data.draw(st.integers(0, counts[0] - 1))
+    n = sum(counts) - skip
+    batch = ShardBatch(
+        segment="s", shard="log/00/", chunk="c", start=ShardPosition("c", blocks[0].offset, skip),
+        end=ShardPosition("c", blocks[-1].end, 0), blocks=blocks,
+        records=[{} for _ in range(n)], raw_index=list(range(n)),
+    )
+    walk = []
+    for i, b in enumerate(blocks):
+        for j in range(skip if i == 0 else 0, b.count):
+            walk.append(ShardPosition("c", b.end, 0) if j + 1 == b.count else ShardPosition("c", b.offset, j + 1))
+    assert [batch.position_after(k) for k in range(n)] == walk
+    assert batch.position_after(n - 1) == batch.end
+    assert batch.raw_count == n
+
+
+def test_token_round_trip_and_account_check() -> None:
+    pos = FeedPosition(
+        "idx/segments/2026/01/01/0000/meta.json",
+        False,
+        {"log/00/2026/01/01/0000/": ShardPosition("log/00/2026/01/01/0000/00001.avro", 512, 3)},
+    )
+    token = pos.to_token(account="acct")
+    assert FeedPosition.from_token(token, account="acct") == pos
+    with pytest.raises(InvalidContinuation, match="acct"):
+        FeedPosition.from_token(token, account="other")
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["not json", "[]", '{"version": 2, "account": "a"}',
+     '{"version": 1, "account": "a", "shards": {"x": {"chunk": 1, "offset": 0, "index": 0}}}',
+     '{"version": 1, "account": "a", "shards": {"x": {"chunk": null, "offset": -1, "index": 0}}}'],
+)
+def test_bad_tokens_are_refused_clearly(token: str) -> None:
+    with pytest.raises(InvalidContinuation):
+        FeedPosition.from_token(token, account="a")
