@@ -1,0 +1,234 @@
+"""Read throughput: our reader vs the official SDK vs a bare "download whole + fastavro" baseline.
+
+    python bench/read_throughput.py [--events 200000] [--profiles small,large] [--rounds 3]
+
+Builds (once, then reuses) an emulated feed in a dedicated Azurite under `.bench/`: the
+`small` profile has blocks of 1 to 60 events as the emulator writes them from real blob
+operations; the `large` profile holds the very same records re-blocked into blocks of 500 to
+2,000 events (block layout is the only difference). Then, in one run and against the same
+Azurite, it measures events/s of:
+
+  (a) sdk       azure-storage-blob-changefeed `ChangeFeedClient.list_changes()` over the first
+                `--sdk-events` events (a subset: it is slow), per-event rate;
+  (b) ours      `FeedReader` over the whole feed, one process, every record serialised to JSON
+                (orjson) as `cfp read` does; Control records included so (b) and (c) do the same
+                number of records;
+  (c) baseline  list every chunk, download each whole (sequentially), decode with
+                `fastavro.reader`; no positions, no JSON.
+
+(b) and (c) alternate for `--rounds` rounds; the best round of each is reported, with the median.
+The machine is shared and noisy: only the ratios measured in one run mean anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import fastavro
+import orjson
+from azure.storage.blob.aio import BlobServiceClient, ContainerClient
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from processor.changefeed.emulator.azurite import Azurite  # noqa: E402
+from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
+from processor.changefeed.emulator.feed_writer import FeedWriter  # noqa: E402
+from processor.changefeed.emulator.service import reset_account  # noqa: E402
+from processor.changefeed.feed_reader import FeedReader  # noqa: E402
+from processor.changefeed.layout import CONTAINER, segment_time, shard_name  # noqa: E402
+from processor.changefeed.selection import EventFilter  # noqa: E402
+from processor.changefeed.storage import FeedStorage  # noqa: E402
+
+WORKDIR = ROOT / ".bench"
+SHARDS = (4, 3, 5, 2, 4)
+PROFILES = {"small": (1, 60), "large": (500, 2000)}
+
+
+@dataclass
+class Rate:
+    events: int
+    seconds: float
+    nbytes: int = 0
+
+    @property
+    def per_s(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+
+def feed_config(events: int) -> EmulatorConfig:
+    return EmulatorConfig(
+        seed=2026,
+        segments=len(SHARDS),
+        events_per_segment=events // len(SHARDS),
+        shards=SHARDS,
+        schema_version=5,
+        block_events=PROFILES["small"],
+        chunk_bytes=4 << 20,
+        containers=4,
+        blobs_per_container=2000,
+        concurrency=64,
+    )
+
+
+def marker_ok(marker: Path, want: dict[str, object]) -> bool:
+    return marker.exists() and json.loads(marker.read_text()) == want
+
+
+async def build_small(conn: str, config: EmulatorConfig) -> None:
+    async with BlobServiceClient.from_connection_string(conn) as service:
+        emulator = Emulator(service, config)
+        await reset_account(service, emulator.containers)
+        await emulator.run_batch()
+
+
+async def relayout(src: str, dst: str, block_events: tuple[int, int]) -> None:
+    """Copy every record of `src`'s feed into `dst`'s, same segments and shards, new blocks."""
+    import random
+
+    async with (
+        FeedStorage.from_connection_string(src) as storage,
+        BlobServiceClient.from_connection_string(dst) as service,
+    ):
+        await reset_account(service, [])
+        writer = FeedWriter(
+            service.get_container_client(CONTAINER),
+            rng=random.Random(1),
+            block_events=block_events,
+            chunk_bytes=16 << 20,
+        )
+        await writer.ensure_feed()
+        reader = FeedReader(storage, event_filter=EventFilter(include_control=True))
+        current: str | None = None
+        async for batch in reader.batches():
+            if batch.segment != current:
+                if current is not None:
+                    await writer.finalize_segment()
+                current = batch.segment
+                raw = await storage.read_document(batch.segment)
+                assert raw is not None
+                shards = len(json.loads(raw)["chunkFilePaths"])
+                await writer.begin_segment(segment_time(current), shards=shards, schema_version=5)
+            shard = int(shard_name(batch.shard))
+            for record in batch.records:
+                await writer.add(shard, record)
+        if current is not None:
+            await writer.finalize_segment()
+
+
+def measure_sdk(conn: str, limit: int) -> Rate:
+    from azure.storage.blob.changefeed import ChangeFeedClient
+
+    client = ChangeFeedClient.from_connection_string(conn)
+    n = 0
+    start = time.perf_counter()
+    for _ in client.list_changes():
+        n += 1
+        if n >= limit:
+            break
+    return Rate(n, time.perf_counter() - start)
+
+
+async def measure_ours(conn: str) -> Rate:
+    sink = 0
+    n = 0
+    start = time.perf_counter()
+    async with FeedStorage.from_connection_string(conn) as storage:
+        reader = FeedReader(storage, event_filter=EventFilter(include_control=True))
+        dumps = orjson.dumps
+        async for batch in reader.batches():
+            out = b"".join(dumps(r) + b"\n" for r in batch.records)
+            sink += len(out)
+            n += len(batch.records)
+    return Rate(n, time.perf_counter() - start, sink)
+
+
+async def measure_baseline(conn: str) -> Rate:
+    n = 0
+    nbytes = 0
+    start = time.perf_counter()
+    async with ContainerClient.from_connection_string(conn, CONTAINER) as c:
+        chunks = [b.name async for b in c.list_blobs(name_starts_with="log/")]
+        for name in chunks:
+            data = await (await c.download_blob(name)).readall()
+            nbytes += len(data)
+            n += sum(1 for _ in fastavro.reader(io.BytesIO(data)))
+    return Rate(n, time.perf_counter() - start, nbytes)
+
+
+def run_profile(name: str, conn: str, args: argparse.Namespace) -> dict[str, float]:
+    sdk = measure_sdk(conn, args.sdk_events)
+    ours_runs, base_runs = [], []
+    for _ in range(args.rounds):
+        ours_runs.append(asyncio.run(measure_ours(conn)))
+        base_runs.append(asyncio.run(measure_baseline(conn)))
+    assert all(r.events == base_runs[0].events for r in ours_runs + base_runs), "record counts differ"
+    ours = max(ours_runs, key=lambda r: r.per_s)
+    base = max(base_runs, key=lambda r: r.per_s)
+    result = {
+        "events": base.events,
+        "feed_mb": base.nbytes / 1e6,
+        "sdk_per_s": sdk.per_s,
+        "ours_per_s": ours.per_s,
+        "ours_median_per_s": statistics.median(r.per_s for r in ours_runs),
+        "baseline_per_s": base.per_s,
+        "baseline_median_per_s": statistics.median(r.per_s for r in base_runs),
+    }
+    print(f"\n== profile {name}: blocks of {PROFILES[name][0]}-{PROFILES[name][1]} events, "
+          f"{result['events']:,} records, {result['feed_mb']:.1f} MB of chunks ==")
+    print(f"(a) official SDK list_changes  {sdk.per_s:>12,.0f} events/s  ({sdk.events:,} events)")
+    print(f"(b) ours, JSON output          {ours.per_s:>12,.0f} events/s  "
+          f"(median {result['ours_median_per_s']:,.0f}, {args.rounds} rounds)")
+    print(f"(c) bare baseline              {base.per_s:>12,.0f} events/s  "
+          f"(median {result['baseline_median_per_s']:,.0f})")
+    print(f"    ours / SDK      = {ours.per_s / sdk.per_s:8.1f}x   (target >= 50x)")
+    print(f"    ours / baseline = {ours.per_s / base.per_s:8.2f}x   (target >= 0.9x, stretch > 1.0x)")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--profiles", default="small,large")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sdk-events", type=int, default=20_000)
+    parser.add_argument("--rebuild", action="store_true", help="Rebuild the feeds even if cached.")
+    args = parser.parse_args()
+    WORKDIR.mkdir(exist_ok=True)
+    config = feed_config(args.events)
+    want = {"events": args.events, "shards": list(SHARDS), "seed": config.seed, "version": 2}
+    small = Azurite(WORKDIR / "azurite-small").start()
+    large = Azurite(WORKDIR / "azurite-large").start()
+    try:
+        marker = WORKDIR / "small.json"
+        if args.rebuild or not marker_ok(marker, want):
+            marker.unlink(missing_ok=True)
+            print(f"building the small-block feed: {args.events:,} real blob operations ...", flush=True)
+            t = time.perf_counter()
+            asyncio.run(build_small(small.connection_string, config))
+            print(f"  built in {time.perf_counter() - t:.0f}s", flush=True)
+            marker.write_text(json.dumps(want))
+        large_marker = WORKDIR / "large.json"
+        if "large" in args.profiles and (args.rebuild or not marker_ok(large_marker, want)):
+            large_marker.unlink(missing_ok=True)
+            print("re-blocking the same records into large blocks ...", flush=True)
+            asyncio.run(relayout(small.connection_string, large.connection_string, PROFILES["large"]))
+            large_marker.write_text(json.dumps(want))
+        servers = {"small": small, "large": large}
+        for name in args.profiles.split(","):
+            run_profile(name, servers[name].connection_string, args)
+    finally:
+        small.stop()
+        large.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""The emulator: real operations, schema versions, determinism, live mode, loopback only."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+
+import pytest
+from azure.storage.blob.aio import BlobServiceClient, ContainerClient
+
+from processor.changefeed.emulator.schemas import data_fields, event_types
+from processor.changefeed.layout import CONTAINER, SEGMENTS_JSON
+from processor.changefeed.manifests import parse_feed_manifest, parse_segment_manifest
+from processor.changefeed.selection import EventFilter
+from tests.helpers import emulate, read_all, run_cfp
+
+
+@pytest.mark.parametrize("version", [1, 3, 4, 5, 6])
+async def test_each_schema_version_writes_its_fields(account: str, version: int) -> None:
+    await emulate(account, seed=version, segments=1, events_per_segment=150, schema_version=version)
+    records, _ = await read_all(account, event_filter=EventFilter(include_control=True))
+    assert len(records) >= 150
+    for r in records:
+        assert r["schemaVersion"] == version
+        assert set(r["data"]) == data_fields(version)  # type: ignore[arg-type]
+        assert r["eventType"] in event_types(version)
+    kinds = Counter(str(r["data"]["api"]) for r in records)  # type: ignore[index]
+    assert {"PutBlob", "DeleteBlob", "SetBlobMetadata", "SetBlobProperties", "SnapshotBlob"} <= set(kinds)
+    assert ("SetBlobTier" in kinds) == (version >= 4)
+    assert ("SetBlobTags" in kinds) == (version >= 5)
+
+
+async def test_the_feed_explains_the_live_listing(account: str) -> None:
+    summary = await emulate(account, seed=31, segments=3, events_per_segment=300)
+    records, _ = await read_all(account)
+    last: dict[str, dict[str, object]] = {}
+    sequencers: dict[str, str] = {}
+    for r in records:
+        subject = str(r["subject"])
+        seq = str(r["data"]["sequencer"])  # type: ignore[index]
+        assert seq > sequencers.get(subject, ""), "sequencers grow per blob"
+        sequencers[subject] = seq
+        last[subject] = r
+    async with BlobServiceClient.from_connection_string(account) as service:
+        live = {}
+        async for c in service.list_containers():
+            if c.name.startswith("$"):
+                continue
+            async for b in service.get_container_client(c.name).list_blobs():
+                live[f"/blobServices/default/containers/{c.name}/blobs/{b.name}"] = b
+    alive = {s: r for s, r in last.items() if r["eventType"] != "BlobDeleted"}
+    assert set(alive) == set(live)
+    assert len(live) == summary.live_blobs
+    for subject, r in alive.items():
+        data = r["data"]
+        assert data["etag"] == live[subject].etag.strip('"')  # type: ignore[index]
+        assert data["contentLength"] == live[subject].size  # type: ignore[index]
+        assert data["contentType"] == live[subject].content_settings.content_type  # type: ignore[index]
+
+
+async def test_same_seed_same_feed(account: str) -> None:
+    async def run() -> list[tuple[str, str, str]]:
+        from processor.changefeed.emulator.service import reset_account
+        from tests.conftest import EMULATOR_CONTAINERS
+
+        async with BlobServiceClient.from_connection_string(account) as service:
+            await reset_account(service, EMULATOR_CONTAINERS)
+        await emulate(account, seed=41, segments=2, events_per_segment=80)
+        records, _ = await read_all(account, event_filter=EventFilter(include_control=True))
+        return [(str(r["id"]), str(r["subject"]), str(r["eventType"])) for r in records]
+
+    assert await run() == await run()
+
+
+async def test_layout_manifests_and_chunks(account: str) -> None:
+    await emulate(account, seed=51, segments=3, events_per_segment=200, shards=(2, 4, 1),
+                  chunk_bytes=16 << 10)
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        names = [b.name async for b in c.list_blobs()]
+        assert "idx/segments/1601/01/01/0000/meta.json" in names
+        feed = parse_feed_manifest(await (await c.download_blob(SEGMENTS_JSON)).readall(), path="x")
+        manifests = [n for n in names if n.startswith("idx/segments/2026")]
+        shards = []
+        for m in manifests:
+            seg = parse_segment_manifest(await (await c.download_blob(m)).readall(), path=m)
+            assert seg.is_finalized
+            shards.append(len(seg.shard_prefixes))
+        assert shards == [2, 4, 1]
+        assert feed.last_consumable is not None and feed.last_consumable.hour == 2
+        chunk = next(n for n in names if n.endswith(".avro"))
+        props = await c.get_blob_client(chunk).get_blob_properties()
+        assert props.blob_type == "AppendBlob"
+        assert props.content_settings.content_type == "avro/binary"
+        assert any(n.endswith("/00001.avro") for n in names)  # roll-over happened
+
+
+async def test_live_mode_keeps_the_newest_segment_publishing(account: str) -> None:
+    result = await asyncio.to_thread(
+        run_cfp, account, "emulate", "--live", "--rate", "40", "--segment-seconds", "2",
+        "--duration", "7", "--start-time", "2026-03-01T00:00:00Z", timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        manifests = sorted(
+            [b.name async for b in c.list_blobs(name_starts_with="idx/segments/2026/03")]
+        )
+        statuses = [
+            parse_segment_manifest(await (await c.download_blob(m)).readall(), path=m).status.value
+            for m in manifests
+        ]
+        feed = parse_feed_manifest(await (await c.download_blob(SEGMENTS_JSON)).readall(), path="x")
+    assert len(manifests) >= 3
+    assert statuses[-1] == "Publishing" and set(statuses[:-1]) == {"Finalized"}
+    assert feed.last_consumable is not None
+    assert feed.last_consumable.hour == len(manifests) - 2
+    records, _ = await read_all(account)
+    assert records and all(str(r["eventTime"]) < f"2026-03-01T{len(manifests) - 1:02d}" for r in records)
+
+
+def test_emulator_refuses_non_loopback_endpoints() -> None:
+    secret = "c2VjcmV0LWtleS1kby1ub3QtbG9n"
+    conn = f"DefaultEndpointsProtocol=https;AccountName=prod;AccountKey={secret};EndpointSuffix=core.windows.net"
+    result = run_cfp(conn, "emulate", "--segments", "1", timeout=30)
+    assert result.returncode == 1
+    assert "refusing" in result.stderr and "loopback" in result.stderr
+    assert secret not in result.stderr + result.stdout
+
+
+def test_emulate_summary_is_json(account: str) -> None:
+    result = run_cfp(account, "emulate", "--segments", "1", "--events-per-segment", "30", "--reset")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert sum(summary["events"].values()) == 30
+    assert summary["segments"] == ["2026-01-01T00:00Z shards=2"]
+
+
+
