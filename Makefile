@@ -27,7 +27,7 @@ $(AZURITE): deploy/local/package.json deploy/local/package-lock.json
 install: $(VENV)/.installed $(AZURITE)
 
 demo: install
-	$(PY) -m tests.demo
+	$(PY) deploy/local/demo.py
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

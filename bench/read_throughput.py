@@ -170,7 +170,9 @@ def run_profile(name: str, conn: str, args: argparse.Namespace) -> dict[str, flo
     for _ in range(args.rounds):
         ours_runs.append(asyncio.run(measure_ours(conn)))
         base_runs.append(asyncio.run(measure_baseline(conn)))
-    assert all(r.events == base_runs[0].events for r in ours_runs + base_runs), "record counts differ"
+    assert all(r.events == base_runs[0].events for r in ours_runs + base_runs), (
+        "record counts differ"
+    )
     ours = max(ours_runs, key=lambda r: r.per_s)
     base = max(base_runs, key=lambda r: r.per_s)
     result = {
@@ -182,20 +184,30 @@ def run_profile(name: str, conn: str, args: argparse.Namespace) -> dict[str, flo
         "baseline_per_s": base.per_s,
         "baseline_median_per_s": statistics.median(r.per_s for r in base_runs),
     }
-    print(f"\n== profile {name}: blocks of {PROFILES[name][0]}-{PROFILES[name][1]} events, "
-          f"{result['events']:,} records, {result['feed_mb']:.1f} MB of chunks ==")
+    print(
+        f"\n== profile {name}: blocks of {PROFILES[name][0]}-{PROFILES[name][1]} events, "
+        f"{result['events']:,} records, {result['feed_mb']:.1f} MB of chunks =="
+    )
     print(f"(a) official SDK list_changes  {sdk.per_s:>12,.0f} events/s  ({sdk.events:,} events)")
-    print(f"(b) ours, JSON output          {ours.per_s:>12,.0f} events/s  "
-          f"(median {result['ours_median_per_s']:,.0f}, {args.rounds} rounds)")
-    print(f"(c) bare baseline              {base.per_s:>12,.0f} events/s  "
-          f"(median {result['baseline_median_per_s']:,.0f})")
+    print(
+        f"(b) ours, JSON output          {ours.per_s:>12,.0f} events/s  "
+        f"(median {result['ours_median_per_s']:,.0f}, {args.rounds} rounds)"
+    )
+    print(
+        f"(c) bare baseline              {base.per_s:>12,.0f} events/s  "
+        f"(median {result['baseline_median_per_s']:,.0f})"
+    )
     print(f"    ours / SDK      = {ours.per_s / sdk.per_s:8.1f}x   (target >= 50x)")
-    print(f"    ours / baseline = {ours.per_s / base.per_s:8.2f}x   (target >= 0.9x, stretch > 1.0x)")
+    print(
+        f"    ours / baseline = {ours.per_s / base.per_s:8.2f}x   (target >= 0.9x, stretch > 1.0x)"
+    )
     return result
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--profiles", default="small,large")
     parser.add_argument("--rounds", type=int, default=3)
@@ -211,7 +223,10 @@ def main() -> None:
         marker = WORKDIR / "small.json"
         if args.rebuild or not marker_ok(marker, want):
             marker.unlink(missing_ok=True)
-            print(f"building the small-block feed: {args.events:,} real blob operations ...", flush=True)
+            print(
+                f"building the small-block feed: {args.events:,} real blob operations ...",
+                flush=True,
+            )
             t = time.perf_counter()
             asyncio.run(build_small(small.connection_string, config))
             print(f"  built in {time.perf_counter() - t:.0f}s", flush=True)
@@ -220,7 +235,9 @@ def main() -> None:
         if "large" in args.profiles and (args.rebuild or not marker_ok(large_marker, want)):
             large_marker.unlink(missing_ok=True)
             print("re-blocking the same records into large blocks ...", flush=True)
-            asyncio.run(relayout(small.connection_string, large.connection_string, PROFILES["large"]))
+            asyncio.run(
+                relayout(small.connection_string, large.connection_string, PROFILES["large"])
+            )
             large_marker.write_text(json.dumps(want))
         servers = {"small": small, "large": large}
         for name in args.profiles.split(","):

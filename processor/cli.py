@@ -13,12 +13,14 @@ from collections.abc import Callable, Coroutine
 from contextlib import aclosing
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import click
 import orjson
 
 from processor import connection
+from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
+from processor.changefeed.emulator.service import open_service, reset_account
 from processor.changefeed.errors import FeedError
 from processor.changefeed.feed_reader import FeedReader, IncompleteRead
 from processor.changefeed.position import FeedPosition
@@ -30,7 +32,7 @@ T = TypeVar("T")
 SAVE_EVERY_S = 1.0
 
 
-class IsoTime(click.ParamType):
+class IsoTime(click.ParamType[datetime]):
     name = "ISO-TIME"
 
     def convert(
@@ -45,9 +47,9 @@ class IsoTime(click.ParamType):
         return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
-class ByteSize(click.ParamType):
+class ByteSize(click.ParamType[int]):
     name = "BYTES"
-    _units = {
+    _units: ClassVar[dict[str, int]] = {
         "": 1,
         "k": 1 << 10,
         "kib": 1 << 10,
@@ -238,7 +240,7 @@ def read(
 @click.option(
     "--start-time",
     type=IsoTime(),
-    help="Begin of the first segment (default 2026-01-01T00:00Z, or after the newest existing segment).",
+    help="Begin of the first segment (default 2026-01-01T00:00Z, or after the newest one).",
 )
 @click.option("--segments", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--events-per-segment", type=click.IntRange(min=1), default=500, show_default=True)
@@ -313,9 +315,6 @@ def emulate(
 
     Refuses any endpoint that is not on the loopback interface.
     """
-    from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
-    from processor.changefeed.emulator.service import open_service, reset_account
-
     try:
         lo, _, hi = block_events.partition("-")
         config = EmulatorConfig(

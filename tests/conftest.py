@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from azure.storage.blob.aio import BlobServiceClient
 
-from processor.changefeed.emulator.service import reset_account
 from processor.changefeed.emulator.azurite import Azurite
+from processor.changefeed.emulator.service import reset_account
 
 EMULATOR_CONTAINERS = [f"cfp-emu-{i}" for i in range(8)]
 

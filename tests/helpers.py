@@ -12,16 +12,18 @@ from typing import Any
 
 from azure.storage.blob.aio import BlobServiceClient
 
+from processor.changefeed.emulator.azurite import ROOT
 from processor.changefeed.emulator.emulator import EmulationSummary, Emulator, EmulatorConfig
 from processor.changefeed.feed_reader import FeedReader
 from processor.changefeed.position import FeedPosition, RawRecord
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import FeedStorage
 from processor.connection import ENV_VAR
-from processor.changefeed.emulator.azurite import ROOT
 
 
-async def emulate(conn: str, config: EmulatorConfig | None = None, **changes: Any) -> EmulationSummary:
+async def emulate(
+    conn: str, config: EmulatorConfig | None = None, **changes: Any
+) -> EmulationSummary:
     config = replace(config or EmulatorConfig(), **changes)
     async with BlobServiceClient.from_connection_string(conn) as service:
         return await Emulator(service, config).run_batch()
@@ -35,7 +37,9 @@ async def read_all(
     read_size: int = 8 << 20,
 ) -> tuple[list[RawRecord], FeedReader]:
     async with FeedStorage.from_connection_string(conn, attempts=2) as storage:
-        reader = FeedReader(storage, position=position, event_filter=event_filter, read_size=read_size)
+        reader = FeedReader(
+            storage, position=position, event_filter=event_filter, read_size=read_size
+        )
         records = [r async for batch in reader.batches() for r in batch.records]
         return records, reader
 
@@ -83,7 +87,9 @@ async def upload_recorded_tree(conn: str, root: Path, *, last_consumable: str) -
                 await blob.create_append_blob()
                 header = parse_header(data, chunk=name)
                 await blob.append_block(data[: header.size])
-                scan = scan_blocks(data[header.size :], base=header.size, sync=header.sync, chunk=name)
+                scan = scan_blocks(
+                    data[header.size :], base=header.size, sync=header.sync, chunk=name
+                )
                 for b in scan.blocks:
                     await blob.append_block(data[b.offset : b.end])
             else:

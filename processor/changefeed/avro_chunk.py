@@ -199,7 +199,9 @@ def scan_blocks(buf: bytes | memoryview, *, base: int, sync: bytes, chunk: str) 
             return BlockScan(tuple(blocks), base + start, base + block_at, is_torn=True)
         if buf[data_end : data_end + SYNC_SIZE] != sync:
             error = BadSyncMarkerError(
-                chunk, base + data_end, f"block at {base + block_at} is not followed by the sync marker"
+                chunk,
+                base + data_end,
+                f"block at {base + block_at} is not followed by the sync marker",
             )
             return _stop(blocks, base + start, base + block_at, error)
         blocks.append(BlockSpan(base + block_at, count, base + pos, base + data_end))

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 
@@ -67,7 +67,7 @@ def decode_blocks(
             for j in range(block.count):
                 rec = reader(stream, schema, None)
                 if i > 0 or j >= skip:
-                    records.append(rec)
+                    records.append(cast(RawRecord, rec))
             used = stream.tell() + base
         except Exception as e:  # fastavro raises many kinds on bad bytes
             del records[mark:]

@@ -37,13 +37,17 @@ class FeedCorrupt(FeedError):
     """Bytes or documents in the feed that cannot be what the service writes."""
 
 
-class ManifestError(FeedCorrupt):
-    """A manifest (`meta/segments.json` or a segment's `meta.json`) is not valid."""
+class PathProblem(FeedCorrupt):
+    """Something is wrong with the blob at `path` as a whole."""
 
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+
+class ManifestError(PathProblem):
+    """A manifest (`meta/segments.json` or a segment's `meta.json`) is not valid."""
 
 
 class UnsafePathError(ManifestError):
@@ -92,10 +96,5 @@ class PositionError(ChunkError):
     """A saved position does not fit the chunk (past its end, or not on a block)."""
 
 
-class MissingChunkError(FeedCorrupt):
+class MissingChunkError(PathProblem):
     """A position names a chunk or segment that no longer exists (retention or deletion)."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem

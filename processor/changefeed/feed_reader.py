@@ -9,7 +9,8 @@ one segment are fetched concurrently and their batches interleave in shard order
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
 import structlog
@@ -81,7 +82,7 @@ class FeedReader:
         follow: bool = False,
         poll_interval_s: float = 2.0,
         stop: asyncio.Event | None = None,
-    ) -> AsyncIterator[ShardBatch]:
+    ) -> AsyncGenerator[ShardBatch, None]:
         """Batches of everything consumable; with `follow`, keep polling until `stop` is set.
 
         Cancellation: `stop` ends the iteration between batches, never inside one.
@@ -96,10 +97,8 @@ class FeedReader:
                 raise IncompleteRead(list(self.failures.values()))
             if not follow:
                 return
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=poll_interval_s)
-            except TimeoutError:
-                pass
 
     async def _segment_paths(self) -> list[str]:
         after = self.position.segment

@@ -1,7 +1,7 @@
 """Names and paths of the `$blobchangefeed` container, and the checks on paths read from manifests.
 
 Everything here is pure string and time arithmetic. Paths inside the container never start with
-`$blobchangefeed/`; manifests carry that prefix in `chunkFilePaths` and we strip it after checking it.
+`$blobchangefeed/`; manifests carry that prefix in `chunkFilePaths`, stripped after checking.
 """
 
 from __future__ import annotations

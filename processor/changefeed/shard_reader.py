@@ -116,7 +116,7 @@ class ShardReader:
                     )
                 self._chunks = None
                 continue
-            if pos.block_offset == info.size or info.size == 0:
+            if info.size in (pos.block_offset, 0):
                 if idx + 1 < len(chunks):
                     self.position = ShardPosition(chunks[idx + 1].name, 0, 0)
                     continue

@@ -26,7 +26,9 @@ async def test_each_schema_version_writes_its_fields(account: str, version: int)
         assert set(r["data"]) == data_fields(version)  # type: ignore[arg-type]
         assert r["eventType"] in event_types(version)
     kinds = Counter(str(r["data"]["api"]) for r in records)  # type: ignore[index]
-    assert {"PutBlob", "DeleteBlob", "SetBlobMetadata", "SetBlobProperties", "SnapshotBlob"} <= set(kinds)
+    assert {"PutBlob", "DeleteBlob", "SetBlobMetadata", "SetBlobProperties", "SnapshotBlob"} <= set(
+        kinds
+    )
     assert ("SetBlobTier" in kinds) == (version >= 4)
     assert ("SetBlobTags" in kinds) == (version >= 5)
 
@@ -74,8 +76,9 @@ async def test_same_seed_same_feed(account: str) -> None:
 
 
 async def test_layout_manifests_and_chunks(account: str) -> None:
-    await emulate(account, seed=51, segments=3, events_per_segment=200, shards=(2, 4, 1),
-                  chunk_bytes=16 << 10)
+    await emulate(
+        account, seed=51, segments=3, events_per_segment=200, shards=(2, 4, 1), chunk_bytes=16 << 10
+    )
     async with ContainerClient.from_connection_string(account, CONTAINER) as c:
         names = [b.name async for b in c.list_blobs()]
         assert "idx/segments/1601/01/01/0000/meta.json" in names
@@ -97,8 +100,19 @@ async def test_layout_manifests_and_chunks(account: str) -> None:
 
 async def test_live_mode_keeps_the_newest_segment_publishing(account: str) -> None:
     result = await asyncio.to_thread(
-        run_cfp, account, "emulate", "--live", "--rate", "40", "--segment-seconds", "2",
-        "--duration", "7", "--start-time", "2026-03-01T00:00:00Z", timeout=60,
+        run_cfp,
+        account,
+        "emulate",
+        "--live",
+        "--rate",
+        "40",
+        "--segment-seconds",
+        "2",
+        "--duration",
+        "7",
+        "--start-time",
+        "2026-03-01T00:00:00Z",
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     async with ContainerClient.from_connection_string(account, CONTAINER) as c:
@@ -115,7 +129,9 @@ async def test_live_mode_keeps_the_newest_segment_publishing(account: str) -> No
     assert feed.last_consumable is not None
     assert feed.last_consumable.hour == len(manifests) - 2
     records, _ = await read_all(account)
-    assert records and all(str(r["eventTime"]) < f"2026-03-01T{len(manifests) - 1:02d}" for r in records)
+    assert records and all(
+        str(r["eventTime"]) < f"2026-03-01T{len(manifests) - 1:02d}" for r in records
+    )
 
 
 def test_emulator_refuses_non_loopback_endpoints() -> None:
@@ -133,6 +149,3 @@ def test_emulate_summary_is_json(account: str) -> None:
     summary = json.loads(result.stdout)
     assert sum(summary["events"].values()) == 30
     assert summary["segments"] == ["2026-01-01T00:00Z shards=2"]
-
-
-

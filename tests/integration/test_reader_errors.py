@@ -68,7 +68,9 @@ CORRUPTIONS: dict[str, tuple[Corruption, type[ChunkError]]] = {
 
 @pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
 async def test_corrupt_chunk_stops_only_its_shard(account: str, kind: str) -> None:
-    await emulate(account, seed=21, segments=2, events_per_segment=90, shards=(3, 1), block_events=(4, 8))
+    await emulate(
+        account, seed=21, segments=2, events_per_segment=90, shards=(3, 1), block_events=(4, 8)
+    )
     everything = EventFilter(include_control=True)
     good, _ = await read_all(account, event_filter=everything)
     corrupt, error_type = CORRUPTIONS[kind]
@@ -76,7 +78,9 @@ async def test_corrupt_chunk_stops_only_its_shard(account: str, kind: str) -> No
     async with ContainerClient.from_connection_string(account, CONTAINER) as c:
         data = await (await c.download_blob(chunk)).readall()
         header = parse_header(data, chunk=chunk)
-        blocks = scan_blocks(data[header.size :], base=header.size, sync=header.sync, chunk=chunk).blocks
+        blocks = scan_blocks(
+            data[header.size :], base=header.size, sync=header.sync, chunk=chunk
+        ).blocks
         bad, offset, kept_blocks = corrupt(data, [b.offset for b in blocks[:3]])
         await c.delete_blob(chunk)
         await c.upload_blob(chunk, bad)
@@ -86,9 +90,12 @@ async def test_corrupt_chunk_stops_only_its_shard(account: str, kind: str) -> No
     ).records
     async with ContainerClient.from_connection_string(account, CONTAINER) as c:
         assert [b.name async for b in c.list_blobs(name_starts_with=BAD_SHARD)] == [chunk]
-    all_bad = {str(r["id"]) for r in decode_blocks(
-        data, base=0, blocks=blocks, skip=0, header=header, chunk=chunk
-    ).records}
+    all_bad = {
+        str(r["id"])
+        for r in decode_blocks(
+            data, base=0, blocks=blocks, skip=0, header=header, chunk=chunk
+        ).records
+    }
     bad_shard_ids = all_bad - {str(r["id"]) for r in decoded}
     first_segment = [r for r in good if r["eventTime"] < "2026-01-01T01"]
     expected = [str(r["id"]) for r in first_segment if str(r["id"]) not in bad_shard_ids]
@@ -112,7 +119,9 @@ async def _rewrite_manifest(account: str, change: Callable[[dict[str, object]], 
     async with ContainerClient.from_connection_string(account, CONTAINER) as c:
         doc = json.loads(await (await c.download_blob(SEGMENT)).readall())
         body = change(doc)
-        await c.upload_blob(SEGMENT, body if isinstance(body, bytes) else json.dumps(doc), overwrite=True)
+        await c.upload_blob(
+            SEGMENT, body if isinstance(body, bytes) else json.dumps(doc), overwrite=True
+        )
 
 
 @pytest.mark.parametrize(
@@ -120,13 +129,20 @@ async def _rewrite_manifest(account: str, change: Callable[[dict[str, object]], 
     [
         (lambda d: b"{oops", ManifestError, "invalid JSON"),
         (lambda d: d.pop("chunkFilePaths"), ManifestError, "missing field 'chunkFilePaths'"),
-        (lambda d: d.update(chunkFilePaths=["$blobchangefeed/log/../meta/"]), UnsafePathError, "outside"),
+        (
+            lambda d: d.update(chunkFilePaths=["$blobchangefeed/log/../meta/"]),
+            UnsafePathError,
+            "outside",
+        ),
         (lambda d: d.update(chunkFilePaths=["other/log/00/"]), UnsafePathError, "outside"),
     ],
     ids=["invalid-json", "missing-field", "dot-dot", "other-container"],
 )
 async def test_bad_manifest_is_refused_with_its_path(
-    account: str, change: Callable[[dict[str, object]], object], error_type: type[Exception], text: str
+    account: str,
+    change: Callable[[dict[str, object]], object],
+    error_type: type[Exception],
+    text: str,
 ) -> None:
     await emulate(account, seed=22, segments=1, events_per_segment=20)
     await _rewrite_manifest(account, change)
@@ -140,14 +156,23 @@ async def test_bad_manifest_is_refused_with_its_path(
 
 
 async def test_missing_chunk_of_a_saved_position_is_an_error(account: str) -> None:
-    await emulate(account, seed=23, segments=1, events_per_segment=40, shards=(1,), chunk_bytes=4096)
+    await emulate(
+        account, seed=23, segments=1, events_per_segment=40, shards=(1,), chunk_bytes=4096
+    )
     async with ContainerClient.from_connection_string(account, CONTAINER) as c:
         chunks = [b.name async for b in c.list_blobs(name_starts_with="log/")]
         assert len(chunks) >= 2
-        token = json.dumps({
-            "version": 1, "account": "devstoreaccount1", "segment": SEGMENT, "segmentDone": False,
-            "shards": {"log/00/2026/01/01/0000/": {"chunk": chunks[0], "offset": 0, "index": 0}},
-        })
+        token = json.dumps(
+            {
+                "version": 1,
+                "account": "devstoreaccount1",
+                "segment": SEGMENT,
+                "segmentDone": False,
+                "shards": {
+                    "log/00/2026/01/01/0000/": {"chunk": chunks[0], "offset": 0, "index": 0}
+                },
+            }
+        )
         await c.delete_blob(chunks[0])
     result = await asyncio.to_thread(run_cfp, account, "read", "--continuation", token)
     assert result.returncode == 1

@@ -15,13 +15,13 @@ from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from processor.changefeed.avro_chunk import parse_header
 from processor.changefeed.emulator.avro_encoding import RecordEncoder, encode_block
+from processor.changefeed.emulator.azurite import ROOT
 from processor.changefeed.emulator.emulator import DEFAULT_START, Emulator, EmulatorConfig
 from processor.changefeed.emulator.feed_writer import iso_ms
 from processor.changefeed.emulator.schemas import writer_schema
 from processor.changefeed.layout import CONTAINER, SEGMENTS_JSON
-from processor.changefeed.selection import EventFilter, TimeRange, parse_event_time
+from processor.changefeed.selection import EventFilter, parse_event_time
 from processor.connection import ENV_VAR
-from processor.changefeed.emulator.azurite import ROOT
 from tests.helpers import emulate, json_lines, per_blob, read_all, run_cfp
 
 H = timedelta(hours=1)
@@ -47,7 +47,9 @@ async def test_torn_trailing_block_waits_for_the_rest(account: str) -> None:
         async with service.get_container_client(CONTAINER) as c:
             chunk = [b.name async for b in c.list_blobs(name_starts_with="log/")][-1]
             blob = c.get_blob_client(chunk)
-            header = parse_header(await (await blob.download_blob(offset=0, length=4096)).readall(), chunk=chunk)
+            header = parse_header(
+                await (await blob.download_blob(offset=0, length=4096)).readall(), chunk=chunk
+            )
             enc = RecordEncoder(writer_schema(5))
             extra = [emu.records.control_event(at=begin, counter=1000 + i) for i in range(3)]
             for r in extra:
@@ -74,12 +76,26 @@ async def test_last_consumable_hides_later_segments_and_follow_picks_them_up(
 
     saved = tmp_path / "pos.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "processor", "read", "--follow", "--poll-interval", "0.2",
-         "--save-continuation", str(saved)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env={ENV_VAR: account, "PATH": "/usr/bin:/bin"},
+        [
+            sys.executable,
+            "-m",
+            "processor",
+            "read",
+            "--follow",
+            "--poll-interval",
+            "0.2",
+            "--save-continuation",
+            str(saved),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={ENV_VAR: account, "PATH": "/usr/bin:/bin"},
     )
     lines: list[bytes] = []
-    threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True).start()  # type: ignore[union-attr]
+    threading.Thread(
+        target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True
+    ).start()  # type: ignore[union-attr]
 
     async def wait_for(n: int) -> None:
         deadline = time.monotonic() + 60
@@ -127,7 +143,9 @@ async def test_event_type_filter_and_control(account: str) -> None:
     assert [r["id"] for r in got] == [r["id"] for r in everything if r["eventType"] in wanted]
     controls = [r for r in everything if r["eventType"] == "Control"]
     assert len(controls) >= 10
-    with_control = json_lines((await asyncio.to_thread(run_cfp, account, "read", "--include-control")).stdout)
+    with_control = json_lines(
+        (await asyncio.to_thread(run_cfp, account, "read", "--include-control")).stdout
+    )
     assert len(with_control) == len(everything)
 
 

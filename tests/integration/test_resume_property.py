@@ -17,13 +17,13 @@ from azure.storage.blob.aio import BlobServiceClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from processor.changefeed.emulator.azurite import Azurite
 from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
 from processor.changefeed.emulator.service import reset_account
 from processor.changefeed.feed_reader import FeedReader
 from processor.changefeed.position import FeedPosition
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import FeedStorage
-from processor.changefeed.emulator.azurite import Azurite
 from tests.conftest import EMULATOR_CONTAINERS
 
 CONFIG = EmulatorConfig(
@@ -39,8 +39,12 @@ async def read_upto(conn: str, token: str | None, limit: int) -> tuple[list[Item
     position = FeedPosition.from_token(token, account=ACCOUNT) if token else None
     items: list[Item] = []
     async with FeedStorage.from_connection_string(conn, attempts=2) as storage:
-        reader = FeedReader(storage, position=position, event_filter=EventFilter(include_control=True),
-                            read_size=2048)
+        reader = FeedReader(
+            storage,
+            position=position,
+            event_filter=EventFilter(include_control=True),
+            read_size=2048,
+        )
         done = reader.position
         async for batch in reader.batches():
             for k, r in enumerate(batch.records):

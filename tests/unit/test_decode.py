@@ -26,7 +26,12 @@ def decode_file(data: bytes, chunk: str = "c", skip: int = 0) -> tuple[list[RawR
     header = parse_header(data, chunk=chunk)
     scan = scan_blocks(data[header.size :], base=header.size, sync=header.sync, chunk=chunk)
     d = decode_blocks(
-        data[header.size :], base=header.size, blocks=scan.blocks, skip=skip, header=header, chunk=chunk
+        data[header.size :],
+        base=header.size,
+        blocks=scan.blocks,
+        skip=skip,
+        header=header,
+        chunk=chunk,
     )
     return d.records, d
 
@@ -68,7 +73,13 @@ def test_a_block_whose_records_do_not_fill_it_is_undecodable() -> None:
 
 def test_garbage_inside_a_well_framed_block_is_undecodable() -> None:
     body = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"  # a string length that overruns
-    data = encode_header(SIMPLE, SYNC) + encode_long_padded(1) + encode_long_padded(len(body)) + body + SYNC
+    data = (
+        encode_header(SIMPLE, SYNC)
+        + encode_long_padded(1)
+        + encode_long_padded(len(body))
+        + body
+        + SYNC
+    )
     records, d = decode_file(data)
     assert records == []
     assert isinstance(d.error, UndecodableBlockError)  # type: ignore[attr-defined]

@@ -25,14 +25,23 @@ def test_position_after_each_record_matches_a_walk(counts: list[int], data) -> N
     skip = data.draw(st.integers(0, counts[0] - 1))
     n = sum(counts) - skip
     batch = ShardBatch(
-        segment="s", shard="log/00/", chunk="c", start=ShardPosition("c", blocks[0].offset, skip),
-        end=ShardPosition("c", blocks[-1].end, 0), blocks=blocks,
-        records=[{} for _ in range(n)], raw_index=list(range(n)),
+        segment="s",
+        shard="log/00/",
+        chunk="c",
+        start=ShardPosition("c", blocks[0].offset, skip),
+        end=ShardPosition("c", blocks[-1].end, 0),
+        blocks=blocks,
+        records=[{} for _ in range(n)],
+        raw_index=list(range(n)),
     )
     walk = []
     for i, b in enumerate(blocks):
         for j in range(skip if i == 0 else 0, b.count):
-            walk.append(ShardPosition("c", b.end, 0) if j + 1 == b.count else ShardPosition("c", b.offset, j + 1))
+            walk.append(
+                ShardPosition("c", b.end, 0)
+                if j + 1 == b.count
+                else ShardPosition("c", b.offset, j + 1)
+            )
     assert [batch.position_after(k) for k in range(n)] == walk
     assert batch.position_after(n - 1) == batch.end
     assert batch.raw_count == n
@@ -52,9 +61,13 @@ def test_token_round_trip_and_account_check() -> None:
 
 @pytest.mark.parametrize(
     "token",
-    ["not json", "[]", '{"version": 2, "account": "a"}',
-     '{"version": 1, "account": "a", "shards": {"x": {"chunk": 1, "offset": 0, "index": 0}}}',
-     '{"version": 1, "account": "a", "shards": {"x": {"chunk": null, "offset": -1, "index": 0}}}'],
+    [
+        "not json",
+        "[]",
+        '{"version": 2, "account": "a"}',
+        '{"version": 1, "account": "a", "shards": {"x": {"chunk": 1, "offset": 0, "index": 0}}}',
+        '{"version": 1, "account": "a", "shards": {"x": {"chunk": null, "offset": -1, "index": 0}}}',
+    ],
 )
 def test_bad_tokens_are_refused_clearly(token: str) -> None:
     with pytest.raises(InvalidContinuation):

@@ -8,7 +8,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from processor.changefeed.layout import segment_path
-from processor.changefeed.selection import EventFilter, TimeRange, consumable_segments, parse_event_time
+from processor.changefeed.selection import (
+    EventFilter,
+    TimeRange,
+    consumable_segments,
+    parse_event_time,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOURS = [T0 + timedelta(hours=h) for h in range(10)]
@@ -17,16 +22,25 @@ times = st.integers(0, 10 * 3600).map(lambda s: T0 + timedelta(seconds=s))
 
 
 def test_init_segment_and_unconsumable_segments_are_skipped() -> None:
-    got = consumable_segments(PATHS, last_consumable=HOURS[4], after=None, include_after=True, window=TimeRange())
+    got = consumable_segments(
+        PATHS, last_consumable=HOURS[4], after=None, include_after=True, window=TimeRange()
+    )
     assert got == [segment_path(t) for t in HOURS[:5]]
-    assert consumable_segments(PATHS, last_consumable=None, after=None, include_after=True, window=TimeRange()) == []
+    assert (
+        consumable_segments(
+            PATHS, last_consumable=None, after=None, include_after=True, window=TimeRange()
+        )
+        == []
+    )
 
 
 def test_resuming_after_a_segment() -> None:
     kw = {"last_consumable": HOURS[9], "window": TimeRange()}
     after = segment_path(HOURS[3])
     assert consumable_segments(PATHS, after=after, include_after=True, **kw)[0] == after
-    assert consumable_segments(PATHS, after=after, include_after=False, **kw)[0] == segment_path(HOURS[4])
+    assert consumable_segments(PATHS, after=after, include_after=False, **kw)[0] == segment_path(
+        HOURS[4]
+    )
 
 
 @given(times, times, st.integers(-15 * 60, 75 * 60), st.sampled_from(HOURS))
@@ -39,7 +53,9 @@ def test_a_segment_that_may_hold_an_event_of_the_range_is_selected(a, b, offset_
 
 def test_segments_far_outside_the_range_are_not_selected() -> None:
     r = TimeRange(HOURS[4], HOURS[5])
-    chosen = consumable_segments(PATHS, last_consumable=HOURS[9], after=None, include_after=True, window=r)
+    chosen = consumable_segments(
+        PATHS, last_consumable=HOURS[9], after=None, include_after=True, window=r
+    )
     assert chosen == [segment_path(t) for t in HOURS[3:6]]
 
 
@@ -48,7 +64,11 @@ def rec(event_type: str, t: str) -> dict[str, object]:
 
 
 def test_event_filter() -> None:
-    f = EventFilter(window=TimeRange(parse_event_time("2026-01-01T00:10:00Z"), parse_event_time("2026-01-01T00:20:00Z")))
+    f = EventFilter(
+        window=TimeRange(
+            parse_event_time("2026-01-01T00:10:00Z"), parse_event_time("2026-01-01T00:20:00Z")
+        )
+    )
     assert f.accepts(rec("BlobCreated", "2026-01-01T00:10:00.0000000Z"))
     assert not f.accepts(rec("BlobCreated", "2026-01-01T00:09:59.9999999Z"))
     assert not f.accepts(rec("BlobCreated", "2026-01-01T00:20:00.0000000Z"))

@@ -1,4 +1,4 @@
-"""Starting and stopping a real Azurite (pinned in `deploy/local`) for tests, benchmarks and the demo.
+"""Starting and stopping a real Azurite (pinned in `deploy/local`) for tests, bench and demo.
 
 The binary is `deploy/local/node_modules/.bin/azurite` of this checkout, or `$CFP_AZURITE_BIN`.
 """
@@ -17,7 +17,9 @@ from processor.connection import azurite_connection_string
 
 ROOT = Path(__file__).resolve().parents[3]
 AZURITE_BIN = Path(
-    os.environ.get("CFP_AZURITE_BIN", ROOT / "deploy" / "local" / "node_modules" / ".bin" / "azurite")
+    os.environ.get(
+        "CFP_AZURITE_BIN", ROOT / "deploy" / "local" / "node_modules" / ".bin" / "azurite"
+    )
 )
 
 
@@ -68,10 +70,20 @@ class Azurite:
                 "--skipApiVersionCheck",
                 "--loose",
                 "--disableTelemetry",
-                "--location", str(self.location),
-                "--blobHost", "127.0.0.1", "--blobPort", str(self.blob_port),
-                "--queueHost", "127.0.0.1", "--queuePort", str(queue_port),
-                "--tableHost", "127.0.0.1", "--tablePort", str(self.table_port),
+                "--location",
+                str(self.location),
+                "--blobHost",
+                "127.0.0.1",
+                "--blobPort",
+                str(self.blob_port),
+                "--queueHost",
+                "127.0.0.1",
+                "--queuePort",
+                str(queue_port),
+                "--tableHost",
+                "127.0.0.1",
+                "--tablePort",
+                str(self.table_port),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -9,6 +9,7 @@ order depend only on the seed and the starting blobs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import zlib
@@ -133,10 +134,8 @@ class Emulator:
         """
         await self.writer.ensure_feed()
         for name in self.containers:
-            try:
+            with contextlib.suppress(ResourceExistsError):
                 await self._service.create_container(name)
-            except ResourceExistsError:
-                pass
         existing = await self._existing_blobs()
         self.workload = Workload(
             self._rng,
@@ -251,8 +250,9 @@ class Emulator:
             return Outcome(_etag(r.get("etag")), prev.size, op.content_type, "")
         if op.kind is OpKind.SNAPSHOT:
             r = await blob.create_snapshot()
+            snapshot = str(r.get("snapshot") or "") or None
             return Outcome(
-                _etag(r.get("etag")), prev.size, prev.content_type, "", snapshot=r.get("snapshot")
+                _etag(r.get("etag")), prev.size, prev.content_type, "", snapshot=snapshot
             )
         if op.kind is OpKind.SET_TIER:
             await blob.set_standard_blob_tier(StandardBlobTier(op.tier))
@@ -326,10 +326,8 @@ class Emulator:
                 await self.flush()
                 rest = flush_every_s - (time.monotonic() - seg_start - elapsed)
                 if rest > 0:
-                    try:
+                    with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), timeout=rest)
-                    except TimeoutError:
-                        pass
             if stop.is_set():
                 await self.flush()
                 break

@@ -9,6 +9,7 @@ over to the next number once it passes `chunk_bytes`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from dataclasses import dataclass, field
@@ -82,10 +83,8 @@ class FeedWriter:
 
     async def ensure_feed(self) -> None:
         """Create the container and the empty 1601 initialisation segment if missing."""
-        try:
+        with contextlib.suppress(ResourceExistsError):
             await self._container.create_container()
-        except ResourceExistsError:
-            pass
         init = segment_path(INIT_SEGMENT_BEGIN)
         if not await self._container.get_blob_client(init).exists():
             await self._put_json(init, self._manifest(INIT_SEGMENT_BEGIN, 1, "Finalized", 4))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -35,7 +36,5 @@ async def reset_account(service: BlobServiceClient, containers: list[str]) -> No
         except ResourceNotFoundError:
             continue
         for blob in names:
-            try:
+            with contextlib.suppress(ResourceNotFoundError):
                 await client.delete_blob(blob, delete_snapshots="include")
-            except ResourceNotFoundError:
-                pass
