@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import fastavro
-import orjson
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,8 +44,11 @@ from processor.changefeed.emulator.feed_writer import FeedWriter  # noqa: E402
 from processor.changefeed.emulator.service import reset_account  # noqa: E402
 from processor.changefeed.feed_reader import FeedReader  # noqa: E402
 from processor.changefeed.layout import CONTAINER, segment_time, shard_name  # noqa: E402
+from processor.changefeed.output import json_lines  # noqa: E402
 from processor.changefeed.selection import EventFilter  # noqa: E402
 from processor.changefeed.storage import FeedStorage  # noqa: E402
+from processor.logs import configure_logging  # noqa: E402
+from processor.runtime import tune_gc  # noqa: E402
 
 WORKDIR = ROOT / ".bench"
 SHARDS = (4, 3, 5, 2, 4)
@@ -108,7 +110,7 @@ async def relayout(src: str, dst: str, block_events: tuple[int, int]) -> None:
         await writer.ensure_feed()
         reader = FeedReader(storage, event_filter=EventFilter(include_control=True))
         current: str | None = None
-        async for batch in reader.batches():
+        async for batch in reader.batches():  # read to the end: nothing is left open
             if batch.segment != current:
                 if current is not None:
                     await writer.finalize_segment()
@@ -143,9 +145,8 @@ async def measure_ours(conn: str) -> Rate:
     start = time.perf_counter()
     async with FeedStorage.from_connection_string(conn) as storage:
         reader = FeedReader(storage, event_filter=EventFilter(include_control=True))
-        dumps = orjson.dumps
-        async for batch in reader.batches():
-            out = b"".join(dumps(r) + b"\n" for r in batch.records)
+        async for batch in reader.batches():  # read to the end: nothing is left open
+            out = json_lines(batch.records)
             sink += len(out)
             n += len(batch.records)
     return Rate(n, time.perf_counter() - start, sink)
@@ -214,6 +215,8 @@ def main() -> None:
     parser.add_argument("--sdk-events", type=int, default=20_000)
     parser.add_argument("--rebuild", action="store_true", help="Rebuild the feeds even if cached.")
     args = parser.parse_args()
+    tune_gc()  # as `cfp read` does; (b) and (c) run under the same process settings
+    configure_logging(level="WARNING")
     WORKDIR.mkdir(exist_ok=True)
     config = feed_config(args.events)
     want = {"events": args.events, "shards": list(SHARDS), "seed": config.seed, "version": 2}

@@ -16,17 +16,18 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import click
-import orjson
 
 from processor import connection
 from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
 from processor.changefeed.emulator.service import open_service, reset_account
 from processor.changefeed.errors import FeedError
 from processor.changefeed.feed_reader import FeedReader, IncompleteRead
+from processor.changefeed.output import json_lines
 from processor.changefeed.position import FeedPosition
 from processor.changefeed.selection import EventFilter, TimeRange
 from processor.changefeed.storage import FeedStorage
 from processor.logs import configure_logging
+from processor.runtime import tune_gc
 
 T = TypeVar("T")
 SAVE_EVERY_S = 1.0
@@ -168,6 +169,7 @@ def read(
     Exits 0 once everything consumable (up to lastConsumable) has been read, or keeps polling
     with --follow until SIGINT/SIGTERM. Errors go to stderr with a non-zero exit.
     """
+    tune_gc()
     conn = connection.resolve(connection_string)
     try:
         account = connection.parse(conn).account
@@ -187,10 +189,12 @@ def read(
         out = sys.stdout.buffer
         printed = 0
         last_save = time.monotonic()
-        async with FeedStorage.from_connection_string(conn) as storage:
-            reader = FeedReader(
+        async with (
+            FeedStorage.from_connection_string(conn) as storage,
+            FeedReader(
                 storage, position=position, event_filter=event_filter, read_size=read_size
-            )
+            ) as reader,
+        ):
             done = reader.position
 
             def save(pos: FeedPosition) -> None:
@@ -205,11 +209,11 @@ def read(
                         records = batch.records
                         if max_events is not None and printed + len(records) >= max_events:
                             take = max_events - printed
-                            out.write(b"".join(orjson.dumps(r) + b"\n" for r in records[:take]))
+                            out.write(json_lines(records[:take]))
                             printed += take
                             done = reader.position_after(batch, take - 1)
                             break
-                        out.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
+                        out.write(json_lines(records))
                         printed += len(records)
                         done = reader.position
                         if time.monotonic() - last_save >= SAVE_EVERY_S:

@@ -36,10 +36,12 @@ async def read_all(
     event_filter: EventFilter | None = None,
     read_size: int = 8 << 20,
 ) -> tuple[list[RawRecord], FeedReader]:
-    async with FeedStorage.from_connection_string(conn, attempts=2) as storage:
-        reader = FeedReader(
+    async with (
+        FeedStorage.from_connection_string(conn, attempts=2) as storage,
+        FeedReader(
             storage, position=position, event_filter=event_filter, read_size=read_size
-        )
+        ) as reader,
+    ):
         records = [r async for batch in reader.batches() for r in batch.records]
         return records, reader
 

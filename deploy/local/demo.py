@@ -31,10 +31,14 @@ from processor.changefeed.storage import FeedStorage  # noqa: E402
 CONFIG = EmulatorConfig(seed=2026, segments=4, events_per_segment=1500, shards=(2, 3, 1, 4))
 
 
-async def read(conn: str, position: FeedPosition | None, limit: int | None) -> tuple[list[tuple[str, str, RawRecord]], FeedPosition]:
+async def read(
+    conn: str, position: FeedPosition | None, limit: int | None
+) -> tuple[list[tuple[str, str, RawRecord]], FeedPosition]:
     out: list[tuple[str, str, RawRecord]] = []
-    async with FeedStorage.from_connection_string(conn) as storage:
-        reader = FeedReader(storage, position=position)
+    async with (
+        FeedStorage.from_connection_string(conn) as storage,
+        FeedReader(storage, position=position) as reader,
+    ):
         async for batch in reader.batches():
             for k, r in enumerate(batch.records):
                 out.append((batch.segment, shard_name(batch.shard), r))
@@ -48,12 +52,16 @@ async def live_listing(conn: str) -> dict[str, str]:
     async with BlobServiceClient.from_connection_string(conn) as service:
         async for c in service.list_containers():
             async for b in service.get_container_client(c.name).list_blobs():
-                listing[f"/blobServices/default/containers/{c.name}/blobs/{b.name}"] = (b.etag or "").strip('"')
+                listing[f"/blobServices/default/containers/{c.name}/blobs/{b.name}"] = (
+                    b.etag or ""
+                ).strip('"')
     return listing
 
 
 async def demo(conn: str) -> int:
-    print(f"1. emulating {CONFIG.segments} hourly segments x {CONFIG.events_per_segment} real blob operations ...")
+    print(
+        f"1. emulating {CONFIG.segments} hourly segments x {CONFIG.events_per_segment} real blob operations ..."
+    )
     t = time.perf_counter()
     async with BlobServiceClient.from_connection_string(conn) as service:
         summary = await Emulator(service, CONFIG).run_batch()
@@ -70,8 +78,10 @@ async def demo(conn: str) -> int:
     token = position.to_token(account="devstoreaccount1")
     second, _ = await read(conn, FeedPosition.from_token(token, account="devstoreaccount1"), None)
     resumed = [r["id"] for _, _, r in first + second]
-    print(f"3. read again in two halves through a {len(token)}-byte continuation token: "
-          f"{'same events' if sorted(resumed) == sorted(r['id'] for _, _, r in whole) else 'MISMATCH'}")
+    print(
+        f"3. read again in two halves through a {len(token)}-byte continuation token: "
+        f"{'same events' if sorted(resumed) == sorted(r['id'] for _, _, r in whole) else 'MISMATCH'}"
+    )
 
     print("\n   events by type:")
     for etype, n in sorted(Counter(str(r["eventType"]) for _, _, r in whole).items()):
@@ -82,7 +92,7 @@ async def demo(conn: str) -> int:
         by_seg.setdefault(seg, Counter())[shard] += 1
     for seg, shards in by_seg.items():
         cells = "  ".join(f"{s}:{n:,}" for s, n in sorted(shards.items()))
-        print(f"     {seg[len('idx/segments/'):-len('/meta.json')]}   {cells}")
+        print(f"     {seg[len('idx/segments/') : -len('/meta.json')]}   {cells}")
 
     last: dict[str, RawRecord] = {}
     for _, _, r in whole:
@@ -90,8 +100,10 @@ async def demo(conn: str) -> int:
     alive = {s: str(r["data"]["etag"]) for s, r in last.items() if r["eventType"] != "BlobDeleted"}  # type: ignore[index]
     listing = await live_listing(conn)
     ok = alive == listing
-    print(f"\n4. the feed explains the live listing: {len(listing):,} live blobs, "
-          f"{'every one matches its last event (etag)' if ok else 'MISMATCH'}")
+    print(
+        f"\n4. the feed explains the live listing: {len(listing):,} live blobs, "
+        f"{'every one matches its last event (etag)' if ok else 'MISMATCH'}"
+    )
     return 0 if ok and sorted(resumed) == sorted(r["id"] for _, _, r in whole) else 1
 
 
@@ -102,7 +114,9 @@ def main() -> None:
             code = asyncio.run(demo(azurite.connection_string))
         finally:
             azurite.stop()
-    print("\nNext: `make azurite` in one terminal, then `cfp emulate` and `cfp read` in another (see README).")
+    print(
+        "\nNext: `make azurite` in one terminal, then `cfp emulate` and `cfp read` in another (see README)."
+    )
     raise SystemExit(code)
 
 

@@ -8,12 +8,13 @@ undecodable instead of silently yielding garbage.
 
 from __future__ import annotations
 
+import gc
 import io
-import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any
 
 import fastavro
 
@@ -23,13 +24,39 @@ from processor.changefeed.position import RawRecord
 
 
 @lru_cache(maxsize=64)
-def _parsed(schema_json: str) -> Any:
-    return fastavro.parse_schema(json.loads(schema_json), _write_hint=False, named_schemas={})
+def _parsed(header_bytes: bytes) -> Any:
+    # the header bytes hold the schema text; chunks of one segment share them byte for byte
+    return fastavro.parse_schema(_schema_of[header_bytes], named_schemas={})
+
+
+_schema_of: dict[bytes, dict[str, Any]] = {}
 
 
 def parsed_schema(header: ChunkHeader) -> Any:
-    """The fastavro-parsed writer schema of a chunk, cached by its JSON text."""
-    return _parsed(json.dumps(header.schema, sort_keys=True))
+    """The fastavro-parsed writer schema of a chunk, cached by its header bytes."""
+    if header.raw not in _schema_of:
+        if len(_schema_of) > 64:
+            _schema_of.clear()
+        _schema_of[header.raw] = header.schema
+    return _parsed(header.raw)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while decoding.
+
+    Decoding allocates hundreds of thousands of small dicts that stay alive until the batch is
+    handed over; each allocation burst triggers collections that rescan them all, which cost a
+    third of the decode time in our benchmark. The records hold no reference cycles, so nothing
+    is lost by not collecting during the loop; the collector's state is restored afterwards.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +83,16 @@ def decode_blocks(
     before). Decoding stops at the first block whose records do not decode or do not fill the
     block exactly; the blocks before it are returned with the error.
     """
-    schema = parsed_schema(header)
+    with _gc_paused():
+        return _decode(buf, base, blocks, skip, parsed_schema(header), chunk)
+
+
+def _decode(
+    buf: bytes, base: int, blocks: Sequence[BlockSpan], skip: int, schema: Any, chunk: str
+) -> Decoded:
     reader = fastavro.schemaless_reader
     stream = io.BytesIO(buf)
-    records: list[RawRecord] = []
+    records: list[Any] = []
     for i, block in enumerate(blocks):
         stream.seek(block.data_start - base)
         mark = len(records)
@@ -67,7 +100,7 @@ def decode_blocks(
             for j in range(block.count):
                 rec = reader(stream, schema, None)
                 if i > 0 or j >= skip:
-                    records.append(cast(RawRecord, rec))
+                    records.append(rec)
             used = stream.tell() + base
         except Exception as e:  # fastavro raises many kinds on bad bytes
             del records[mark:]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass
 
 import structlog
@@ -28,6 +29,9 @@ from processor.changefeed.shard_reader import DEFAULT_READ_SIZE, ShardRead, Shar
 from processor.changefeed.storage import FeedStorage
 
 log = structlog.get_logger("cfp.reader")
+
+# Batches each shard may decode ahead of the consumer (bounds memory: shards x this x batch).
+PREFETCH_BATCHES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +75,28 @@ class FeedReader:
         self._readers: dict[str, ShardReader] = {}
         self._readers_segment: str | None = None
         self.failures: dict[str, ShardFailure] = {}
+        self._iterations: list[AsyncGenerator[ShardBatch, None]] = []
+
+    async def __aenter__(self) -> FeedReader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every iteration still open, stopping its read-ahead tasks.
+
+        An iteration left early keeps its shard pumps suspended until it is closed: leave the
+        reader's `async with` block (or call this) before closing the storage.
+        """
+        while self._iterations:
+            await self._iterations.pop().aclose()
 
     def position_after(self, batch: ShardBatch, k: int) -> FeedPosition:
         """The feed position just after record `k` of `batch` (the last one returned)."""
         return self.position.with_shard(batch.shard, batch.position_after(k))
 
-    async def batches(
+    def batches(
         self,
         *,
         follow: bool = False,
@@ -85,14 +105,23 @@ class FeedReader:
     ) -> AsyncGenerator[ShardBatch, None]:
         """Batches of everything consumable; with `follow`, keep polling until `stop` is set.
 
-        Cancellation: `stop` ends the iteration between batches, never inside one.
+        Cancellation: `stop` ends the iteration between batches, never inside one. Resource
+        handling: shards are read ahead by tasks that live as long as the iteration; an
+        iteration left early is closed by `aclose()` / the reader's `async with` exit.
         """
-        stop = stop or asyncio.Event()
+        iteration = self._batches(follow, poll_interval_s, stop or asyncio.Event())
+        self._iterations.append(iteration)
+        return iteration
+
+    async def _batches(
+        self, follow: bool, poll_interval_s: float, stop: asyncio.Event
+    ) -> AsyncGenerator[ShardBatch, None]:
         while not stop.is_set():
-            async for batch in self._read_available():
-                yield batch
-                if stop.is_set():
-                    return
+            async with aclosing(self._read_available()) as available:
+                async for batch in available:
+                    yield batch
+                    if stop.is_set():
+                        return
             if self.failures:
                 raise IncompleteRead(list(self.failures.values()))
             if not follow:
@@ -112,7 +141,7 @@ class FeedReader:
             )
         return paths
 
-    async def _read_available(self) -> AsyncIterator[ShardBatch]:
+    async def _read_available(self) -> AsyncGenerator[ShardBatch, None]:
         doc = await self._storage.read_document(SEGMENTS_JSON)
         if doc is None:
             return  # a freshly enabled account has no segments.json yet: the feed is empty
@@ -132,11 +161,12 @@ class FeedReader:
             if self.position.segment != path:
                 self.position = FeedPosition(path, False, {})
             is_complete = True
-            async for batch, complete in self._read_segment(segment):
-                if batch is not None:
-                    self.position = self.position.with_shard(batch.shard, batch.end)
-                    yield batch
-                is_complete = complete
+            async with aclosing(self._read_segment(segment)) as items:
+                async for batch, complete in items:
+                    if batch is not None:
+                        self.position = self.position.with_shard(batch.shard, batch.end)
+                        yield batch
+                    is_complete = complete
             if not is_complete:
                 return  # the barrier: later segments wait until this one is finished
             self.position = FeedPosition(path, True, {})
@@ -161,47 +191,78 @@ class FeedReader:
 
     async def _read_segment(
         self, segment: SegmentManifest
-    ) -> AsyncIterator[tuple[ShardBatch | None, bool]]:
-        """Rounds of concurrent reads over the segment's shards until each is caught up.
+    ) -> AsyncGenerator[tuple[ShardBatch | None, bool], None]:
+        """Read every shard of `segment` until each is caught up, shards in parallel.
 
-        Yields (batch, segment_complete_so_far); the last item's flag says whether the segment
-        is finished.
+        One pump task per shard reads ahead (up to `PREFETCH_BATCHES` batches), so downloads
+        and decoding of some shards overlap with the consumer's work on others. Batches are
+        handed out round-robin in shard order. Yields (batch, False) items and finally
+        (None, segment_is_finished).
+
+        Cancellation: closing the iteration early cancels the pumps; shard readers that ran
+        ahead of what was handed out are dropped, so a later read resumes from `position`.
         """
         readers = self._shard_readers(segment)
+        queues: dict[str, asyncio.Queue[ShardBatch | ShardRead | FeedCorrupt]] = {
+            r.prefix: asyncio.Queue(maxsize=PREFETCH_BATCHES) for r in readers
+        }
         complete: set[str] = set()
-        while True:
-            active = [
-                r for r in readers if r.prefix not in complete and r.prefix not in self.failures
-            ]
-            if not active:
-                break
-            results = await self._read_round(active, is_finalized=segment.is_finalized)
-            caught_up = True
-            for reader, result in zip(active, results, strict=True):
-                if isinstance(result, FeedCorrupt):
-                    self.failures[reader.prefix] = ShardFailure(segment.path, reader.prefix, result)
-                    log.error("shard.failed", shard=reader.prefix, error=str(result))
-                    continue
-                if result.batch is not None:
-                    caught_up = False
-                    yield result.batch, False
-                if result.is_complete:
-                    complete.add(reader.prefix)
-            if caught_up:
-                break
-        is_done = not self.failures and len(complete) == len(readers)
-        yield None, is_done
+        finished = False
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for r in readers:
+                    tg.create_task(self._pump(r, segment.is_finalized, queues[r.prefix], tg))
+                active = list(readers)
+                while active:
+                    for reader in list(active):
+                        item = await queues[reader.prefix].get()
+                        if isinstance(item, ShardBatch):
+                            yield item, False
+                            continue
+                        active.remove(reader)
+                        if isinstance(item, FeedCorrupt):
+                            failure = ShardFailure(segment.path, reader.prefix, item)
+                            self.failures[reader.prefix] = failure
+                            log.error("shard.failed", shard=reader.prefix, error=str(item))
+                        elif item.is_complete:
+                            complete.add(reader.prefix)
+            finished = True
+        except BaseExceptionGroup as group:
+            raise _first_feed_error(group) from None
+        finally:
+            if not finished:
+                self._readers_segment = None  # readers ran ahead of what was handed out
+        yield None, not self.failures and len(complete) == len(readers)
 
     @staticmethod
-    async def _read_round(
-        readers: list[ShardReader], *, is_finalized: bool
-    ) -> list[ShardRead | FeedCorrupt]:
-        async def one(reader: ShardReader) -> ShardRead | FeedCorrupt:
-            try:
-                return await reader.read(is_finalized=is_finalized)
-            except FeedCorrupt as e:
-                return e
+    async def _pump(
+        reader: ShardReader,
+        is_finalized: bool,
+        queue: asyncio.Queue[ShardBatch | ShardRead | FeedCorrupt],
+        group: asyncio.TaskGroup,
+    ) -> None:
+        """Read one shard ahead into `queue`; ends with the caught-up result or the error."""
+        try:
+            while True:
+                result = await reader.read(is_finalized=is_finalized, read_ahead=group)
+                if result.batch is None:
+                    await queue.put(result)
+                    return
+                await queue.put(result.batch)
+        except FeedCorrupt as e:
+            await queue.put(e)
 
-        async with asyncio.TaskGroup() as tg:
-            tasks = [tg.create_task(one(r)) for r in readers]
-        return [t.result() for t in tasks]
+
+def _first_feed_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error to raise for a failed pump: the first one, unwrapped from the group."""
+    leaves: list[BaseException] = []
+
+    def walk(g: BaseExceptionGroup[BaseException]) -> None:
+        for e in g.exceptions:
+            if isinstance(e, BaseExceptionGroup):
+                walk(e)
+            else:
+                leaves.append(e)
+
+    walk(group)
+    return leaves[0] if leaves else group

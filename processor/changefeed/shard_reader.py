@@ -8,9 +8,11 @@ for a later call and the position never moves past it.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from processor.changefeed.avro_chunk import (
+    BlockScan,
     BlockSpan,
     ChunkHeader,
     NeedMoreBytes,
@@ -30,7 +32,92 @@ from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import BlobInfo, FeedStorage
 
 DEFAULT_READ_SIZE = 8 << 20
+DEFAULT_BATCH_EVENTS = 250
 HEADER_PROBE = 4096
+
+
+@dataclass(slots=True)
+class _Window:
+    """Fetched bytes of one chunk, their complete blocks, and how many were handed out."""
+
+    chunk: str
+    header: ChunkHeader
+    buf: bytes
+    base: int  # file offset of buf[0]
+    start: int  # file offset the window was read for (the first block, or a sync marker)
+    fetched_end: int
+    scan: BlockScan
+    next: int = 0
+
+    def starts_at(self, offset: int) -> bool:
+        """Whether the next block to hand out begins at `offset` (or the window is used up there)."""
+        if self.next == 0:
+            return offset == self.start
+        if self.next < len(self.scan.blocks):
+            return self.scan.blocks[self.next].offset == offset
+        return self.scan.end == offset
+
+    def take(self, events: int) -> tuple[BlockSpan, ...]:
+        """The next blocks, at least one, up to about `events` records."""
+        blocks = self.scan.blocks
+        end, total = self.next, 0
+        while end < len(blocks) and (total == 0 or total + blocks[end].count <= events):
+            total += blocks[end].count
+            end += 1
+        taken, self.next = blocks[self.next : end], end
+        return taken
+
+
+class _ReadAhead:
+    """At most one ranged GET running ahead of the reader, in a task group the caller owns.
+
+    A failed read-ahead is kept as its result and raised only if its bytes are asked for.
+    """
+
+    def __init__(self, storage: FeedStorage) -> None:
+        self._storage = storage
+        self._key: tuple[str, int] | None = None
+        self._task: asyncio.Task[bytes | Exception] | None = None
+
+    def start(self, group: asyncio.TaskGroup | None, path: str, offset: int, length: int) -> None:
+        if group is None or length <= 0 or self._key == (path, offset):
+            return
+        self.cancel()
+
+        async def fetch() -> bytes | Exception:
+            try:
+                return await self._storage.read_range(path, offset, length)
+            except Exception as e:  # handed to whoever asks for these bytes
+                return e
+
+        self._key, self._task = (path, offset), group.create_task(fetch())
+
+    def cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._key = self._task = None
+
+    async def read(self, path: str, offset: int, length: int) -> bytes:
+        """The read-ahead's bytes when it was for (path, offset), else a fresh ranged GET."""
+        task = self._task
+        if task is not None and self._key == (path, offset):
+            self._key = self._task = None
+            try:
+                result = await task
+            except asyncio.CancelledError:
+                if task.cancelled() and not _current_task_cancelling():
+                    return await self._storage.read_range(path, offset, length)
+                raise
+            if isinstance(result, Exception):
+                raise result
+            return result
+        self.cancel()
+        return await self._storage.read_range(path, offset, length)
+
+
+def _current_task_cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +151,7 @@ class ShardReader:
         position: ShardPosition | None = None,
         event_filter: EventFilter | None = None,
         read_size: int = DEFAULT_READ_SIZE,
+        batch_events: int = DEFAULT_BATCH_EVENTS,
     ) -> None:
         self._storage = storage
         self.segment = segment
@@ -73,16 +161,27 @@ class ShardReader:
             raise PositionError(self.position.chunk, 0, f"position is not in shard {prefix}")
         self._filter = event_filter or EventFilter(include_control=True)
         self._read_size = read_size
+        self._batch_events = batch_events
+        self._window: _Window | None = None
+        self._ahead = _ReadAhead(storage)
+        self._spare: tuple[str, bytes] | None = (
+            None  # chunk bytes from offset 0 read with its header
+        )
+        self._group: asyncio.TaskGroup | None = None
         self._chunks: list[BlobInfo] | None = None
         self._headers: dict[str, ChunkHeader] = {}
         self._pending: FeedCorrupt | None = None
 
-    async def read(self, *, is_finalized: bool) -> ShardRead:
+    async def read(
+        self, *, is_finalized: bool, read_ahead: asyncio.TaskGroup | None = None
+    ) -> ShardRead:
         """Return the next batch of complete blocks, or report that none is available.
 
         `is_finalized` must have been observed before this call: completion is only concluded
-        from a listing made after it.
+        from a listing made after it. With `read_ahead`, the next ranged GET of this shard is
+        started in that group while the current bytes are decoded and handed out.
         """
+        self._group = read_ahead
         if self._pending is not None:
             raise self._pending
         relisted = False
@@ -140,12 +239,15 @@ class ShardReader:
         if cached is not None:
             return cached
         want = min(info.size, HEADER_PROBE)
+        buf = await self._ahead.read(info.name, 0, want)
+        if len(buf) > want:
+            self._spare = (info.name, buf)  # a read-ahead of the whole chunk start: keep it
         while True:
-            buf = await self._storage.read_range(info.name, 0, want)
             try:
                 header = header_or_truncated(buf, chunk=info.name, blob_size=info.size)
             except NeedMoreBytes as e:
-                want = min(info.size, max(e.needed, 2 * want))
+                want = min(info.size, max(e.needed, 2 * len(buf)))
+                buf = await self._storage.read_range(info.name, 0, want)
                 continue
             if len(self._headers) > 16:
                 self._headers.clear()
@@ -153,49 +255,90 @@ class ShardReader:
             return header
 
     async def _read_blocks(self, info: BlobInfo, *, is_final: bool) -> ShardBatch | None:
-        """Complete blocks of `info` from the position; None when the next block is not whole."""
+        """Complete blocks of `info` from the position; None when the next block is not whole.
+
+        Bytes are fetched in ranges of up to `read_size` and kept in a window; each call decodes
+        only the next `batch_events` worth of blocks from it, so records are handed over while
+        they are fresh in the cache instead of piling up.
+        """
         pos = self.position
-        header = await self._header(info)
-        start = pos.block_offset
-        length = min(self._read_size, info.size - start)
-        while True:
-            buf = await self._storage.read_range(info.name, start, length)
-            scan = scan_blocks(buf, base=start, sync=header.sync, chunk=info.name)
-            if scan.blocks or start + len(buf) >= info.size:
-                break
-            length = min(2 * length, info.size - start)  # one block is larger than the read
-        if not scan.blocks:
-            if not scan.is_torn:
-                self.position = ShardPosition(info.name, scan.end, 0)
+        w = self._window
+        if w is None or w.chunk != info.name or not w.starts_at(pos.block_offset):
+            w = self._window = await self._fetch(info, pos.block_offset)
+        if w.next == len(w.scan.blocks):
+            fetched_all = w.fetched_end >= info.size
+            if w.scan.error is not None:
+                raise w.scan.error
+            if not w.scan.is_torn:
+                self.position = ShardPosition(info.name, w.scan.end, 0)
+                self._window = None
                 return None
-            if is_final and scan.is_torn:
+            if not fetched_all:  # the window ended inside a block that exists whole by now
+                w = self._window = await self._fetch(info, w.scan.end)
+                return await self._read_blocks(info, is_final=is_final)
+            if is_final:
                 raise TruncatedBlockError(
                     info.name,
-                    scan.end,
+                    w.scan.end,
                     f"chunk of a finalized segment ends inside a block ({info.size} bytes)",
                 )
+            self._window = None
             return None
-        first = scan.blocks[0]
+        blocks = w.take(self._batch_events)
+        first = blocks[0]
         if pos.event_index >= first.count:
             raise PositionError(
                 info.name,
                 first.offset,
                 f"event index {pos.event_index} but the block holds {first.count}",
             )
-        start_pos = ShardPosition(info.name, first.offset, pos.event_index)
         decoded = decode_blocks(
-            buf,
-            base=start,
-            blocks=scan.blocks,
+            w.buf,
+            base=w.base,
+            blocks=blocks,
             skip=pos.event_index,
-            header=header,
+            header=w.header,
             chunk=info.name,
         )
         if decoded.error is not None:
             if not decoded.blocks:
                 raise decoded.error
-            self._pending = decoded.error
-        return self._batch(info.name, start_pos, decoded.blocks, decoded.records)
+            self._pending = decoded.error  # deliver the good blocks first, fail on the next read
+        start = ShardPosition(info.name, first.offset, pos.event_index)
+        return self._batch(info.name, start, decoded.blocks, decoded.records)
+
+    async def _fetch(self, info: BlobInfo, start: int) -> _Window:
+        """Fetch bytes from `start` (growing the range until a whole block is in it), then start
+        reading ahead: the rest of this chunk, or the next chunk from its first byte."""
+        header = await self._header(info)
+        length = min(self._read_size, info.size - start)
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[0] == info.name and start < len(spare[1]):
+            buf, base = spare[1], 0
+        else:
+            buf, base = await self._ahead.read(info.name, start, length), start
+        while True:
+            view = memoryview(buf)[start - base :]
+            scan = scan_blocks(view, base=start, sync=header.sync, chunk=info.name)
+            end = base + len(buf)
+            if scan.blocks or end >= info.size or scan.error is not None:
+                break
+            length = min(2 * (end - start), info.size - start)  # a block larger than the read
+            buf, base = await self._storage.read_range(info.name, start, length), start
+        window = _Window(info.name, header, buf, base, start, end, scan)
+        self._read_ahead_after(info, window)
+        return window
+
+    def _read_ahead_after(self, info: BlobInfo, window: _Window) -> None:
+        if window.fetched_end < info.size:
+            nxt = window.scan.end
+            self._ahead.start(self._group, info.name, nxt, min(self._read_size, info.size - nxt))
+            return
+        chunks = self._chunks or []
+        names = [c.name for c in chunks]
+        if info.name in names and names.index(info.name) + 1 < len(chunks):
+            following = chunks[names.index(info.name) + 1]
+            self._ahead.start(self._group, following.name, 0, min(self._read_size, following.size))
 
     def _batch(
         self,

@@ -38,13 +38,15 @@ Item = tuple[str, str, str]  # (segment, shard, id)
 async def read_upto(conn: str, token: str | None, limit: int) -> tuple[list[Item], str]:
     position = FeedPosition.from_token(token, account=ACCOUNT) if token else None
     items: list[Item] = []
-    async with FeedStorage.from_connection_string(conn, attempts=2) as storage:
-        reader = FeedReader(
+    async with (
+        FeedStorage.from_connection_string(conn, attempts=2) as storage,
+        FeedReader(
             storage,
             position=position,
             event_filter=EventFilter(include_control=True),
             read_size=2048,
-        )
+        ) as reader,
+    ):
         done = reader.position
         async for batch in reader.batches():
             for k, r in enumerate(batch.records):

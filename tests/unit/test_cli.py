@@ -1,0 +1,44 @@
+"""Command-line parsing that needs no storage."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from click.testing import CliRunner
+
+from processor.cli import ByteSize, IsoTime, main
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("4MiB", 4 << 20), ("512k", 512 << 10), ("65536", 65536)]
+)
+def test_byte_sizes(text: str, value: int) -> None:
+    assert ByteSize().convert(text, None, None) == value
+
+
+def test_bad_byte_size_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["read", "--read-size", "lots"])
+    assert result.exit_code == 2 and "lots" in result.output
+
+
+def test_times_default_to_utc() -> None:
+    assert IsoTime().convert("2026-01-01T10:00:00", None, None) == datetime(
+        2026, 1, 1, 10, tzinfo=UTC
+    )
+    assert IsoTime().convert("2026-01-01T12:00:00+02:00", None, None) == datetime(
+        2026, 1, 1, 10, tzinfo=UTC
+    )
+
+
+def test_bad_emulator_settings_are_usage_errors() -> None:
+    runner = CliRunner()
+    bad = runner.invoke(main, ["emulate", "--block-events", "9-3"])
+    assert bad.exit_code == 2 and "block-events" in bad.output
+    bad = runner.invoke(main, ["emulate", "--shards", "0,2"])
+    assert bad.exit_code == 2 and "shards" in bad.output
+
+
+def test_help_lists_the_commands() -> None:
+    out = CliRunner().invoke(main, ["--help"]).output
+    assert "read" in out and "emulate" in out
