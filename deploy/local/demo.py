@@ -59,9 +59,8 @@ async def live_listing(conn: str) -> dict[str, str]:
 
 
 async def demo(conn: str) -> int:
-    print(
-        f"1. emulating {CONFIG.segments} hourly segments x {CONFIG.events_per_segment} real blob operations ..."
-    )
+    n, per = CONFIG.segments, CONFIG.events_per_segment
+    print(f"1. emulating {n} hourly segments x {per} real blob operations ...")
     t = time.perf_counter()
     async with BlobServiceClient.from_connection_string(conn) as service:
         summary = await Emulator(service, CONFIG).run_batch()
@@ -78,9 +77,10 @@ async def demo(conn: str) -> int:
     token = position.to_token(account="devstoreaccount1")
     second, _ = await read(conn, FeedPosition.from_token(token, account="devstoreaccount1"), None)
     resumed = [r["id"] for _, _, r in first + second]
+    same = sorted(resumed) == sorted(r["id"] for _, _, r in whole)
     print(
         f"3. read again in two halves through a {len(token)}-byte continuation token: "
-        f"{'same events' if sorted(resumed) == sorted(r['id'] for _, _, r in whole) else 'MISMATCH'}"
+        f"{'same events' if same else 'MISMATCH'}"
     )
 
     print("\n   events by type:")
@@ -104,7 +104,7 @@ async def demo(conn: str) -> int:
         f"\n4. the feed explains the live listing: {len(listing):,} live blobs, "
         f"{'every one matches its last event (etag)' if ok else 'MISMATCH'}"
     )
-    return 0 if ok and sorted(resumed) == sorted(r["id"] for _, _, r in whole) else 1
+    return 0 if ok and same else 1
 
 
 def main() -> None:
@@ -115,7 +115,7 @@ def main() -> None:
         finally:
             azurite.stop()
     print(
-        "\nNext: `make azurite` in one terminal, then `cfp emulate` and `cfp read` in another (see README)."
+        "\nNext: `make azurite` in one terminal, `cfp emulate` and `cfp read` in another (README)."
     )
     raise SystemExit(code)
 

@@ -84,11 +84,11 @@ def decode_blocks(
     block exactly; the blocks before it are returned with the error.
     """
     with _gc_paused():
-        return _decode(buf, base, blocks, skip, parsed_schema(header), chunk)
+        return _decode(buf, base, blocks, skip=skip, schema=parsed_schema(header), chunk=chunk)
 
 
 def _decode(
-    buf: bytes, base: int, blocks: Sequence[BlockSpan], skip: int, schema: Any, chunk: str
+    buf: bytes, base: int, blocks: Sequence[BlockSpan], *, skip: int, schema: Any, chunk: str
 ) -> Decoded:
     reader = fastavro.schemaless_reader
     stream = io.BytesIO(buf)

@@ -50,7 +50,7 @@ class _Window:
     next: int = 0
 
     def starts_at(self, offset: int) -> bool:
-        """Whether the next block to hand out begins at `offset` (or the window is used up there)."""
+        """Whether the next block to hand out starts at `offset` (or the window ends there)."""
         if self.next == 0:
             return offset == self.start
         if self.next < len(self.scan.blocks):
