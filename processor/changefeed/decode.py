@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import io
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -68,6 +68,61 @@ class Decoded:
     error: UndecodableBlockError | None
 
 
+class BlockDecoder:
+    """Decodes records of the blocks held in one fetched byte range, any slice of a block at a time.
+
+    Slices let a reader hand out small batches even from blocks of thousands of records: the
+    records of a small batch are printed and freed while their memory is still in the cache.
+    """
+
+    def __init__(self, buf: bytes, *, base: int, header: ChunkHeader, chunk: str) -> None:
+        self._stream = io.BytesIO(buf)
+        self._base = base
+        self._schema = parsed_schema(header)
+        self._chunk = chunk
+
+    def decode(
+        self, block: BlockSpan, *, first: int, stop: int, cursor: int | None
+    ) -> tuple[list[RawRecord], int]:
+        """Records `first` to `stop - 1` of `block`, and the file offset after the last one.
+
+        `cursor` is the file offset of record `first` when known (a slice continuing the last
+        one); when None the block is decoded from its start and the first records dropped.
+
+        Raises:
+            UndecodableBlockError: the records do not decode, or (when the slice ends the
+                block) do not use exactly the block's bytes.
+        """
+        reader = fastavro.schemaless_reader
+        stream, schema = self._stream, self._schema
+        stream.seek((block.data_start if cursor is None else cursor) - self._base)
+        try:
+            if cursor is None:
+                for _ in range(first):
+                    reader(stream, schema, None)
+            records: list[Any] = [reader(stream, schema, None) for _ in range(stop - first)]
+        except Exception as e:  # fastavro raises many kinds on bad bytes
+            raise UndecodableBlockError(
+                self._chunk, block.offset, f"{type(e).__name__}: {e}"
+            ) from None
+        after = stream.tell() + self._base
+        if stop == block.count and after != block.data_end:
+            raise UndecodableBlockError(
+                self._chunk,
+                block.offset,
+                f"records use {after - block.data_start} bytes, the block holds "
+                f"{block.data_end - block.data_start}",
+            )
+        if after > block.data_end:
+            raise UndecodableBlockError(self._chunk, block.offset, "records overrun the block")
+        return records, after
+
+
+def gc_paused() -> AbstractContextManager[None]:
+    """See `_gc_paused`: the decode loops run with the cyclic collector paused."""
+    return _gc_paused()
+
+
 def decode_blocks(
     buf: bytes,
     *,
@@ -77,48 +132,21 @@ def decode_blocks(
     header: ChunkHeader,
     chunk: str,
 ) -> Decoded:
-    """Decode `blocks` (file offsets) from `buf` (file bytes from offset `base`).
+    """Decode whole `blocks` (file offsets) from `buf` (file bytes from offset `base`).
 
     The first `skip` records of the first block are decoded and dropped (they were delivered
     before). Decoding stops at the first block whose records do not decode or do not fill the
     block exactly; the blocks before it are returned with the error.
     """
+    decoder = BlockDecoder(buf, base=base, header=header, chunk=chunk)
+    records: list[RawRecord] = []
     with _gc_paused():
-        return _decode(buf, base, blocks, skip=skip, schema=parsed_schema(header), chunk=chunk)
-
-
-def _decode(
-    buf: bytes, base: int, blocks: Sequence[BlockSpan], *, skip: int, schema: Any, chunk: str
-) -> Decoded:
-    reader = fastavro.schemaless_reader
-    stream = io.BytesIO(buf)
-    records: list[Any] = []
-    for i, block in enumerate(blocks):
-        stream.seek(block.data_start - base)
-        mark = len(records)
-        try:
-            for j in range(block.count):
-                rec = reader(stream, schema, None)
-                if i > 0 or j >= skip:
-                    records.append(rec)
-            used = stream.tell() + base
-        except Exception as e:  # fastavro raises many kinds on bad bytes
-            del records[mark:]
-            return Decoded(
-                records,
-                tuple(blocks[:i]),
-                UndecodableBlockError(chunk, block.offset, f"{type(e).__name__}: {e}"),
-            )
-        if used != block.data_end:
-            del records[mark:]
-            return Decoded(
-                records,
-                tuple(blocks[:i]),
-                UndecodableBlockError(
-                    chunk,
-                    block.offset,
-                    f"records use {used - block.data_start} bytes, the block holds "
-                    f"{block.data_end - block.data_start}",
-                ),
-            )
+        for i, block in enumerate(blocks):
+            try:
+                got, _ = decoder.decode(
+                    block, first=skip if i == 0 else 0, stop=block.count, cursor=None
+                )
+            except UndecodableBlockError as e:
+                return Decoded(records, tuple(blocks[:i]), e)
+            records.extend(got)
     return Decoded(records, tuple(blocks), None)

@@ -25,7 +25,12 @@ from processor.changefeed.manifests import (
 )
 from processor.changefeed.position import FeedPosition, ShardBatch, ShardPosition
 from processor.changefeed.selection import EventFilter, consumable_segments
-from processor.changefeed.shard_reader import DEFAULT_READ_SIZE, ShardRead, ShardReader
+from processor.changefeed.shard_reader import (
+    DEFAULT_BATCH_EVENTS,
+    DEFAULT_READ_SIZE,
+    ShardRead,
+    ShardReader,
+)
 from processor.changefeed.storage import FeedStorage
 
 log = structlog.get_logger("cfp.reader")
@@ -67,11 +72,13 @@ class FeedReader:
         position: FeedPosition | None = None,
         event_filter: EventFilter | None = None,
         read_size: int = DEFAULT_READ_SIZE,
+        batch_events: int = DEFAULT_BATCH_EVENTS,
     ) -> None:
         self._storage = storage
         self.position = position or FeedPosition()
         self._filter = event_filter or EventFilter()
         self._read_size = read_size
+        self._batch_events = batch_events
         self._readers: dict[str, ShardReader] = {}
         self._readers_segment: str | None = None
         self.failures: dict[str, ShardFailure] = {}
@@ -182,6 +189,7 @@ class FeedReader:
                     position=self.position.shards.get(prefix, ShardPosition()),
                     event_filter=self._filter,
                     read_size=self._read_size,
+                    batch_events=self._batch_events,
                 )
                 for prefix in segment.shard_prefixes
             }

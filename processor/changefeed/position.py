@@ -45,7 +45,10 @@ class ShardPosition:
 
 @dataclass(frozen=True, slots=True)
 class ShardBatch:
-    """Records read from one run of complete blocks of one chunk, with the positions around them.
+    """Records read from consecutive blocks of one chunk, with the positions around them.
+
+    The batch starts at record `start.event_index` of its first block and may stop inside its
+    last block (then `end` points into that block).
 
     `records` holds only the records that passed the reader's filters; `raw_index[k]` is the
     index of `records[k]` among all records of the batch, so a position can be taken after any
@@ -60,6 +63,7 @@ class ShardBatch:
     blocks: tuple[BlockSpan, ...]
     records: list[RawRecord]
     raw_index: list[int]
+    raw_count: int  # records read, delivered or filtered out; the last block may be partial
     _first_after: list[int] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
@@ -68,10 +72,6 @@ class ShardBatch:
         for i, b in enumerate(self.blocks):
             total += b.count - (self.start.event_index if i == 0 else 0)
             self._first_after.append(total)
-
-    @property
-    def raw_count(self) -> int:
-        return self._first_after[-1] if self._first_after else 0
 
     def position_after_raw(self, r: int) -> ShardPosition:
         """The shard position just after raw record `r` (0-based within this batch)."""

@@ -19,12 +19,13 @@ from processor.changefeed.avro_chunk import (
     header_or_truncated,
     scan_blocks,
 )
-from processor.changefeed.decode import decode_blocks
+from processor.changefeed.decode import BlockDecoder, gc_paused
 from processor.changefeed.errors import (
     FeedCorrupt,
     MissingChunkError,
     PositionError,
     TruncatedBlockError,
+    UndecodableBlockError,
 )
 from processor.changefeed.layout import chunk_shard_prefix
 from processor.changefeed.position import RawRecord, ShardBatch, ShardPosition
@@ -38,7 +39,11 @@ HEADER_PROBE = 4096
 
 @dataclass(slots=True)
 class _Window:
-    """Fetched bytes of one chunk, their complete blocks, and how many were handed out."""
+    """Fetched bytes of one chunk, their complete blocks, and how far they were handed out.
+
+    The next record to hand out is record `within` of block `next`; `cursor` is its file offset
+    once known (None: decode that block from its start).
+    """
 
     chunk: str
     header: ChunkHeader
@@ -47,25 +52,25 @@ class _Window:
     start: int  # file offset the window was read for (the first block, or a sync marker)
     fetched_end: int
     scan: BlockScan
+    decoder: BlockDecoder
     next: int = 0
+    within: int = 0
+    cursor: int | None = None
 
-    def starts_at(self, offset: int) -> bool:
-        """Whether the next block to hand out starts at `offset` (or the window ends there)."""
-        if self.next == 0:
-            return offset == self.start
-        if self.next < len(self.scan.blocks):
-            return self.scan.blocks[self.next].offset == offset
-        return self.scan.end == offset
+    @property
+    def is_used_up(self) -> bool:
+        return self.next == len(self.scan.blocks)
 
-    def take(self, events: int) -> tuple[BlockSpan, ...]:
-        """The next blocks, at least one, up to about `events` records."""
-        blocks = self.scan.blocks
-        end, total = self.next, 0
-        while end < len(blocks) and (total == 0 or total + blocks[end].count <= events):
-            total += blocks[end].count
-            end += 1
-        taken, self.next = blocks[self.next : end], end
-        return taken
+    def matches(self, pos: ShardPosition) -> bool:
+        """Whether `pos` is where this window's next record (or its end) stands."""
+        if pos.chunk != self.chunk:
+            return False
+        if self.next == 0 and self.within == 0:
+            return pos.block_offset == self.start
+        if self.is_used_up:
+            return pos.block_offset == self.scan.end and pos.event_index == 0
+        block = self.scan.blocks[self.next]
+        return pos.block_offset == block.offset and pos.event_index == self.within
 
 
 class _ReadAhead:
@@ -255,26 +260,34 @@ class ShardReader:
             return header
 
     async def _read_blocks(self, info: BlobInfo, *, is_final: bool) -> ShardBatch | None:
-        """Complete blocks of `info` from the position; None when the next block is not whole.
+        """Records of complete blocks of `info` from the position; None when none is whole yet.
 
         Bytes are fetched in ranges of up to `read_size` and kept in a window; each call decodes
-        only the next `batch_events` worth of blocks from it, so records are handed over while
-        they are fresh in the cache instead of piling up.
+        only the next `batch_events` records from it (slicing large blocks), so records are
+        handed over while they are fresh in the cache instead of piling up.
         """
         pos = self.position
         w = self._window
-        if w is None or w.chunk != info.name or not w.starts_at(pos.block_offset):
+        if w is None or not w.matches(pos):
             w = self._window = await self._fetch(info, pos.block_offset)
-        if w.next == len(w.scan.blocks):
-            fetched_all = w.fetched_end >= info.size
+            if w.scan.blocks and pos.event_index:
+                if pos.event_index >= w.scan.blocks[0].count:
+                    raise PositionError(
+                        info.name,
+                        w.scan.blocks[0].offset,
+                        f"event index {pos.event_index} but the block holds "
+                        f"{w.scan.blocks[0].count}",
+                    )
+                w.within = pos.event_index
+        if w.is_used_up:
             if w.scan.error is not None:
                 raise w.scan.error
             if not w.scan.is_torn:
                 self.position = ShardPosition(info.name, w.scan.end, 0)
                 self._window = None
                 return None
-            if not fetched_all:  # the window ended inside a block that exists whole by now
-                w = self._window = await self._fetch(info, w.scan.end)
+            if w.fetched_end < info.size:  # the window ended inside a block that is whole now
+                self._window = await self._fetch(info, w.scan.end)
                 return await self._read_blocks(info, is_final=is_final)
             if is_final:
                 raise TruncatedBlockError(
@@ -284,28 +297,41 @@ class ShardReader:
                 )
             self._window = None
             return None
-        blocks = w.take(self._batch_events)
-        first = blocks[0]
-        if pos.event_index >= first.count:
-            raise PositionError(
-                info.name,
-                first.offset,
-                f"event index {pos.event_index} but the block holds {first.count}",
-            )
-        decoded = decode_blocks(
-            w.buf,
-            base=w.base,
-            blocks=blocks,
-            skip=pos.event_index,
-            header=w.header,
-            chunk=info.name,
+        return self._take(w)
+
+    def _take(self, w: _Window) -> ShardBatch:
+        """Decode and hand out the window's next `batch_events` records (at least one)."""
+        first_block = w.scan.blocks[w.next]
+        start = ShardPosition(w.chunk, first_block.offset, w.within)
+        records: list[RawRecord] = []
+        blocks: list[BlockSpan] = []
+        budget = self._batch_events
+        with gc_paused():
+            while budget > 0 and not w.is_used_up:
+                block = w.scan.blocks[w.next]
+                stop = min(block.count, w.within + budget)
+                try:
+                    got, after = w.decoder.decode(block, first=w.within, stop=stop, cursor=w.cursor)
+                except UndecodableBlockError as e:
+                    if not records:
+                        raise
+                    self._pending = e  # deliver the good records first, fail on the next read
+                    break
+                records.extend(got)
+                blocks.append(block)
+                budget -= stop - w.within
+                if stop == block.count:
+                    w.next, w.within, w.cursor = w.next + 1, 0, None
+                else:
+                    w.within, w.cursor = stop, after
+        last = blocks[-1]
+        stopped_inside = w.next < len(w.scan.blocks) and w.scan.blocks[w.next] is last
+        end = (
+            ShardPosition(w.chunk, last.offset, w.within)
+            if stopped_inside
+            else ShardPosition(w.chunk, last.end, 0)
         )
-        if decoded.error is not None:
-            if not decoded.blocks:
-                raise decoded.error
-            self._pending = decoded.error  # deliver the good blocks first, fail on the next read
-        start = ShardPosition(info.name, first.offset, pos.event_index)
-        return self._batch(info.name, start, decoded.blocks, decoded.records)
+        return self._batch(w.chunk, start, end, tuple(blocks), records)
 
     async def _fetch(self, info: BlobInfo, start: int) -> _Window:
         """Fetch bytes from `start` (growing the range until a whole block is in it), then start
@@ -325,7 +351,8 @@ class ShardReader:
                 break
             length = min(2 * (end - start), info.size - start)  # a block larger than the read
             buf, base = await self._storage.read_range(info.name, start, length), start
-        window = _Window(info.name, header, buf, base, start, end, scan)
+        decoder = BlockDecoder(buf, base=base, header=header, chunk=info.name)
+        window = _Window(info.name, header, buf, base, start, end, scan, decoder)
         self._read_ahead_after(info, window)
         return window
 
@@ -344,6 +371,7 @@ class ShardReader:
         self,
         chunk: str,
         start: ShardPosition,
+        end: ShardPosition,
         blocks: tuple[BlockSpan, ...],
         records: list[RawRecord],
     ) -> ShardBatch:
@@ -358,8 +386,9 @@ class ShardReader:
             shard=self.prefix,
             chunk=chunk,
             start=start,
-            end=ShardPosition(chunk, blocks[-1].end, 0),
+            end=end,
             blocks=blocks,
             records=kept,
             raw_index=raw_index,
+            raw_count=len(records),
         )

@@ -35,7 +35,9 @@ ACCOUNT = "devstoreaccount1"
 Item = tuple[str, str, str]  # (segment, shard, id)
 
 
-async def read_upto(conn: str, token: str | None, limit: int) -> tuple[list[Item], str]:
+async def read_upto(
+    conn: str, token: str | None, limit: int, batch_events: int = 250
+) -> tuple[list[Item], str]:
     position = FeedPosition.from_token(token, account=ACCOUNT) if token else None
     items: list[Item] = []
     async with (
@@ -45,6 +47,7 @@ async def read_upto(conn: str, token: str | None, limit: int) -> tuple[list[Item
             position=position,
             event_filter=EventFilter(include_control=True),
             read_size=2048,
+            batch_events=batch_events,
         ) as reader,
     ):
         done = reader.position
@@ -69,14 +72,17 @@ def by_shard(items: list[Item]) -> dict[tuple[str, str], list[str]]:
 @given(
     cuts=st.lists(st.integers(min_value=1, max_value=25), min_size=1, max_size=10),
     grow_after=st.sets(st.integers(min_value=0, max_value=9), max_size=STAGES),
+    batch_events=st.integers(min_value=1, max_value=5),
 )
-def test_cut_anywhere_and_resume(azurite: Azurite, cuts: list[int], grow_after: set[int]) -> None:
+def test_cut_anywhere_and_resume(
+    azurite: Azurite, cuts: list[int], grow_after: set[int], batch_events: int
+) -> None:
     import asyncio
 
-    asyncio.run(_scenario(azurite.connection_string, cuts, grow_after))
+    asyncio.run(_scenario(azurite.connection_string, cuts, grow_after, batch_events))
 
 
-async def _scenario(conn: str, cuts: list[int], grow_after: set[int]) -> None:
+async def _scenario(conn: str, cuts: list[int], grow_after: set[int], batch_events: int) -> None:
     async with BlobServiceClient.from_connection_string(conn) as service:
         await reset_account(service, EMULATOR_CONTAINERS)
         emu = Emulator(service, CONFIG)
@@ -100,14 +106,14 @@ async def _scenario(conn: str, cuts: list[int], grow_after: set[int]) -> None:
         got: list[Item] = []
         token: str | None = None
         for i, limit in enumerate(cuts):
-            items, token = await read_upto(conn, token, limit)
+            items, token = await read_upto(conn, token, limit, batch_events)
             got += items
             if i in grow_after and grown < STAGES:
                 await grow()
         while grown < STAGES:
             await grow()
         await emu.finalize_segment(second + timedelta(minutes=59))
-        rest, _ = await read_upto(conn, token, 10**9)
+        rest, _ = await read_upto(conn, token, 10**9, batch_events)
         got += rest
 
     whole, _ = await read_upto(conn, None, 10**9)

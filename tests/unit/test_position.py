@@ -33,6 +33,7 @@ def test_position_after_each_record_matches_a_walk(counts: list[int], data) -> N
         blocks=blocks,
         records=[{} for _ in range(n)],
         raw_index=list(range(n)),
+        raw_count=n,
     )
     walk = []
     for i, b in enumerate(blocks):
