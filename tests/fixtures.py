@@ -14,6 +14,11 @@ if not RECORDED.exists():  # a clone elsewhere: allow pointing at the fixtures e
     RECORDED = Path(os.environ.get("CFP_RECORDED_FIXTURES", RECORDED))
 
 RECORDED_CHUNKS = sorted(RECORDED.glob("python-recording-*/log/**/*.avro"))
+if not RECORDED_CHUNKS:
+    raise RuntimeError(
+        f"no recorded chunks under {RECORDED}: put shared/ beside the checkout or set "
+        "CFP_RECORDED_FIXTURES"
+    )
 SERVICE_SYNC = bytes.fromhex("0d070f0c04040c00010901070b0f0e09")
 
 

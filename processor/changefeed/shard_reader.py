@@ -66,7 +66,7 @@ class _Window:
         if pos.chunk != self.chunk:
             return False
         if self.next == 0 and self.within == 0:
-            return pos.block_offset == self.start
+            return pos.block_offset == self.start and pos.event_index == 0
         if self.is_used_up:
             return pos.block_offset == self.scan.end and pos.event_index == 0
         block = self.scan.blocks[self.next]
