@@ -27,6 +27,7 @@ from processor.changefeed.feed_reader import FeedReader  # noqa: E402
 from processor.changefeed.layout import shard_name  # noqa: E402
 from processor.changefeed.position import FeedPosition, RawRecord  # noqa: E402
 from processor.changefeed.storage import FeedStorage  # noqa: E402
+from processor.logs import configure_logging  # noqa: E402
 
 CONFIG = EmulatorConfig(seed=2026, segments=4, events_per_segment=1500, shards=(2, 3, 1, 4))
 
@@ -51,6 +52,8 @@ async def live_listing(conn: str) -> dict[str, str]:
     listing = {}
     async with BlobServiceClient.from_connection_string(conn) as service:
         async for c in service.list_containers():
+            if c.name.startswith("$"):
+                continue  # the feed itself is not a blob the feed describes
             async for b in service.get_container_client(c.name).list_blobs():
                 listing[f"/blobServices/default/containers/{c.name}/blobs/{b.name}"] = (
                     b.etag or ""
@@ -108,6 +111,7 @@ async def demo(conn: str) -> int:
 
 
 def main() -> None:
+    configure_logging(level="INFO")
     with tempfile.TemporaryDirectory(prefix="cfp-demo-") as tmp:
         azurite = Azurite(Path(tmp)).start()
         try:
