@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from processor.changefeed.avro_chunk import BlockSpan
@@ -142,8 +142,3 @@ class FeedPosition:
             is_segment_done=bool(doc.get("segmentDone", False)),
             shards={str(k): ShardPosition.from_json(v) for k, v in shards.items()},
         )
-
-
-def advance(pos: ShardPosition, blocks: Sequence[BlockSpan], chunk: str) -> ShardPosition:
-    """The position after every record of `blocks` (all in `chunk`)."""
-    return ShardPosition(chunk, blocks[-1].end, 0) if blocks else pos

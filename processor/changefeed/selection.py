@@ -112,7 +112,3 @@ class EventFilter:
             if w.end is not None and t >= w.end:
                 return False
         return True
-
-
-def segment_begin(path: str) -> datetime:
-    return segment_time(path)
