@@ -1,0 +1,34 @@
+"""Leases: one per shard, kept in an Azure Table, guarded by ETags and fenced by epochs.
+
+Layout: `record` (the Lease record), `store` (the LeaseStore protocol and the shared write
+policy), `table_store` and `memory_store` (the two implementations), `expiry` (judging expiry on
+our own clock), `balancing` (the pure balancing decision), `errors`. Nothing here knows about
+the change feed or Spark.
+"""
+
+from leases.balancing import BalanceLimits, TakePlan, plan_takes
+from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
+from leases.expiry import ExpiryTracker, LeaseView
+from leases.memory_store import MemoryLeaseStore
+from leases.record import HostId, Lease, LeaseToken
+from leases.store import LeaseStore
+from leases.table_store import DEFAULT_TABLE, TableLeaseStore
+
+__all__ = [
+    "DEFAULT_TABLE",
+    "BalanceLimits",
+    "ExpiryTracker",
+    "HostId",
+    "Lease",
+    "LeaseCorrupt",
+    "LeaseError",
+    "LeaseStore",
+    "LeaseStoreMisconfigured",
+    "LeaseStoreUnavailable",
+    "LeaseToken",
+    "LeaseView",
+    "MemoryLeaseStore",
+    "TableLeaseStore",
+    "TakePlan",
+    "plan_takes",
+]

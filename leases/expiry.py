@@ -1,0 +1,65 @@
+"""Judging expiry by what this host saw, on its own monotonic clock.
+
+A lease is expired when this host has seen no change to it (version, owner, epoch, hand-over
+request) for the expiry interval. No other host's wall clock is ever compared with ours, so
+skewed clocks cannot expire a live lease (the Kinesis Client Library's rule). The price: a host
+that just started waits one expiry interval before it may take a dead host's leases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from leases.record import HostId, Lease, LeaseToken
+
+_Fingerprint = tuple[int, HostId | None, int, HostId | None, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseView:
+    """A lease as one host sees it now: the snapshot plus whether it looks abandoned."""
+
+    lease: Lease
+    is_expired: bool = False
+
+    @property
+    def token(self) -> LeaseToken:
+        return self.lease.token
+
+    @property
+    def owner(self) -> HostId | None:
+        return self.lease.owner
+
+    @property
+    def is_live(self) -> bool:
+        """Owned by a host that is still writing it."""
+        return self.lease.owner is not None and not self.is_expired
+
+
+def _fingerprint(lease: Lease) -> _Fingerprint:
+    return (lease.version, lease.owner, lease.epoch, lease.next_owner, lease.etag)
+
+
+class ExpiryTracker:
+    """Remembers when each lease last changed, as seen by the caller (the balancer, each tick)."""
+
+    def __init__(self, expiry_s: float) -> None:
+        self.expiry_s = expiry_s
+        self._seen: dict[LeaseToken, tuple[_Fingerprint, float]] = {}
+
+    def observe(self, leases: Iterable[Lease], now: float) -> list[LeaseView]:
+        """Record a fresh listing made at monotonic time `now` and judge each lease.
+
+        A lease seen for the first time counts as just changed.
+        """
+        seen: dict[LeaseToken, tuple[_Fingerprint, float]] = {}
+        views: list[LeaseView] = []
+        for lease in leases:
+            mark = _fingerprint(lease)
+            before = self._seen.get(lease.token)
+            since = before[1] if before is not None and before[0] == mark else now
+            seen[lease.token] = (mark, since)
+            views.append(LeaseView(lease, is_expired=now - since >= self.expiry_s))
+        self._seen = seen
+        return views

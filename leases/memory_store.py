@@ -1,0 +1,41 @@
+"""An in-process lease store with the same ETag semantics as the table store.
+
+For unit tests of the host, and for single-process runs that need no coordination. It runs the
+same write policy (`ConditionalLeaseStore`) as the table store; only the four primitives differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from leases.record import Lease, LeaseToken
+from leases.store import ConditionalLeaseStore
+
+
+class MemoryLeaseStore(ConditionalLeaseStore):
+    def __init__(self) -> None:
+        self._rows: dict[LeaseToken, Lease] = {}
+        self._etags = itertools.count(1)
+
+    def _stamp(self, lease: Lease) -> Lease:
+        row = dataclasses.replace(lease, etag=f'W/"{next(self._etags)}"')
+        self._rows[lease.token] = row
+        return row
+
+    async def _list(self) -> list[Lease]:
+        return list(self._rows.values())
+
+    async def _read(self, token: LeaseToken) -> Lease | None:
+        return self._rows.get(token)
+
+    async def _insert(self, lease: Lease) -> Lease | None:
+        if lease.token in self._rows:
+            return None
+        return self._stamp(lease)
+
+    async def _replace(self, lease: Lease, etag: str) -> Lease | None:
+        current = self._rows.get(lease.token)
+        if current is None or current.etag != etag:
+            return None
+        return self._stamp(lease)

@@ -1,0 +1,194 @@
+"""The lease store: a narrow async protocol, and the write policy both implementations share.
+
+Every write is conditional on the ETag of the snapshot it starts from. What happens when that
+condition fails is decided here, once, for both stores:
+
+- acquire, steal and hand-over requests are decisions made on a snapshot: if the row changed,
+  the decision is stale and the call returns None (the balancer plans again next tick);
+- renew, checkpoint and release are made by the owner: on a changed row we re-read, and if the
+  row still shows us as owner at our epoch (another field changed, say a hand-over request) the
+  write is re-applied to the fresh row; otherwise the lease is lost and the call returns None;
+- a write whose reply was lost (timeout, dropped connection) is judged by re-reading: if the row
+  shows exactly our write it succeeded; if it is unchanged it is tried again; else as above.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from leases.errors import LeaseStoreUnavailable
+from leases.record import HostId, Lease, LeaseToken
+
+# Attempts for one store call that keeps failing transiently (then LeaseStoreUnavailable).
+READ_ATTEMPTS = 4
+# Re-applications of an owner's write after the row changed under it while still ours. A hand-over
+# request or our own concurrent write can each cause one; more means something is wrong.
+OWNER_WRITE_ATTEMPTS = 5
+
+
+class LeaseStore(Protocol):
+    """What the host needs from a lease table. Writes return the new snapshot, or None when the
+    conditional write lost (see the module docstring for when a lost race is retried).
+
+    Errors: `LeaseStoreUnavailable` when the store does not answer after bounded retries,
+    `LeaseStoreMisconfigured` when it refuses us for good.
+    """
+
+    async def list_leases(self) -> list[Lease]: ...
+
+    async def get(self, token: LeaseToken) -> Lease | None: ...
+
+    async def create_if_absent(self, token: LeaseToken, continuation: str | None) -> Lease | None:
+        """Insert a free lease; None when a row for `token` already exists (someone else won)."""
+        ...
+
+    async def acquire(self, seen: Lease, owner: HostId) -> Lease | None:
+        """Make `owner` the owner of `seen` at the next epoch (free, expired or stolen)."""
+        ...
+
+    async def request_handover(self, seen: Lease, taker: HostId) -> Lease | None:
+        """Ask the owner of `seen` to hand the lease over to `taker` (sets `next_owner`)."""
+        ...
+
+    async def renew(self, held: Lease) -> Lease | None: ...
+
+    async def checkpoint(
+        self, held: Lease, continuation: str, *, caught_up: bool, when: datetime
+    ) -> Lease | None: ...
+
+    async def release(self, held: Lease, *, error: str = "") -> Lease | None:
+        """Clear the owner and keep the continuation (and any hand-over request)."""
+        ...
+
+
+def _is_retryable(e: BaseException) -> bool:
+    return bool(getattr(e, "retryable", False))
+
+
+def retrying() -> AsyncRetrying:
+    """Bounded, jittered retries of transient store failures (only errors marked `retryable`)."""
+    return AsyncRetrying(
+        retry=retry_if_exception(_is_retryable),
+        stop=stop_after_attempt(READ_ATTEMPTS),
+        wait=wait_random_exponential(multiplier=0.05, max=1.0),
+        reraise=True,
+    )
+
+
+class ConditionalLeaseStore(abc.ABC):
+    """The write policy over four primitives a backend provides.
+
+    Backends implement `_list`, `_read`, `_insert` (None on "exists") and `_replace` (None on
+    "ETag did not match"); each raises `LeaseStoreUnavailable` for a transient failure, whose
+    outcome (for writes) is unknown.
+    """
+
+    @abc.abstractmethod
+    async def _list(self) -> list[Lease]: ...
+
+    @abc.abstractmethod
+    async def _read(self, token: LeaseToken) -> Lease | None: ...
+
+    @abc.abstractmethod
+    async def _insert(self, lease: Lease) -> Lease | None: ...
+
+    @abc.abstractmethod
+    async def _replace(self, lease: Lease, etag: str) -> Lease | None: ...
+
+    async def list_leases(self) -> list[Lease]:
+        async for attempt in retrying():
+            with attempt:
+                return sorted(await self._list(), key=lambda lease: lease.token)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def get(self, token: LeaseToken) -> Lease | None:
+        async for attempt in retrying():
+            with attempt:
+                return await self._read(token)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def create_if_absent(self, token: LeaseToken, continuation: str | None) -> Lease | None:
+        fresh = Lease(token=token, continuation=continuation)
+        for _ in range(READ_ATTEMPTS):
+            try:
+                return await self._insert(fresh)
+            except LeaseStoreUnavailable:
+                row = await self.get(token)
+                if row is not None:
+                    # ours landed or another host's did: either way the row exists exactly once;
+                    # report "created" only when it is still the untouched row we wrote
+                    return row if row.version == 0 and row.continuation == continuation else None
+        raise LeaseStoreUnavailable(f"lease {token}: create did not get through")
+
+    async def acquire(self, seen: Lease, owner: HostId) -> Lease | None:
+        return await self._decide(
+            seen,
+            lambda row: dataclasses.replace(
+                row, owner=owner, epoch=row.epoch + 1, next_owner=None, error=""
+            ),
+        )
+
+    async def request_handover(self, seen: Lease, taker: HostId) -> Lease | None:
+        return await self._decide(seen, lambda row: dataclasses.replace(row, next_owner=taker))
+
+    async def renew(self, held: Lease) -> Lease | None:
+        return await self._as_owner(held, lambda row: row)
+
+    async def checkpoint(
+        self, held: Lease, continuation: str, *, caught_up: bool, when: datetime
+    ) -> Lease | None:
+        return await self._as_owner(
+            held,
+            lambda row: dataclasses.replace(
+                row, continuation=continuation, caught_up=caught_up, checkpoint_time=when
+            ),
+        )
+
+    async def release(self, held: Lease, *, error: str = "") -> Lease | None:
+        return await self._as_owner(
+            held, lambda row: dataclasses.replace(row, owner=None, error=error)
+        )
+
+    async def _write(
+        self, base: Lease, change: Callable[[Lease], Lease]
+    ) -> tuple[bool, Lease | None]:
+        """Apply `change` to `base` conditionally. Returns (done, row): done with the new row, or
+        not done with the current row (None when it is gone) to decide on."""
+        intended = dataclasses.replace(change(base), version=base.version + 1)
+        assert base.etag is not None, "a stored lease has an etag"
+        for _ in range(READ_ATTEMPTS):
+            try:
+                written = await self._replace(intended, base.etag)
+            except LeaseStoreUnavailable:
+                row = await self.get(base.token)  # the reply was lost: did the write land?
+                if row is not None and row.same_write(intended):
+                    return True, row
+                if row is not None and row.etag == base.etag:
+                    continue  # it did not: the row is untouched, try again
+                return False, row
+            if written is not None:
+                return True, written
+            return False, await self.get(base.token)
+        raise LeaseStoreUnavailable(f"lease {base.token}: write did not get through")
+
+    async def _decide(self, seen: Lease, change: Callable[[Lease], Lease]) -> Lease | None:
+        done, row = await self._write(seen, change)
+        return row if done else None
+
+    async def _as_owner(self, held: Lease, change: Callable[[Lease], Lease]) -> Lease | None:
+        assert held.owner is not None, "only an owned lease is renewed, checkpointed or released"
+        base: Lease | None = held
+        for _ in range(OWNER_WRITE_ATTEMPTS):
+            if base is None or not base.is_held_by(held.owner, held.epoch):
+                return None  # lost: another host acquired it, or it was released
+            done, row = await self._write(base, change)
+            if done:
+                return row
+            base = row
+        raise LeaseStoreUnavailable(f"lease {held.token}: the row kept changing under its owner")

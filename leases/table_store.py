@@ -1,0 +1,232 @@
+"""The lease store on Azure Table Storage (or Azurite), with the aio client of azure-data-tables.
+
+One table (default `cfpleases`) may hold several processors: PartitionKey = processor name,
+RowKey = lease token. This is the only module of `leases/` that imports the Azure SDK; it turns
+SDK failures into `leases.errors` and rows into `Lease` records (one function pair each way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+import aiohttp
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+from azure.data.tables import UpdateMode
+from azure.data.tables.aio import TableClient
+
+from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
+from leases.record import HostId, Lease, LeaseToken
+from leases.store import ConditionalLeaseStore
+
+T = TypeVar("T")
+
+SCHEMA = 1
+TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# One store request may take this long before its outcome counts as unknown (then re-read).
+DEFAULT_REQUEST_TIMEOUT_S = 5.0
+
+_TABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{2,62}$")
+_BAD_KEY_CHARS = re.compile(r"[/\\#?\x00-\x1f\x7f-\x9f]")
+
+DEFAULT_TABLE = "cfpleases"
+
+
+def check_names(table: str, processor: str) -> None:
+    """Raise `LeaseStoreMisconfigured` for a table or processor name Azure Tables would refuse."""
+    if not _TABLE_NAME.match(table):
+        raise LeaseStoreMisconfigured(
+            f"lease table name {table!r} must be 3-63 letters and digits, starting with a letter"
+        )
+    if not processor or len(processor) > 255 or _BAD_KEY_CHARS.search(processor):
+        raise LeaseStoreMisconfigured(
+            f"processor name {processor!r} must be 1-255 characters without / \\ # ? or controls"
+        )
+
+
+def to_entity(processor: str, lease: Lease) -> dict[str, Any]:
+    return {
+        "PartitionKey": processor,
+        "RowKey": lease.token,
+        "Schema": SCHEMA,
+        "Owner": lease.owner or "",
+        "Epoch": lease.epoch,
+        "Version": lease.version,
+        "Continuation": lease.continuation or "",
+        "NextOwner": lease.next_owner or "",
+        "CheckpointTime": lease.checkpoint_time,
+        "CaughtUp": lease.caught_up,
+        "Error": lease.error,
+    }
+
+
+def from_entity(table: str, entity: dict[str, Any], etag: str) -> Lease:
+    key = str(entity.get("RowKey", "?"))
+    try:
+        epoch, version = int(entity["Epoch"]), int(entity["Version"])
+    except (KeyError, TypeError, ValueError):
+        raise LeaseCorrupt(table, key, "Epoch or Version is missing or not an integer") from None
+    when = entity.get("CheckpointTime")
+    return Lease(
+        token=LeaseToken(key),
+        owner=HostId(entity["Owner"]) if entity.get("Owner") else None,
+        epoch=epoch,
+        version=version,
+        continuation=str(entity["Continuation"]) if entity.get("Continuation") else None,
+        next_owner=HostId(entity["NextOwner"]) if entity.get("NextOwner") else None,
+        checkpoint_time=when if isinstance(when, datetime) else None,
+        caught_up=bool(entity.get("CaughtUp", False)),
+        error=str(entity.get("Error") or ""),
+        etag=etag,
+    )
+
+
+def _translate(e: Exception, what: str) -> LeaseError:
+    if isinstance(e, ClientAuthenticationError):
+        return LeaseStoreMisconfigured(f"{what}: the lease store refused our credentials")
+    if isinstance(e, HttpResponseError):
+        status = e.status_code or 0
+        if status in TRANSIENT_STATUS:
+            return LeaseStoreUnavailable(f"{what}: lease store answered {status}")
+        return LeaseStoreMisconfigured(f"{what}: lease store answered {status} ({e.reason})")
+    return LeaseStoreUnavailable(f"{what}: {type(e).__name__}: {e}")
+
+
+_TRANSPORT = (ServiceRequestError, ServiceResponseError, aiohttp.ClientError, OSError, TimeoutError)
+
+
+class TableLeaseStore(ConditionalLeaseStore):
+    """Leases of one processor in one table.
+
+    Resource handling: `open()` creates the table when missing; `close()` (or `async with`)
+    closes the HTTP session. Errors: see `LeaseStore`.
+    """
+
+    def __init__(
+        self,
+        client: TableClient,
+        *,
+        processor: str,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    ) -> None:
+        check_names(client.table_name, processor)
+        self._client = client
+        self.table = client.table_name
+        self.processor = processor
+        self._timeout_s = request_timeout_s
+
+    @classmethod
+    def from_connection_string(
+        cls,
+        conn_str: str,
+        *,
+        table: str = DEFAULT_TABLE,
+        processor: str,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    ) -> TableLeaseStore:
+        check_names(table, processor)
+        client = TableClient.from_connection_string(
+            conn_str,
+            table_name=table,
+            retry_total=0,  # retries are ours: a conditional write is never blindly repeated
+            connection_timeout=request_timeout_s,
+            read_timeout=request_timeout_s,
+        )
+        return cls(client, processor=processor, request_timeout_s=request_timeout_s)
+
+    async def __aenter__(self) -> TableLeaseStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def open(self) -> TableLeaseStore:
+        """Create the table if it does not exist yet (any host may; the first one wins)."""
+
+        async def create() -> None:
+            with contextlib.suppress(ResourceExistsError):
+                await self._client.create_table()
+
+        await self._call(f"table {self.table}", create)
+        return self
+
+    async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await op()
+        except (asyncio.CancelledError, LeaseError):
+            raise
+        except (HttpResponseError, *_TRANSPORT) as e:
+            raise _translate(e, what) from e
+
+    def _lease(self, entity: Any) -> Lease:
+        return from_entity(self.table, dict(entity), str(entity.metadata["etag"]))
+
+    async def _list(self) -> list[Lease]:
+        async def op() -> list[Lease]:
+            rows = self._client.query_entities(
+                "PartitionKey eq @pk", parameters={"pk": self.processor}
+            )
+            return [self._lease(e) async for e in rows]
+
+        return await self._call(f"listing leases of {self.processor}", op)
+
+    async def _read(self, token: LeaseToken) -> Lease | None:
+        async def op() -> Lease | None:
+            try:
+                entity = await self._client.get_entity(self.processor, token)
+            except ResourceNotFoundError:
+                return None
+            return self._lease(entity)
+
+        return await self._call(f"lease {token}", op)
+
+    async def _insert(self, lease: Lease) -> Lease | None:
+        async def op() -> Lease | None:
+            try:
+                reply = await self._client.create_entity(to_entity(self.processor, lease))
+            except ResourceExistsError:
+                return None
+            return _with_etag(lease, reply)
+
+        return await self._call(f"creating lease {lease.token}", op)
+
+    async def _replace(self, lease: Lease, etag: str) -> Lease | None:
+        async def op() -> Lease | None:
+            try:
+                reply = await self._client.update_entity(
+                    to_entity(self.processor, lease),
+                    mode=UpdateMode.REPLACE,
+                    etag=etag,
+                    match_condition=MatchConditions.IfNotModified,
+                )
+            except (ResourceModifiedError, ResourceNotFoundError):
+                return None
+            except HttpResponseError as e:
+                if e.status_code in (409, 412, 404):
+                    return None
+                raise
+            return _with_etag(lease, reply)
+
+        return await self._call(f"writing lease {lease.token}", op)
+
+
+def _with_etag(lease: Lease, reply: Mapping[str, Any]) -> Lease:
+    return dataclasses.replace(lease, etag=str(reply["etag"]))

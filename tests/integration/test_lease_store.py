@@ -1,0 +1,200 @@
+"""The lease store contract, run against both stores: the memory one and Azure Tables (Azurite)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+
+import pytest
+
+from leases import HostId, Lease, LeaseStoreUnavailable, LeaseToken, MemoryLeaseStore
+from leases.store import ConditionalLeaseStore
+from leases.table_store import TableLeaseStore
+from processor.changefeed.emulator.azurite import Azurite
+
+A, B, C = HostId("host-a"), HostId("host-b"), HostId("host-c")
+T0 = LeaseToken("00")
+WHEN = datetime(2026, 1, 1, tzinfo=UTC)
+_names = itertools.count()
+
+StoreFactory = Callable[[], Awaitable[ConditionalLeaseStore]]
+
+
+@pytest.fixture(params=["memory", "table"])
+async def stores(
+    request: pytest.FixtureRequest, azurite: Azurite
+) -> AsyncIterator[StoreFactory]:
+    """A factory of store clients that all see the same leases (one processor, fresh per test)."""
+    processor = f"proc{next(_names)}-{request.node.name[:40]}".replace("[", "-").replace("]", "")
+    opened: list[TableLeaseStore] = []
+    memory = MemoryLeaseStore()
+
+    async def make() -> ConditionalLeaseStore:
+        if request.param == "memory":
+            return memory
+        store = TableLeaseStore.from_connection_string(
+            azurite.connection_string, table="cfpleasestest", processor=processor
+        )
+        opened.append(store)
+        return await store.open()
+
+    yield make
+    for s in opened:
+        await s.close()
+
+
+async def _owned(store: ConditionalLeaseStore, owner: HostId) -> Lease:
+    created = await store.create_if_absent(T0, None)
+    assert created is not None
+    held = await store.acquire(created, owner)
+    assert held is not None
+    return held
+
+
+async def test_two_hosts_creating_the_same_lease_one_wins(stores: StoreFactory) -> None:
+    a, b = await stores(), await stores()
+    results = await asyncio.gather(
+        a.create_if_absent(T0, '{"x":1}'), b.create_if_absent(T0, '{"x":2}')
+    )
+    winners = [r for r in results if r is not None]
+    assert len(winners) == 1
+    rows = await a.list_leases()
+    assert [r.token for r in rows] == [T0]
+    assert rows[0].continuation == winners[0].continuation
+    assert rows[0].owner is None and rows[0].epoch == 0
+
+
+async def test_two_hosts_acquiring_the_same_free_lease_one_wins(stores: StoreFactory) -> None:
+    a, b = await stores(), await stores()
+    free = await a.create_if_absent(T0, None)
+    assert free is not None
+    got = await asyncio.gather(a.acquire(free, A), b.acquire(free, B))
+    winners = [g for g in got if g is not None]
+    assert len(winners) == 1
+    row = await a.get(T0)
+    assert row is not None and row.owner == winners[0].owner and row.epoch == 1
+
+
+async def test_a_stale_etag_is_refused(stores: StoreFactory) -> None:
+    store = await stores()
+    free = await store.create_if_absent(T0, None)
+    assert free is not None
+    held = await store.acquire(free, A)
+    assert held is not None
+    assert await store.acquire(free, B) is None  # decided on a snapshot that changed since
+    assert await store.request_handover(free, B) is None
+    row = await store.get(T0)
+    assert row is not None and row.owner == A and row.next_owner is None
+
+
+async def test_checkpoint_by_a_non_owner_or_an_old_epoch_is_refused(stores: StoreFactory) -> None:
+    store = await stores()
+    held_a = await _owned(store, A)
+    ok = await store.checkpoint(held_a, "pos-1", caught_up=False, when=WHEN)
+    assert ok is not None and ok.continuation == "pos-1"
+    stolen = await store.acquire(ok, B)
+    assert stolen is not None and stolen.epoch == held_a.epoch + 1
+    # A still thinks it holds epoch 1: refused, with a fresh row or with its stale one
+    assert await store.checkpoint(ok, "pos-zombie", caught_up=False, when=WHEN) is None
+    assert await store.renew(ok) is None
+    assert await store.release(ok) is None
+    # same owner name, old epoch (the host lost it and got it back): still refused
+    back = await store.acquire(stolen, A)
+    assert back is not None and back.epoch == held_a.epoch + 2
+    assert await store.checkpoint(ok, "pos-old-epoch", caught_up=False, when=WHEN) is None
+    row = await store.get(T0)
+    assert row is not None and row.continuation == "pos-1" and row.owner == A
+
+
+async def test_release_keeps_the_continuation(stores: StoreFactory) -> None:
+    store = await stores()
+    held = await _owned(store, A)
+    done = await store.checkpoint(held, "pos-7", caught_up=True, when=WHEN)
+    assert done is not None
+    released = await store.release(done)
+    assert released is not None and released.owner is None
+    row = await store.get(T0)
+    assert row is not None
+    assert (row.owner, row.continuation, row.caught_up) == (None, "pos-7", True)
+    assert row.checkpoint_time == WHEN
+
+
+async def test_epoch_grows_on_every_owner_change(stores: StoreFactory) -> None:
+    store = await stores()
+    lease = await store.create_if_absent(T0, None)
+    assert lease is not None
+    epochs = [lease.epoch]
+    for owner in (A, B, C, A):
+        nxt = await store.acquire(lease, owner)
+        assert nxt is not None and nxt.owner == owner
+        epochs.append(nxt.epoch)
+        renewed = await store.renew(nxt)
+        assert renewed is not None and renewed.epoch == nxt.epoch
+        lease = renewed
+    assert epochs == sorted(set(epochs))
+    released = await store.release(lease)
+    assert released is not None
+    again = await store.acquire(released, B)
+    assert again is not None and again.epoch == epochs[-1] + 1
+
+
+async def test_owner_writes_survive_a_handover_request(stores: StoreFactory) -> None:
+    store = await stores()
+    held = await _owned(store, A)
+    asked = await store.request_handover(held, B)
+    assert asked is not None and asked.next_owner == B and asked.owner == A
+    # the owner's snapshot is stale, but the row is still its own: the write is re-applied
+    renewed = await store.checkpoint(held, "pos-9", caught_up=False, when=WHEN)
+    assert renewed is not None and renewed.next_owner == B and renewed.continuation == "pos-9"
+    released = await store.release(renewed)
+    assert released is not None and released.owner is None and released.next_owner == B
+    taken = await store.acquire(released, B)
+    assert taken is not None and taken.next_owner is None and taken.continuation == "pos-9"
+
+
+async def test_a_write_whose_reply_was_lost_is_judged_by_re_reading(
+    stores: StoreFactory,
+) -> None:
+    store = await stores()
+    held = await _owned(store, A)
+    real_replace = store._replace
+    lost = {"n": 0}
+
+    async def replace_then_lose_reply(lease: Lease, etag: str) -> Lease | None:
+        result = await real_replace(lease, etag)
+        if lost["n"] < 1:
+            lost["n"] += 1
+            raise LeaseStoreUnavailable("reply lost")
+        return result
+
+    store._replace = replace_then_lose_reply  # type: ignore[method-assign]
+    try:
+        done = await store.checkpoint(held, "pos-3", caught_up=False, when=WHEN)
+    finally:
+        store._replace = real_replace  # type: ignore[method-assign]
+    assert lost["n"] == 1
+    assert done is not None and done.continuation == "pos-3"
+    row = await store.get(T0)
+    assert row is not None and row.version == held.version + 1  # applied exactly once
+
+
+async def test_a_write_that_never_landed_is_tried_again(stores: StoreFactory) -> None:
+    store = await stores()
+    held = await _owned(store, A)
+    real_replace = store._replace
+    calls = {"n": 0}
+
+    async def fail_before_sending(lease: Lease, etag: str) -> Lease | None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise LeaseStoreUnavailable("connection refused")
+        return await real_replace(lease, etag)
+
+    store._replace = fail_before_sending  # type: ignore[method-assign]
+    try:
+        done = await store.renew(held)
+    finally:
+        store._replace = real_replace  # type: ignore[method-assign]
+    assert calls["n"] == 2 and done is not None and done.version == held.version + 1
