@@ -7,7 +7,8 @@ the result lives in `processor/balancer.py`.
 Policy:
 - live hosts are the owners of live leases, plus this host; target = ceil(leases / live hosts);
 - free and expired leases come first: a free lease whose hand-over was requested by this host,
-  then other free leases (except ones reserved for another host), then expired ones; at most
+  then other free leases (except ones reserved for another host, and ones released with an error,
+  which wait one expiry interval), then expired ones; at most
   `max_acquire` per tick and never beyond the target;
 - only when nothing is free: take from the most loaded host while it holds at least two more than
   this host would, at most `max_steal` per tick and never beyond the target. Those become
@@ -19,11 +20,11 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from leases.expiry import LeaseView
-from leases.record import HostId, Lease
+from leases.record import HostId, Lease, LeaseToken
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +58,16 @@ def plan_takes(
     me: HostId,
     limits: BalanceLimits,
     rng: random.Random,
+    held: Collection[LeaseToken] | None = None,
 ) -> TakePlan:
-    live = [v for v in leases if v.is_live]
+    """The leases `me` should take now. `held` lists the leases `me` runs workers for (None: all
+    it owns); a lease the table shows as ours but that we do not run (a restart under the same
+    name, or a worker that could not release) is taken again, with a new epoch."""
+
+    def is_orphan_of_mine(v: LeaseView) -> bool:
+        return v.owner == me and held is not None and v.token not in held
+
+    live = [v for v in leases if v.is_live and not is_orphan_of_mine(v)]
     load = Counter(v.owner for v in live if v.owner is not None)
     hosts = len(set(load) | {me})
     target = math.ceil(len(leases) / hosts)
@@ -70,11 +79,13 @@ def plan_takes(
 
     def acquirable_rank(v: LeaseView) -> int | None:
         if v.owner == me:
-            return None
+            return 0 if is_orphan_of_mine(v) else None
         if v.owner is None:
             reserved_for = v.lease.next_owner
             if reserved_for == me:
                 return 0
+            if v.lease.error:  # it failed with its last owner: retry once per expiry interval
+                return 2 if v.is_expired else None
             return 1 if reserved_for is None or v.is_expired else None
         return 2 if v.is_expired else None
 

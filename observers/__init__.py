@@ -1,0 +1,30 @@
+"""Observers: the contract between a host and the code that consumes a lease's batches.
+
+Public names: `Observer`, `PartitionContext`, `CloseReason`, `ChangeEvent` (from `protocol`),
+`LeaseLostError`, and the plugin loader. Built-ins: `log`, `jsonl`. Plugins import only from here.
+Nothing here knows about Azure Tables.
+"""
+
+from observers.errors import ObserverError, PluginLoadError
+from observers.plugins import ObserverCalls, load_observer_factory
+from observers.protocol import (
+    ChangeEvent,
+    CloseReason,
+    LeaseLostError,
+    Observer,
+    ObserverFactory,
+    PartitionContext,
+)
+
+__all__ = [
+    "ChangeEvent",
+    "CloseReason",
+    "LeaseLostError",
+    "Observer",
+    "ObserverCalls",
+    "ObserverError",
+    "ObserverFactory",
+    "PartitionContext",
+    "PluginLoadError",
+    "load_observer_factory",
+]

@@ -1,19 +1,16 @@
-"""The `cfp` command line: `cfp read` and `cfp emulate` (more commands arrive with the host)."""
+"""The `cfp` command line: `read` and `emulate` here, `run` and `status` from `cli_host`."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import re
-import signal
 import sys
 import time
-from collections.abc import Callable, Coroutine
 from contextlib import aclosing
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TypeVar
 
 import click
 
@@ -26,6 +23,8 @@ from processor.changefeed.output import json_lines
 from processor.changefeed.position import FeedPosition
 from processor.changefeed.selection import EventFilter, TimeRange
 from processor.changefeed.storage import FeedStorage
+from processor.cli_common import ByteSize, IsoTime, connection_option, fail, run_async
+from processor.cli_host import run_command, status_command
 from processor.logs import configure_logging
 from processor.runtime import tune_gc
 
@@ -33,74 +32,19 @@ T = TypeVar("T")
 SAVE_EVERY_S = 1.0
 
 
-class IsoTime(click.ParamType[datetime]):
-    name = "ISO-TIME"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> datetime:
-        if isinstance(value, datetime):
-            return value
-        try:
-            t = datetime.fromisoformat(str(value))
-        except ValueError:
-            self.fail(f"{value!r} is not an ISO 8601 time such as 2026-01-01T10:00:00Z", param, ctx)
-        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-
-
-class ByteSize(click.ParamType[int]):
-    name = "BYTES"
-    _units: ClassVar[dict[str, int]] = {
-        "": 1,
-        "k": 1 << 10,
-        "kib": 1 << 10,
-        "m": 1 << 20,
-        "mib": 1 << 20,
-        "g": 1 << 30,
-        "gib": 1 << 30,
-    }
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(value))
-        if m is None or m.group(2).lower() not in self._units:
-            self.fail(f"{value!r} is not a size such as 4MiB or 65536", param, ctx)
-        return int(m.group(1)) * self._units[m.group(2).lower()]
-
-
-def run_async(main: Callable[[asyncio.Event], Coroutine[Any, Any, T]]) -> T:
-    """Run `main(stop)`; SIGINT and SIGTERM set `stop` so that it can finish cleanly."""
-
-    async def wrapper() -> T:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        return await main(stop)
-
-    return asyncio.run(wrapper())
-
-
-def fail(message: str, code: int = 1) -> None:
-    click.echo(f"cfp: error: {message}", err=True)
-    raise SystemExit(code)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--log-level", default="INFO", envvar="CFP_LOG_LEVEL", show_default=True)
-@click.option("--log-json", is_flag=True, envvar="CFP_LOG_JSON", help="Log JSON lines on stderr.")
-def main(log_level: str, log_json: bool) -> None:
-    """cfp: a lease-coordinated host for the Azure Blob Storage change feed."""
-    configure_logging(level=log_level, json_lines=log_json)
-
-
-connection_option = click.option(
-    "--connection-string",
-    "connection_string",
+@click.option(
+    "--log-json/--log-console",
     default=None,
-    help=f"Storage connection string (default: ${connection.ENV_VAR}, else local Azurite).",
+    envvar="CFP_LOG_JSON",
+    help="Log JSON lines or console lines on stderr (default: JSON unless stderr is a terminal).",
 )
+def main(log_level: str, log_json: bool | None) -> None:
+    """cfp: a lease-coordinated host for the Azure Blob Storage change feed."""
+    configure_logging(
+        level=log_level, json_lines=not sys.stderr.isatty() if log_json is None else log_json
+    )
 
 
 def _load_continuation(value: str | None, account: str) -> FeedPosition | None:
@@ -371,3 +315,7 @@ def emulate(
         return 0
 
     raise SystemExit(run_async(run))
+
+
+main.add_command(run_command)
+main.add_command(status_command)

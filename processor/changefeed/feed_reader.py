@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import structlog
 
+from processor.changefeed.catalog import list_segment_paths
 from processor.changefeed.errors import FeedCorrupt, FeedError, MissingChunkError
-from processor.changefeed.layout import SEGMENT_PREFIX, SEGMENTS_JSON, is_segment_path
+from processor.changefeed.layout import SEGMENTS_JSON
 from processor.changefeed.manifests import (
     SegmentManifest,
     parse_feed_manifest,
@@ -136,25 +137,13 @@ class FeedReader:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=poll_interval_s)
 
-    async def _segment_paths(self) -> list[str]:
-        after = self.position.segment
-        years = await self._storage.list_folders(SEGMENT_PREFIX)
-        if after is not None:
-            years = [y for y in years if y >= after[: len(SEGMENT_PREFIX) + 5]]
-        paths: list[str] = []
-        for year in years:
-            paths.extend(
-                b.name for b in await self._storage.list_blobs(year) if is_segment_path(b.name)
-            )
-        return paths
-
     async def _read_available(self) -> AsyncGenerator[ShardBatch, None]:
         doc = await self._storage.read_document(SEGMENTS_JSON)
         if doc is None:
             return  # a freshly enabled account has no segments.json yet: the feed is empty
         feed = parse_feed_manifest(doc, path=SEGMENTS_JSON)
         todo = consumable_segments(
-            await self._segment_paths(),
+            await list_segment_paths(self._storage, after=self.position.segment),
             last_consumable=feed.last_consumable,
             after=self.position.segment,
             include_after=not self.position.is_segment_done,

@@ -177,6 +177,9 @@ class ShardReader:
         self._headers: dict[str, ChunkHeader] = {}
         self._pending: FeedCorrupt | None = None
 
+    def cancel_read_ahead(self) -> None:
+        self._ahead.cancel()
+
     async def read(
         self, *, is_finalized: bool, read_ahead: asyncio.TaskGroup | None = None
     ) -> ShardRead:

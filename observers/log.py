@@ -1,0 +1,24 @@
+"""`--observer log`: one structured log line per batch; for trying things out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from observers.protocol import ChangeEvent, CloseReason, PartitionContext
+
+
+class LogObserver:
+    async def open(self, ctx: PartitionContext) -> None:
+        ctx.log.info("observer.open")
+
+    async def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+        if events:
+            ctx.log.info(
+                "observer.batch",
+                events=len(events),
+                first=events[0].event_time.isoformat(),
+                last=events[-1].event_time.isoformat(),
+            )
+
+    async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
+        ctx.log.info("observer.close", reason=reason.value)

@@ -1,0 +1,85 @@
+"""Turning `--observer` into a factory of observers, and calling observers uniformly.
+
+`log` and `jsonl:DIR` are built in; `module:Name` imports `Name` from `module`, a class or a
+zero-argument factory. Whether each observer method is async is decided once per instance, not per
+call; plain methods run in a worker thread so they cannot block the host's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from observers.errors import PluginLoadError
+from observers.jsonl import JsonlObserver
+from observers.log import LogObserver
+from observers.protocol import ChangeEvent, CloseReason, ObserverFactory, PartitionContext
+
+
+def load_observer_factory(spec: str, *, host_name: str) -> ObserverFactory:
+    """The factory `--observer SPEC` names. Errors: `PluginLoadError` naming what is wrong."""
+    if spec == "log":
+        return LogObserver
+    if spec.startswith("jsonl:"):
+        directory = spec[len("jsonl:") :]
+        if not directory:
+            raise PluginLoadError(spec, "jsonl needs a directory: jsonl:DIR")
+        return lambda: JsonlObserver(directory, host_name=host_name)
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise PluginLoadError(spec, "expected log, jsonl:DIR or module:Name")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise PluginLoadError(spec, f"cannot import {module_name}: {e}") from e
+    target = getattr(module, attr, None)
+    if target is None:
+        raise PluginLoadError(spec, f"{module_name} has no attribute {attr}")
+    if inspect.isclass(target) and not callable(getattr(target, "process_changes", None)):
+        raise PluginLoadError(spec, f"{attr} has no process_changes method")
+    if not callable(target):
+        raise PluginLoadError(spec, f"{attr} is neither a class nor a factory")
+    factory: Callable[[], Any] = target
+    return factory
+
+
+def _adapt(method: Callable[..., Any] | None) -> Callable[..., Awaitable[None]]:
+    if method is None:
+
+        async def nothing(*args: Any) -> None:
+            return None
+
+        return nothing
+    if inspect.iscoroutinefunction(method):
+        return method
+
+    async def in_thread(*args: Any) -> None:
+        await asyncio.to_thread(method, *args)
+
+    return in_thread
+
+
+class ObserverCalls:
+    """One observer instance with async entry points, whatever kind of methods it has."""
+
+    def __init__(self, observer: object, *, spec: str = "") -> None:
+        process = getattr(observer, "process_changes", None)
+        if not callable(process):
+            raise PluginLoadError(spec, f"{type(observer).__name__} has no process_changes method")
+        self.observer = observer
+        self.auto_checkpoint = bool(getattr(observer, "auto_checkpoint", True))
+        self._open = _adapt(getattr(observer, "open", None))
+        self._process = _adapt(process)
+        self._close = _adapt(getattr(observer, "close", None))
+
+    async def open(self, ctx: PartitionContext) -> None:
+        await self._open(ctx)
+
+    async def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+        await self._process(ctx, events)
+
+    async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
+        await self._close(ctx, reason)

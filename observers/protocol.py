@@ -1,0 +1,117 @@
+"""The observer contract: what a host hands to user code for each lease it owns.
+
+One observer instance per lease. The host calls `open(ctx)` once, then `process_changes(ctx,
+events)` for each batch in order, then `close(ctx, reason)` exactly once; never a batch after
+close. Each method may be `async def` or a plain function (a plain one runs in a worker thread).
+`open` and `close` are optional.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any, Protocol, runtime_checkable
+
+import structlog
+
+_SUBJECT_HEAD = "/blobServices/default/containers/"
+
+
+class CloseReason(Enum):
+    """Why a lease's observer was closed."""
+
+    SHUTDOWN = "shutdown"
+    """The host is stopping: the last batch was checkpointed and the lease released."""
+    HANDED_OVER = "handed_over"
+    """Another host asked for the lease: the last batch was checkpointed and the lease released."""
+    LEASE_LOST = "lease_lost"
+    """Another host owns the lease now (or renewal failed for too long); nothing more was
+    checkpointed, and batches since the last checkpoint will be delivered again elsewhere."""
+    OBSERVER_ERROR = "observer_error"
+    """`process_changes` kept failing; the batch was not checkpointed and will come again."""
+    FEED_ERROR = "feed_error"
+    """The shard could not be read (corrupt data, missing chunk); the lease records the error."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEvent:
+    """One change feed event. `raw` is the record exactly as decoded with its chunk's schema."""
+
+    id: str
+    event_type: str
+    event_time: datetime
+    subject: str
+    container: str
+    blob: str
+    sequencer: str
+    raw: Mapping[str, Any]
+    shard: str = ""
+    segment: str = ""
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any], *, shard: str = "", segment: str = "") -> ChangeEvent:
+        subject = str(raw.get("subject") or "")
+        container, blob = "", ""
+        if subject.startswith(_SUBJECT_HEAD):
+            container, _, blob = subject[len(_SUBJECT_HEAD) :].partition("/blobs/")
+        data = raw.get("data")
+        sequencer = data.get("sequencer") if isinstance(data, Mapping) else None
+        when = datetime.fromisoformat(str(raw.get("eventTime")))
+        return cls(
+            id=str(raw.get("id") or ""),
+            event_type=str(raw.get("eventType") or ""),
+            event_time=when.replace(tzinfo=UTC) if when.tzinfo is None else when,
+            subject=subject,
+            container=container,
+            blob=blob,
+            sequencer=str(sequencer or ""),
+            raw=raw,
+            shard=shard,
+            segment=segment,
+        )
+
+
+@dataclass(slots=True)
+class PartitionContext:
+    """Identity of one lease as seen by its observer, and a way to checkpoint it.
+
+    `checkpoint()` records the position after the last batch handed to `process_changes`; it is
+    only needed by observers that set `auto_checkpoint = False` (otherwise the host checkpoints
+    after every batch). It raises `LeaseLostError` when the lease is no longer ours.
+    """
+
+    lease_token: str
+    host_name: str
+    epoch: int
+    processor_name: str = ""
+    log: Any = field(default_factory=lambda: structlog.get_logger("cfp.observer"))
+    _checkpoint: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
+
+    async def checkpoint(self) -> None:
+        if self._checkpoint is not None:
+            await self._checkpoint()
+
+
+class LeaseLostError(Exception):
+    """The lease moved to another host; the observer will be closed with LEASE_LOST."""
+
+    def __init__(self, lease_token: str, epoch: int) -> None:
+        super().__init__(f"lease {lease_token} at epoch {epoch} is no longer held by this host")
+        self.lease_token = lease_token
+        self.epoch = epoch
+
+
+@runtime_checkable
+class Observer(Protocol):
+    """Receives the batches of one lease. `open` and `close` may be left out; any method may be
+    async or plain. Raising from `process_changes` means "not accepted": it is retried with
+    backoff, then the lease is closed with OBSERVER_ERROR and the batch delivered again later."""
+
+    def process_changes(
+        self, ctx: PartitionContext, events: Sequence[ChangeEvent]
+    ) -> Awaitable[None] | None: ...
+
+
+ObserverFactory = Callable[[], Observer]

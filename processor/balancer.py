@@ -1,0 +1,147 @@
+"""The balancing loop: list, observe, plan, write, log. The decision itself is `plan_takes`.
+
+Driven by the host every `acquire_every_s` with +/-20 % jitter (fixed delay). Each tick also
+creates lease rows for shards that appeared in the feed (insert-if-absent: whoever is first wins,
+every other host's insert is refused), and feeds the segment barrier with fresh positions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from leases import (
+    BalanceLimits,
+    ExpiryTracker,
+    HostId,
+    Lease,
+    LeaseError,
+    LeaseStore,
+    LeaseToken,
+    LeaseView,
+    plan_takes,
+)
+from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.errors import FeedError
+from processor.clock import Clock
+from processor.positions import PositionBook
+from processor.supervisor import WorkerSupervisor
+from processor.timings import JITTER_FRACTION, Timings
+from processor.waiting import wait_any
+
+log = structlog.get_logger("cfp.balancer")
+
+
+@dataclass(slots=True)
+class BalancerStats:
+    ticks: int = 0
+    acquired: int = 0
+    requested: int = 0
+    forced: int = 0
+    created: int = 0
+    last_hosts: int = 0
+    last_target: int = 0
+
+
+@dataclass(slots=True)
+class Balancer:
+    store: LeaseStore
+    catalog: FeedCatalog
+    supervisor: WorkerSupervisor
+    book: PositionBook
+    me: HostId
+    timings: Timings
+    clock: Clock
+    initial_continuation: str | None = None
+    limits: BalanceLimits = field(default_factory=BalanceLimits)
+    rng: random.Random = field(default_factory=random.Random)
+    on_caught_up: Callable[[], None] | None = None
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    stats: BalancerStats = field(default_factory=BalancerStats)
+    _tracker: ExpiryTracker | None = None
+    _requested_at: dict[str, float] = field(default_factory=dict)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self._tracker = ExpiryTracker(self.timings.expiry_s)
+        while not stop.is_set():
+            try:
+                await self.tick()
+                self.ready.set()
+            except (LeaseError, FeedError) as e:
+                log.warning("balance.failed", error=str(e))
+            jitter = self.rng.uniform(-JITTER_FRACTION, JITTER_FRACTION)
+            await wait_any(stop, timeout_s=self.timings.acquire_every_s * (1 + jitter))
+
+    async def tick(self) -> None:
+        assert self._tracker is not None
+        leases = await self.store.list_leases()
+        leases += await self._create_missing({lease.token for lease in leases})
+        self.book.update_from(leases)
+        self.stats.ticks += 1
+        if self.on_caught_up is not None and leases and all(x.caught_up for x in leases):
+            log.info("processor.caught_up", leases=len(leases))
+            self.on_caught_up()
+            return
+        views = self._tracker.observe(leases, self.clock.monotonic())
+        held = self.supervisor.tokens()
+        plan = plan_takes(views, me=self.me, limits=self.limits, rng=self.rng, held=held)
+        forced = self._overdue_requests(views)
+        self.stats.last_hosts, self.stats.last_target = plan.hosts, plan.target
+        log.log(
+            20 if not plan.is_empty or forced else 10,
+            "balance.planned",
+            leases=len(leases),
+            hosts=plan.hosts,
+            target=plan.target,
+            mine=plan.mine,
+            free=sum(1 for v in views if v.owner is None),
+            expired=sum(1 for v in views if v.is_expired and v.owner is not None),
+            acquire=[x.token for x in plan.acquire],
+            steal=[x.token for x in plan.steal],
+            forced=[x.token for x in forced],
+        )
+        for lease in (*plan.acquire, *forced):
+            got = await self.store.acquire(lease, self.me)
+            if got is None:
+                continue  # another host was faster, or the owner wrote: next tick decides
+            self._requested_at.pop(lease.token, None)
+            self.stats.acquired += 1
+            self.stats.forced += lease in forced
+            log.info("lease.acquired", lease=got.token, epoch=got.epoch, was=lease.owner)
+            self.supervisor.start(got)
+        for lease in plan.steal:
+            if await self.store.request_handover(lease, self.me) is not None:
+                self._requested_at[lease.token] = self.clock.monotonic()
+                self.stats.requested += 1
+                log.info("lease.handover_requested", lease=lease.token, owner=lease.owner)
+
+    def _overdue_requests(self, views: list[LeaseView]) -> list[Lease]:
+        """Leases we asked for long ago that their owner keeps renewing without letting go."""
+        now = self.clock.monotonic()
+        overdue: list[Lease] = []
+        for v in views:
+            asked = self._requested_at.get(v.token)
+            if v.lease.next_owner != self.me or v.owner in (None, self.me):
+                self._requested_at.pop(v.token, None)
+            elif asked is not None and now - asked >= self.timings.handover_timeout_s:
+                overdue.append(v.lease)
+        return overdue
+
+    async def _create_missing(self, existing: set[str]) -> list[Lease]:
+        segments = await self.catalog.segments()
+        names = await self.catalog.shard_names(segments)
+        created: list[Lease] = []
+        for name in sorted(names - existing):
+            row = await self.store.create_if_absent(LeaseToken(name), self.initial_continuation)
+            if row is None:
+                row = await self.store.get(LeaseToken(name))
+            else:
+                self.stats.created += 1
+                log.info("lease.created", lease=name)
+            if row is not None:
+                created.append(row)
+        return created

@@ -1,0 +1,78 @@
+"""Pieces shared by the `cfp` commands: parameter types, the async runner, error exits."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any, ClassVar, TypeVar
+
+import click
+
+from processor import connection
+
+T = TypeVar("T")
+
+
+class IsoTime(click.ParamType[datetime]):
+    name = "ISO-TIME"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            t = datetime.fromisoformat(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not an ISO 8601 time such as 2026-01-01T10:00:00Z", param, ctx)
+        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+class ByteSize(click.ParamType[int]):
+    name = "BYTES"
+    _units: ClassVar[dict[str, int]] = {
+        "": 1,
+        "k": 1 << 10,
+        "kib": 1 << 10,
+        "m": 1 << 20,
+        "mib": 1 << 20,
+        "g": 1 << 30,
+        "gib": 1 << 30,
+    }
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(value))
+        if m is None or m.group(2).lower() not in self._units:
+            self.fail(f"{value!r} is not a size such as 4MiB or 65536", param, ctx)
+        return int(m.group(1)) * self._units[m.group(2).lower()]
+
+
+def run_async(main: Callable[[asyncio.Event], Coroutine[Any, Any, T]]) -> T:
+    """Run `main(stop)`; SIGINT and SIGTERM set `stop` so that it can finish cleanly."""
+
+    async def wrapper() -> T:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await main(stop)
+
+    return asyncio.run(wrapper())
+
+
+def fail(message: str, code: int = 1) -> None:
+    click.echo(f"cfp: error: {message}", err=True)
+    raise SystemExit(code)
+
+
+connection_option = click.option(
+    "--connection-string",
+    "connection_string",
+    default=None,
+    help=f"Storage connection string (default: ${connection.ENV_VAR}, else local Azurite).",
+)

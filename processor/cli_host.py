@@ -1,0 +1,245 @@
+"""`cfp run` (one host) and `cfp status` (every lease of a processor)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+
+import click
+
+from leases import DEFAULT_TABLE, LeaseError, TableLeaseStore
+from observers import PluginLoadError
+from processor import connection
+from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.errors import FeedError
+from processor.changefeed.storage import FeedStorage
+from processor.cli_common import IsoTime, connection_option, fail, run_async
+from processor.clock import SystemClock
+from processor.config import HostConfig, default_host_name
+from processor.host import open_host
+from processor.status import processor_status, render_table
+from processor.timings import DEFAULT_EXPIRY_S, DEFAULT_POLL_S, derive_timings
+
+DEFAULT_PROCESSOR = "default"
+
+lease_connection_option = click.option(
+    "--lease-connection-string",
+    envvar="CFP_LEASE_CONNECTION_STRING",
+    help="Connection string of the account holding the lease table (default: the feed's).",
+)
+lease_table_option = click.option(
+    "--lease-table",
+    envvar="CFP_LEASE_TABLE",
+    default=DEFAULT_TABLE,
+    show_default=True,
+    help="Azure Table holding the leases.",
+)
+processor_option = click.option(
+    "--processor-name",
+    envvar="CFP_PROCESSOR_NAME",
+    default=DEFAULT_PROCESSOR,
+    show_default=True,
+    help="Durable identity of the processor; its hosts share its leases (the PartitionKey).",
+)
+
+
+@click.command("run")
+@connection_option
+@lease_connection_option
+@lease_table_option
+@processor_option
+@click.option(
+    "--host-name",
+    envvar="CFP_HOST_NAME",
+    help="This host's identity in the lease table (default: host name + pid; must be unique).",
+)
+@click.option(
+    "--observer",
+    envvar="CFP_OBSERVER",
+    default="log",
+    show_default=True,
+    help="log, jsonl:DIR, or module:Name (a class or zero-argument factory).",
+)
+@click.option(
+    "--lease-expiration",
+    envvar="CFP_LEASE_EXPIRATION",
+    type=click.FloatRange(min=0.5),
+    default=DEFAULT_EXPIRY_S,
+    show_default=True,
+    help="Seconds without a visible renewal after which other hosts may take a lease.",
+)
+@click.option(
+    "--renew-interval",
+    envvar="CFP_RENEW_INTERVAL",
+    type=click.FloatRange(min=0.05),
+    help="Seconds between renewals (default: a third of --lease-expiration).",
+)
+@click.option(
+    "--acquire-interval",
+    envvar="CFP_ACQUIRE_INTERVAL",
+    type=click.FloatRange(min=0.05),
+    help="Seconds between balancing ticks, +/-20% jitter (default: a third of the expiration).",
+)
+@click.option(
+    "--poll-interval",
+    envvar="CFP_POLL_INTERVAL",
+    type=click.FloatRange(min=0.05),
+    default=DEFAULT_POLL_S,
+    show_default=True,
+    help="Seconds between looks for new data once a lease is caught up.",
+)
+@click.option(
+    "--max-batch-events",
+    envvar="CFP_MAX_BATCH_EVENTS",
+    type=click.IntRange(min=1, max=100_000),
+    default=250,
+    show_default=True,
+    help="Most events handed to an observer at once.",
+)
+@click.option(
+    "--start-time",
+    envvar="CFP_START_TIME",
+    type=IsoTime(),
+    help="For leases created now: deliver only events at or after this time.",
+)
+@click.option(
+    "--start-from-now",
+    envvar="CFP_START_FROM_NOW",
+    is_flag=True,
+    help="For leases created now: deliver only events from now on.",
+)
+@click.option(
+    "--until-caught-up",
+    envvar="CFP_UNTIL_CAUGHT_UP",
+    is_flag=True,
+    help="Exit 0 once every lease has delivered everything up to lastConsumable.",
+)
+@click.option(
+    "--unordered",
+    envvar="CFP_UNORDERED",
+    is_flag=True,
+    help="Drop the segment barrier: faster catch-up, no per-blob order across segments.",
+)
+def run_command(
+    connection_string: str | None,
+    lease_connection_string: str | None,
+    lease_table: str,
+    processor_name: str,
+    host_name: str | None,
+    observer: str,
+    lease_expiration: float,
+    renew_interval: float | None,
+    acquire_interval: float | None,
+    poll_interval: float,
+    max_batch_events: int,
+    start_time: datetime | None,
+    start_from_now: bool,
+    until_caught_up: bool,
+    unordered: bool,
+) -> None:
+    """Run one host: take a fair share of the processor's leases and process their shards.
+
+    Stops gracefully on SIGTERM or SIGINT: finishes the batches in hand, checkpoints, and
+    releases every lease (keeping its continuation) before exiting 0.
+    """
+    if start_time is not None and start_from_now:
+        fail("--start-time and --start-from-now exclude each other", 2)
+    try:
+        timings = derive_timings(
+            lease_expiration,
+            renew_every_s=renew_interval,
+            acquire_every_s=acquire_interval,
+            poll_s=poll_interval,
+        )
+    except ValueError as e:
+        fail(str(e), 2)
+    clock = SystemClock()
+    conn = connection.resolve(connection_string)
+    config = HostConfig(
+        connection_string=conn,
+        lease_connection_string=lease_connection_string or conn,
+        lease_table=lease_table,
+        processor_name=processor_name,
+        host_name=host_name or default_host_name(),  # type: ignore[arg-type]
+        observer=observer,
+        timings=timings,
+        batch_events=max_batch_events,
+        start_time=clock.wall() if start_from_now else start_time,
+        until_caught_up=until_caught_up,
+        is_ordered=not unordered,
+    )
+
+    async def main(stop: asyncio.Event) -> int:
+        try:
+            host, store, storage = await open_host(config, clock=clock)
+        except (LeaseError, PluginLoadError) as e:
+            click.echo(f"cfp: error: {e}", err=True)
+            return 2
+        try:
+            await host.run(stop)
+        except Exception as e:
+            leaves = _leaves(e)
+            for leaf in leaves:
+                click.echo(f"cfp: error: {leaf}", err=True)
+            if not all(isinstance(leaf, LeaseError | FeedError) for leaf in leaves):
+                raise  # a bug: let the traceback show
+            return 1
+        finally:
+            await store.close()
+            await storage.close()
+        return 0
+
+    raise SystemExit(run_async(main))
+
+
+@click.command("status")
+@connection_option
+@lease_connection_option
+@lease_table_option
+@processor_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON document for machines.")
+def status_command(
+    connection_string: str | None,
+    lease_connection_string: str | None,
+    lease_table: str,
+    processor_name: str,
+    as_json: bool,
+) -> None:
+    """Show every lease of a processor: owner, epoch, position, last checkpoint, bytes left."""
+    conn = connection.resolve(connection_string)
+
+    async def main(stop: asyncio.Event) -> int:
+        try:
+            async with (
+                TableLeaseStore.from_connection_string(
+                    lease_connection_string or conn, table=lease_table, processor=processor_name
+                ) as store,
+                FeedStorage.from_connection_string(conn, attempts=3) as storage,
+            ):
+                rows = await processor_status(store, FeedCatalog(storage, refresh_s=0))
+        except (LeaseError, FeedError) as e:
+            click.echo(f"cfp: error: {e}", err=True)
+            return 1
+        if as_json:
+            doc = {
+                "processor": processor_name,
+                "table": lease_table,
+                "at": datetime.now(UTC).isoformat(),
+                "leases": [r.to_json() for r in rows],
+            }
+            click.echo(json.dumps(doc, indent=2))
+        elif not rows:
+            click.echo(f"processor {processor_name!r} has no leases in table {lease_table!r}")
+        else:
+            click.echo(render_table(rows))
+        return 0
+
+    raise SystemExit(run_async(main))
+
+
+def _leaves(e: BaseException) -> list[BaseException]:
+    """The exceptions inside (possibly nested) exception groups, or `e` itself."""
+    if isinstance(e, BaseExceptionGroup):
+        return [leaf for inner in e.exceptions for leaf in _leaves(inner)]
+    return [e]

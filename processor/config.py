@@ -1,0 +1,31 @@
+"""Everything one host needs to run, gathered from CLI flags and `CFP_*` variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime
+
+from leases import HostId
+from processor.timings import Timings
+
+
+def default_host_name() -> HostId:
+    """Host name + pid: unique per process, so two processes never share an identity."""
+    return HostId(f"{socket.gethostname()}-{os.getpid()}")
+
+
+@dataclass(frozen=True, slots=True)
+class HostConfig:
+    connection_string: str
+    lease_connection_string: str
+    lease_table: str
+    processor_name: str
+    host_name: HostId
+    observer: str
+    timings: Timings
+    batch_events: int = 250
+    start_time: datetime | None = None
+    until_caught_up: bool = False
+    is_ordered: bool = True

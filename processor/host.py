@@ -1,0 +1,149 @@
+"""One host process: the renewer, the balancer and the workers of the leases it owns.
+
+```
+Host.run                  TaskGroup: a crash here stops the host (its container restarts it)
+├── Renewer.run           renews held leases at a fixed rate; fences what it cannot renew
+├── Balancer.run          list, observe, plan, acquire or ask for hand-over, start workers
+└── WorkerSupervisor.run  one task per owned lease: read, deliver, checkpoint, release
+```
+
+Shutdown (`stop()`, SIGTERM, SIGINT, or caught up with `--until-caught-up`): balancing stops,
+each worker finishes the batch in hand, checkpoints, closes its observer and releases its lease
+(continuation kept); the renewer keeps renewing until the last worker is done. Then the host
+returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import structlog
+
+from leases import LeaseStore, TableLeaseStore
+from observers import CloseReason, ObserverFactory, load_observer_factory
+from processor.balancer import Balancer
+from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.storage import FeedStorage
+from processor.clock import Clock, SystemClock
+from processor.config import HostConfig
+from processor.held import HeldLease
+from processor.lease_position import LeasePosition
+from processor.positions import PositionBook
+from processor.renewer import Renewer
+from processor.supervisor import WorkerSupervisor
+from processor.waiting import wait_any
+from processor.worker import WorkerEnv, run_worker
+
+log = structlog.get_logger("cfp.host")
+
+
+class Host:
+    def __init__(
+        self,
+        config: HostConfig,
+        *,
+        store: LeaseStore,
+        storage: FeedStorage,
+        observer_factory: ObserverFactory,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self._stop = asyncio.Event()
+        t = config.timings
+        self.store = store
+        self.catalog = FeedCatalog(storage, refresh_s=t.poll_s)
+        self.book = PositionBook(store.list_leases, refresh_s=t.barrier_refresh_s)
+        self.env = WorkerEnv(
+            store=store,
+            catalog=self.catalog,
+            book=self.book,
+            observer_factory=observer_factory,
+            host=config.host_name,
+            processor=config.processor_name,
+            timings=t,
+            clock=self.clock,
+            stop=self._stop,
+            batch_events=config.batch_events,
+            is_ordered=config.is_ordered,
+            observer_spec=config.observer,
+        )
+        self.supervisor = WorkerSupervisor(
+            self._work, clock=self.clock, fence_after_s=t.fence_after_s
+        )
+        start = (
+            None
+            if config.start_time is None
+            else LeasePosition(start_time=config.start_time).to_json()
+        )
+        self.balancer = Balancer(
+            store=store,
+            catalog=self.catalog,
+            supervisor=self.supervisor,
+            book=self.book,
+            me=config.host_name,
+            timings=t,
+            clock=self.clock,
+            initial_continuation=start,
+            rng=rng or random.Random(),
+            on_caught_up=self.stop if config.until_caught_up else None,
+        )
+        self.renewer = Renewer(
+            store, self.supervisor.held, every_s=t.renew_every_s, clock=self.clock
+        )
+
+    def stop(self) -> None:
+        """Begin a graceful shutdown; calling it again does nothing more."""
+        self._stop.set()
+
+    @property
+    def ready(self) -> asyncio.Event:
+        """Set after the first successful balancing tick (listed, created, planned)."""
+        return self.balancer.ready
+
+    async def _work(self, held: HeldLease) -> CloseReason:
+        return await run_worker(held, self.env)
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Run until stopped. Errors: lease-store or feed failures that are not transient."""
+        log.info("host.starting", host=self.config.host_name, processor=self.config.processor_name)
+        renewer_stop = asyncio.Event()
+        async with asyncio.TaskGroup() as tg:
+            supervising = tg.create_task(self.supervisor.run())
+            tg.create_task(self.renewer.run(renewer_stop))
+            balancing = tg.create_task(self.balancer.run(self._stop))
+            await wait_any(self._stop, *([stop] if stop is not None else []), timeout_s=None)
+            self.stop()
+            log.info("host.draining", leases=len(self.supervisor.tokens()))
+            await balancing
+            self.supervisor.close()
+            await supervising  # every worker has checkpointed, closed and released
+            renewer_stop.set()
+        log.info("host.stopped", host=self.config.host_name, closed=self._reasons())
+
+    def _reasons(self) -> dict[str, int]:
+        return {r.value: n for r, n in self.supervisor.closed_reasons.items()}
+
+
+async def open_host(
+    config: HostConfig, *, clock: Clock | None = None
+) -> tuple[Host, TableLeaseStore, FeedStorage]:
+    """Build a host on Azure Tables and Blob storage from `config`; the caller closes both."""
+    store = TableLeaseStore.from_connection_string(
+        config.lease_connection_string,
+        table=config.lease_table,
+        processor=config.processor_name,
+        request_timeout_s=config.timings.request_timeout_s,
+    )
+    storage = FeedStorage.from_connection_string(config.connection_string)
+    try:
+        await store.open()
+        factory = load_observer_factory(config.observer, host_name=config.host_name)
+    except BaseException:
+        await store.close()
+        await storage.close()
+        raise
+    host = Host(config, store=store, storage=storage, observer_factory=factory, clock=clock)
+    return host, store, storage

@@ -1,0 +1,162 @@
+"""`cfp status`: every lease of a processor, its owner and position, and what is left to read.
+
+What is left is estimated from blob sizes: the unread bytes of the lease's current chunk, its
+later chunks, and its shard's chunks in later consumable segments. It is read-only and makes
+one listing per lease and segment still ahead of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+
+from leases import Lease, LeaseStore
+from processor.barrier import readable_segments
+from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.errors import InvalidContinuation
+from processor.changefeed.layout import shard_name
+from processor.lease_position import LeasePosition
+
+LISTING_CONCURRENCY = 16
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseStatus:
+    token: str
+    owner: str | None
+    epoch: int
+    next_owner: str | None
+    position: LeasePosition | None
+    checkpoint_time: datetime | None
+    caught_up: bool
+    error: str
+    bytes_left: int | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "lease": self.token,
+            "owner": self.owner,
+            "epoch": self.epoch,
+            "nextOwner": self.next_owner,
+            "segment": self.position.segment if self.position else None,
+            "segmentDone": self.position.is_segment_done if self.position else None,
+            "chunk": self.position.shard.chunk if self.position else None,
+            "offset": self.position.shard.block_offset if self.position else None,
+            "index": self.position.shard.event_index if self.position else None,
+            "lastCheckpoint": self.checkpoint_time.isoformat() if self.checkpoint_time else None,
+            "caughtUp": self.caught_up,
+            "error": self.error or None,
+            "bytesLeft": self.bytes_left,
+        }
+
+
+async def bytes_left(
+    catalog: FeedCatalog, token: str, pos: LeasePosition, segments: list[str]
+) -> int:
+    total = 0
+    for segment in readable_segments(segments, pos):
+        if pos.segment is not None and (
+            segment < pos.segment or (segment == pos.segment and pos.is_segment_done)
+        ):
+            continue
+        manifest = await catalog.manifest(segment)
+        prefix = next((p for p in manifest.shard_prefixes if shard_name(p) == token), None)
+        if prefix is None:
+            continue
+        for blob in await catalog.storage.list_blobs(prefix):
+            if segment == pos.segment and pos.shard.chunk is not None:
+                if blob.name < pos.shard.chunk:
+                    continue
+                if blob.name == pos.shard.chunk:
+                    total += max(0, blob.size - pos.shard.block_offset)
+                    continue
+            total += blob.size
+    return total
+
+
+async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> list[LeaseStatus]:
+    leases = await store.list_leases()
+    segments = await catalog.segments(max_age_s=0)
+    gate = asyncio.Semaphore(LISTING_CONCURRENCY)
+
+    async def one(lease: Lease) -> LeaseStatus:
+        try:
+            pos: LeasePosition | None = LeasePosition.from_json(
+                lease.continuation, lease=lease.token
+            )
+        except InvalidContinuation:
+            pos = None
+        left = None
+        if pos is not None:
+            async with gate:
+                left = await bytes_left(catalog, lease.token, pos, segments)
+        return LeaseStatus(
+            token=lease.token,
+            owner=lease.owner,
+            epoch=lease.epoch,
+            next_owner=lease.next_owner,
+            position=pos,
+            checkpoint_time=lease.checkpoint_time,
+            caught_up=lease.caught_up,
+            error=lease.error,
+            bytes_left=left,
+        )
+
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(one(lease)) for lease in leases]
+    return [t.result() for t in tasks]
+
+
+def render_table(rows: list[LeaseStatus]) -> str:
+    """A fixed-width table for terminals."""
+    header = ("LEASE", "OWNER", "EPOCH", "SEGMENT", "POSITION", "CHECKPOINTED", "LEFT", "STATE")
+    lines: list[tuple[str, ...]] = [header]
+    for r in rows:
+        pos = r.position
+        if pos is None:
+            segment, where = "?", "invalid continuation"
+        elif pos.segment is None:
+            segment, where = (
+                "-",
+                "start" if pos.start_time is None else f"from {pos.start_time:%Y-%m-%dT%H:%M}Z",
+            )
+        else:
+            segment = pos.segment.removeprefix("idx/segments/").removesuffix("/meta.json")
+            chunk = (pos.shard.chunk or "").rsplit("/", 1)[-1]
+            where = (
+                "done"
+                if pos.is_segment_done
+                else f"{chunk}@{pos.shard.block_offset}#{pos.shard.event_index}"
+            )
+        state = "error: " + r.error if r.error else ("caught up" if r.caught_up else "reading")
+        if r.next_owner:
+            state += f" (hand-over to {r.next_owner})"
+        lines.append(
+            (
+                r.token,
+                r.owner or "(free)",
+                str(r.epoch),
+                segment,
+                where,
+                r.checkpoint_time.strftime("%Y-%m-%d %H:%M:%S") if r.checkpoint_time else "-",
+                _size(r.bytes_left),
+                state,
+            )
+        )
+    widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+        for row in lines
+    )
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{value:.1f}GiB"

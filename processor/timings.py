@@ -1,0 +1,68 @@
+"""Every interval of the lease protocol, derived from the lease expiry unless set explicitly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_EXPIRY_S = 30.0
+DEFAULT_POLL_S = 5.0
+# Share of the expiry after the last successful renewal when a host stops using a lease (fences
+# itself). Other hosts judge expiry from when they saw our write, which is after we sent it, so
+# stopping at 80 % of the interval after sending leaves a fifth of it as margin.
+FENCE_FRACTION = 0.8
+# Balancing ticks vary by up to this share so that hosts started together do not collide.
+JITTER_FRACTION = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    expiry_s: float
+    renew_every_s: float
+    acquire_every_s: float
+    poll_s: float
+
+    @property
+    def fence_after_s(self) -> float:
+        return self.expiry_s * FENCE_FRACTION
+
+    @property
+    def request_timeout_s(self) -> float:
+        """One lease-store request; a renewal must not wait longer than its own interval."""
+        return max(0.5, min(5.0, self.renew_every_s))
+
+    @property
+    def handover_timeout_s(self) -> float:
+        """After asking for a lease this long ago without getting it, take it by force: the owner
+        renews but does not let go (a stuck observer, or an older cfp without hand-over)."""
+        return 2 * self.expiry_s
+
+    @property
+    def barrier_refresh_s(self) -> float:
+        """How often a worker waiting at the segment barrier re-reads the other leases."""
+        return min(self.poll_s, 1.0)
+
+
+def derive_timings(
+    expiry_s: float = DEFAULT_EXPIRY_S,
+    *,
+    renew_every_s: float | None = None,
+    acquire_every_s: float | None = None,
+    poll_s: float = DEFAULT_POLL_S,
+) -> Timings:
+    """Renew at a third of the expiry (two renewals may fail before the lease is at risk);
+    balance at a third as well, so a dead host's leases are taken within expiry + one tick.
+
+    Raises:
+        ValueError: an interval that cannot work (renewing less often than twice per expiry).
+    """
+    if expiry_s <= 0 or poll_s <= 0:
+        raise ValueError("lease expiration and poll interval must be positive")
+    renew = expiry_s / 3 if renew_every_s is None else renew_every_s
+    acquire = expiry_s / 3 if acquire_every_s is None else acquire_every_s
+    if not 0 < renew <= expiry_s / 2:
+        raise ValueError(
+            f"--renew-interval {renew:g}s must be at most half of --lease-expiration {expiry_s:g}s"
+        )
+    if acquire <= 0:
+        raise ValueError("--acquire-interval must be positive")
+    return Timings(expiry_s, renew, acquire, poll_s)

@@ -1,0 +1,278 @@
+"""One worker per owned lease: read its shard, hand batches to its observer, checkpoint.
+
+`run_worker` is the error boundary of a lease. It never raises (except cancellation): every way
+it can end becomes one `CloseReason`, decided in one place, then the observer is closed and the
+lease released when it is still ours. The checks before each batch are what make a lost lease
+safe: the worker stops before the observer sees another batch once the lease is lost, handed
+over, or not renewed within the fencing interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    wait_random_exponential,
+)
+
+from leases import HostId, LeaseError, LeaseStore
+from observers import (
+    ChangeEvent,
+    CloseReason,
+    LeaseLostError,
+    ObserverCalls,
+    ObserverFactory,
+    PartitionContext,
+)
+from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.errors import FeedCorrupt, FeedUnavailable, InvalidContinuation
+from processor.changefeed.position import ShardBatch
+from processor.clock import Clock
+from processor.held import HeldLease
+from processor.lease_position import LeasePosition
+from processor.lease_reader import LeaseReader, Step
+from processor.positions import PositionBook
+from processor.timings import Timings
+from processor.waiting import wait_any
+
+OBSERVER_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerEnv:
+    """What every worker of a host shares."""
+
+    store: LeaseStore
+    catalog: FeedCatalog
+    book: PositionBook
+    observer_factory: ObserverFactory
+    host: HostId
+    processor: str
+    timings: Timings
+    clock: Clock
+    stop: asyncio.Event  # the host is draining
+    batch_events: int = 250
+    is_ordered: bool = True
+    observer_attempts: int = OBSERVER_ATTEMPTS
+    observer_spec: str = ""
+
+
+class _Ended(Exception):
+    def __init__(self, reason: CloseReason, error: str = "") -> None:
+        super().__init__(reason.value)
+        self.reason = reason
+        self.error = error
+
+
+class Worker:
+    def __init__(self, held: HeldLease, env: WorkerEnv) -> None:
+        self.held = held
+        self.env = env
+        self.log = structlog.get_logger("cfp.worker").bind(
+            host=env.host, lease=held.token, epoch=held.epoch
+        )
+        self.checkpointed = LeasePosition()
+        self.delivered = LeasePosition()
+        self.is_caught_up_recorded = held.lease.caught_up
+        self.batches = 0
+        self.events = 0
+
+    async def run(self) -> CloseReason:
+        held, env = self.held, self.env
+        ctx = PartitionContext(
+            lease_token=held.token,
+            host_name=env.host,
+            epoch=held.epoch,
+            processor_name=env.processor,
+            log=self.log,
+            _checkpoint=self._manual_checkpoint,
+        )
+        calls: ObserverCalls | None = None
+        reason, error = CloseReason.SHUTDOWN, ""
+        try:
+            position = LeasePosition.from_json(held.lease.continuation, lease=held.token)
+            self.checkpointed = self.delivered = position
+            reader = LeaseReader(
+                env.catalog,
+                shard=held.token,
+                position=position,
+                batch_events=env.batch_events,
+                is_ordered=env.is_ordered,
+            )
+            try:
+                calls = ObserverCalls(env.observer_factory(), spec=env.observer_spec)
+                await calls.open(ctx)
+            except Exception as e:
+                raise _Ended(CloseReason.OBSERVER_ERROR, f"observer open: {e!r}") from e
+            self.log.info("worker.started", position=position.to_json())
+            failure: Exception | None = None
+            async with asyncio.TaskGroup() as ahead:  # read-ahead GETs live no longer than this
+                try:
+                    await self._loop(reader, calls, ctx, ahead)
+                except Exception as e:  # raised past the group, not wrapped into an ExceptionGroup
+                    failure = e
+                finally:
+                    reader.reset()
+            if failure is not None:
+                raise failure
+        except _Ended as end:
+            reason, error = end.reason, end.error
+        except (FeedCorrupt, InvalidContinuation) as e:
+            reason, error = CloseReason.FEED_ERROR, str(e)
+        except Exception as e:  # the boundary: a bug must not take the host down
+            self.log.exception("worker.crashed")
+            reason, error = CloseReason.FEED_ERROR, f"{type(e).__name__}: {e}"
+        finally:
+            await self._finish(calls, ctx, reason, error)
+        return reason
+
+    async def _loop(
+        self,
+        reader: LeaseReader,
+        calls: ObserverCalls,
+        ctx: PartitionContext,
+        ahead: asyncio.TaskGroup,
+    ) -> None:
+        held, env = self.held, self.env
+        while True:
+            self._check_still_ours()
+            try:
+                step = await reader.read(may_enter=env.book.may_enter, read_ahead=ahead)
+            except FeedUnavailable as e:
+                self.log.warning("worker.feed_unavailable", error=str(e))
+                reader.reset()
+                await wait_any(env.stop, held.lost, held.handover, timeout_s=env.timings.poll_s)
+                continue
+            if step.step is Step.BATCH:
+                assert step.batch is not None
+                await self._deliver(step.batch, calls, ctx)
+                self.delivered = step.position
+                if calls.auto_checkpoint:
+                    await self._checkpoint(step.position, caught_up=False)
+            elif step.step is Step.ADVANCED:
+                if self.delivered == self.checkpointed:  # nothing unconfirmed in between
+                    await self._checkpoint(step.position, caught_up=False)
+                self.delivered = step.position
+            elif step.step is Step.CAUGHT_UP:
+                if not self.is_caught_up_recorded and self.delivered == self.checkpointed:
+                    await self._checkpoint(step.position, caught_up=True)
+                await wait_any(env.stop, held.lost, held.handover, timeout_s=env.timings.poll_s)
+            else:
+                await env.book.wait_for_change(
+                    stop=env.stop, timeout_s=env.timings.barrier_refresh_s
+                )
+
+    def _check_still_ours(self) -> None:
+        if self.env.stop.is_set():
+            raise _Ended(CloseReason.SHUTDOWN)
+        if not self.held.is_usable():
+            raise _Ended(CloseReason.LEASE_LOST)
+        if self.held.handover.is_set():
+            raise _Ended(CloseReason.HANDED_OVER)
+
+    async def _deliver(
+        self, batch: ShardBatch, calls: ObserverCalls, ctx: PartitionContext
+    ) -> None:
+        events = [
+            ChangeEvent.from_raw(r, shard=self.held.token, segment=batch.segment)
+            for r in batch.records
+        ]
+        if not events:
+            return
+        if not self.held.is_usable():  # fencing: the last check before user code sees events
+            raise _Ended(CloseReason.LEASE_LOST)
+
+        def give_up(state: RetryCallState) -> bool:
+            return state.attempt_number >= self.env.observer_attempts or not self.held.is_usable()
+
+        def log_retry(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome else None
+            self.log.warning("observer.retry", attempt=state.attempt_number, error=repr(error))
+
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception_type(Exception),
+                stop=give_up,
+                wait=wait_random_exponential(multiplier=0.2, max=10.0),
+                before_sleep=log_retry,
+                reraise=True,
+            ):
+                with attempt:
+                    await calls.process_changes(ctx, events)
+        except Exception as e:
+            if not self.held.is_usable():
+                raise _Ended(CloseReason.LEASE_LOST) from e
+            raise _Ended(CloseReason.OBSERVER_ERROR, f"process_changes: {e!r}") from e
+        self.batches += 1
+        self.events += len(events)
+
+    async def _checkpoint(self, position: LeasePosition, *, caught_up: bool) -> None:
+        """Write `position` into the lease, conditional on our owner and epoch.
+
+        Errors: `_Ended(LEASE_LOST)` when the store refuses (another epoch owns it) or when the
+        store stays unreachable until the fencing interval runs out.
+        """
+        if position.is_before(self.checkpointed):
+            raise AssertionError(f"checkpoint would move back: {position} < {self.checkpointed}")
+        text = position.to_json()
+        env, held = self.env, self.held
+        while True:
+            if not held.is_usable():
+                raise _Ended(CloseReason.LEASE_LOST)
+            try:
+                result = await held.write(
+                    lambda lease: env.store.checkpoint(
+                        lease, text, caught_up=caught_up, when=env.clock.wall()
+                    )
+                )
+            except LeaseError as e:
+                self.log.warning("checkpoint.failed", error=str(e))
+                await wait_any(held.lost, timeout_s=env.timings.renew_every_s / 2)
+                continue
+            if result is None:
+                raise _Ended(CloseReason.LEASE_LOST)
+            break
+        self.checkpointed = position
+        self.is_caught_up_recorded = caught_up
+        env.book.set(held.token, position)
+
+    async def _manual_checkpoint(self) -> None:
+        try:
+            await self._checkpoint(self.delivered, caught_up=False)
+        except _Ended:
+            raise LeaseLostError(self.held.token, self.held.epoch) from None
+
+    async def _finish(
+        self,
+        calls: ObserverCalls | None,
+        ctx: PartitionContext,
+        reason: CloseReason,
+        error: str,
+    ) -> None:
+        """Close the observer, then release the lease if it is still ours (continuation kept)."""
+        log = self.log.bind(reason=reason.value)
+        if calls is not None:
+            try:
+                await asyncio.shield(calls.close(ctx, reason))
+            except Exception:
+                log.exception("observer.close_failed")
+        if reason is not CloseReason.LEASE_LOST and not self.held.is_lost:
+            try:
+                async with asyncio.timeout(self.env.timings.request_timeout_s * 3):
+                    await asyncio.shield(
+                        self.held.write(lambda lease: self.env.store.release(lease, error=error))
+                    )
+            except (LeaseError, TimeoutError) as e:
+                log.warning("lease.release_failed", error=str(e))
+        level: Any = log.error if error else log.info
+        level("worker.stopped", error=error or None, batches=self.batches, events=self.events)
+
+
+async def run_worker(held: HeldLease, env: WorkerEnv) -> CloseReason:
+    return await Worker(held, env).run()
