@@ -63,6 +63,8 @@ class HeldLease:
                 return None
             self.confirmed_at = sent
             self._note(result)
+            if result.owner != self.host:
+                self.lost.set()  # released: from now on it is not ours to renew or write
             return result
 
     async def renew(self, store: LeaseStore) -> Lease | None:

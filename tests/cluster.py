@@ -1,0 +1,172 @@
+"""Real `cfp run` host processes for the integration tests, and what they left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from leases import Lease, TableLeaseStore
+from processor.changefeed.emulator.azurite import ROOT
+from processor.connection import ENV_VAR
+from processor.lease_position import LeasePosition
+
+LEASE_TABLE = "cfptestleases"
+
+
+@dataclass
+class Cluster:
+    """Hosts of one processor. Host logs go to `workdir/NAME.log`, deliveries to `workdir/out`."""
+
+    conn: str
+    processor: str
+    workdir: Path
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    exited: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def out(self) -> Path:
+        return self.workdir / "out"
+
+    def start(self, name: str, *extra: str, skew_s: float = 0, **env: str) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = (self.workdir / f"{name}.log").open("ab")
+        environment = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            ENV_VAR: self.conn,
+            "CFP_TEST_OUT": str(self.out),
+            "CFP_TEST_CLOCK_SKEW_S": str(skew_s),
+            "CFP_LOG_JSON": "1",
+            **self.env,
+            **env,
+        }
+        cmd = [
+            sys.executable, "-m", "processor", "run",
+            "--processor-name", self.processor,
+            "--lease-table", LEASE_TABLE,
+            "--host-name", name,
+            *self.args,
+            *extra,
+        ]  # fmt: skip
+        self.procs[name] = subprocess.Popen(
+            cmd, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT
+        )
+
+    def signal(self, name: str, sig: signal.Signals) -> None:
+        self.procs[name].send_signal(sig)
+
+    def wait(self, name: str, timeout: float = 60) -> int:
+        rc = self.procs[name].wait(timeout=timeout)
+        self.exited[name] = rc
+        return rc
+
+    def stop_all(self, timeout: float = 60) -> dict[str, int]:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)  # a paused host must be able to drain
+                p.send_signal(signal.SIGTERM)
+        return {name: self.wait(name, timeout) for name in self.procs}
+
+    def kill_all(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def running(self) -> list[str]:
+        return [n for n, p in self.procs.items() if p.poll() is None]
+
+    def store(self) -> TableLeaseStore:
+        return TableLeaseStore.from_connection_string(
+            self.conn, table=LEASE_TABLE, processor=self.processor
+        )
+
+    def deliveries(self) -> list[dict[str, Any]]:
+        """Every delivered event, ordered by delivery time (then by line within its file)."""
+        lines: list[dict[str, Any]] = []
+        for path in sorted(self.out.glob("*.jsonl")):
+            for i, text in enumerate(path.read_text().splitlines()):
+                doc = json.loads(text)
+                doc["_line"] = i
+                lines.append(doc)
+        lines.sort(key=lambda d: (d["t"], d["host"], d["_line"]))
+        return lines
+
+    def log_events(self, name: str) -> list[dict[str, Any]]:
+        out = []
+        for text in (self.workdir / f"{name}.log").read_text().splitlines():
+            try:
+                out.append(json.loads(text))
+            except ValueError:
+                continue
+        return out
+
+
+def owners(leases: list[Lease]) -> Counter[str]:
+    return Counter(lease.owner for lease in leases if lease.owner is not None)
+
+
+def is_balanced(leases: list[Lease], hosts: set[str]) -> bool:
+    """Every lease owned by one of `hosts`, and their counts differ by at most one."""
+    if any(lease.owner not in hosts for lease in leases):
+        return False
+    counts = [owners(leases).get(h, 0) for h in hosts]
+    return max(counts) - min(counts) <= 1
+
+
+def all_caught_up(leases: list[Lease]) -> bool:
+    return bool(leases) and all(lease.caught_up for lease in leases)
+
+
+def order_violations(
+    deliveries: list[dict[str, Any]], feed_order: dict[str, list[str]]
+) -> list[str]:
+    """Blobs whose events were first delivered out of their feed order."""
+    rank = {eid: i for ids in feed_order.values() for i, eid in enumerate(ids)}
+    last: dict[str, int] = {}
+    seen: set[str] = set()
+    bad: list[str] = []
+    for d in deliveries:
+        if d["id"] in seen:
+            continue
+        seen.add(d["id"])
+        r = rank[d["id"]]
+        if r < last.get(d["subject"], -1):
+            bad.append(d["subject"])
+        last[d["subject"]] = r
+    return bad
+
+
+class ContinuationWatch:
+    """Samples the lease table and records any continuation that moved backwards."""
+
+    def __init__(self) -> None:
+        self.best: dict[str, LeasePosition] = {}
+        self.backwards: list[str] = []
+        self.samples = 0
+        self.epochs: dict[str, list[int]] = defaultdict(list)
+
+    def sample(self, leases: list[Lease]) -> None:
+        self.samples += 1
+        for lease in leases:
+            pos = LeasePosition.from_json(lease.continuation, lease=lease.token)
+            before = self.best.get(lease.token)
+            if before is not None and pos.is_before(before):
+                self.backwards.append(f"{lease.token}: {before} -> {pos}")
+            else:
+                self.best[lease.token] = pos
+            if not self.epochs[lease.token] or self.epochs[lease.token][-1] != lease.epoch:
+                self.epochs[lease.token].append(lease.epoch)
+
+
+def now() -> float:
+    return time.monotonic()

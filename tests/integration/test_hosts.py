@@ -1,0 +1,302 @@
+"""Real `cfp run` processes sharing one feed through leases in Azurite's Table service.
+
+One feed of 20,000 events (4 segments, shard counts 6, 9, 6, 8: nine leases, and blobs that move
+between shards from one segment to the next) is emulated once for the module; each test runs its
+own processor (its own lease rows) over it. Intervals are short: expiry 3 s, renew 1 s, balance
+1 s. Unless a test says otherwise, host wall clocks are skewed by +5 and -5 minutes, which must
+change nothing: expiry is judged on each host's monotonic clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import signal
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from azure.storage.blob.aio import BlobServiceClient
+
+from leases import Lease, TableLeaseStore
+from processor.changefeed.emulator.azurite import Azurite
+from processor.changefeed.emulator.service import reset_account
+from tests.cluster import (
+    Cluster,
+    ContinuationWatch,
+    all_caught_up,
+    is_balanced,
+    order_violations,
+)
+from tests.conftest import EMULATOR_CONTAINERS
+from tests.helpers import emulate, per_blob, read_all
+
+EXPIRY_S, RENEW_S, ACQUIRE_S = 3.0, 1.0, 1.0
+JITTER = 1.2  # a balancing tick may come up to 20 % late
+ARGS = (
+    "--lease-expiration", str(EXPIRY_S),
+    "--renew-interval", str(RENEW_S),
+    "--acquire-interval", str(ACQUIRE_S),
+    "--poll-interval", "0.3",
+    "--max-batch-events", "100",
+    "--observer", "tests.plugins:PacedJsonl",
+)  # fmt: skip
+SKEWS = {"h1": 300.0, "h2": -300.0, "h3": 0.0, "h4": 120.0}
+_processors = itertools.count()
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@dataclass
+class Feed:
+    conn: str
+    ids: set[str]
+    order: dict[str, list[str]]
+
+
+@pytest.fixture(scope="module")
+async def feed(azurite: Azurite) -> Feed:
+    conn = azurite.connection_string
+    async with BlobServiceClient.from_connection_string(conn) as service:
+        await reset_account(service, EMULATOR_CONTAINERS)
+    await emulate(conn, seed=11, segments=4, events_per_segment=5000, shards=(6, 9, 6, 8))
+    records, _ = await read_all(conn)
+    ids = {str(r["id"]) for r in records}
+    assert len(ids) >= 20_000
+    return Feed(conn, ids, per_blob(records))
+
+
+@pytest.fixture
+async def cluster(feed: Feed, tmp_path: Path) -> AsyncIterator[Cluster]:
+    c = Cluster(
+        feed.conn,
+        f"hosts{next(_processors)}",
+        tmp_path,
+        args=ARGS,
+        env={"CFP_TEST_BATCH_DELAY_S": "0.15"},
+    )
+    try:
+        yield c
+    finally:
+        c.kill_all()
+
+
+class Table:
+    """The test's own view of the lease table, sampled while hosts run."""
+
+    def __init__(self, store: TableLeaseStore) -> None:
+        self.store = store
+        self.watch = ContinuationWatch()
+
+    async def leases(self) -> list[Lease]:
+        rows = await self.store.list_leases()
+        self.watch.sample(rows)
+        return rows
+
+    async def until(
+        self, check: Callable[[list[Lease]], bool], *, within_s: float, what: str
+    ) -> float:
+        """Poll until `check(leases)` holds; returns the monotonic time it was first seen."""
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            if check(await self.leases()):
+                return time.monotonic()
+            await asyncio.sleep(0.1)
+        rows = await self.leases()
+        raise AssertionError(f"timed out waiting for {what}: {[(r.token, r.owner) for r in rows]}")
+
+
+@pytest.fixture
+async def table(cluster: Cluster) -> AsyncIterator[Table]:
+    """The lease table, sampled every 0.2 s for the whole test (continuations never go back)."""
+    async with cluster.store() as store:
+        view = Table(await store.open())
+
+        async def sample() -> None:
+            while True:
+                await view.leases()
+                await asyncio.sleep(0.2)
+
+        sampler = asyncio.create_task(sample())
+        try:
+            yield view
+        finally:
+            sampler.cancel()
+
+
+def start(cluster: Cluster, *names: str, skewed: bool = True) -> None:
+    for name in names:
+        cluster.start(name, skew_s=SKEWS[name] if skewed else 0.0)
+
+
+async def progress(cluster: Cluster, feed: Feed, share: float) -> None:
+    """Wait until `share` of the feed has been delivered."""
+    deadline = time.monotonic() + 120
+    while len({d["id"] for d in cluster.deliveries()}) < share * len(feed.ids):
+        assert time.monotonic() < deadline, "no progress"
+        assert cluster.running(), "every host exited"
+        await asyncio.sleep(0.1)
+
+
+def delivered(cluster: Cluster) -> Counter[str]:
+    return Counter(d["id"] for d in cluster.deliveries())
+
+
+def check_complete(cluster: Cluster, feed: Feed, table: Table, *, exactly_once: bool) -> None:
+    counts = delivered(cluster)
+    missing = feed.ids - set(counts)
+    assert not missing, f"{len(missing)} events never delivered"
+    assert not set(counts) - feed.ids, "delivered events that are not in the feed"
+    if exactly_once:
+        twice = [eid for eid, n in counts.items() if n > 1]
+        assert not twice, f"{len(twice)} events delivered more than once"
+    assert not order_violations(cluster.deliveries(), feed.order)
+    assert table.watch.samples > 5 and not table.watch.backwards
+
+
+async def test_three_hosts_share_the_feed_in_order_and_balanced(
+    cluster: Cluster, table: Table, feed: Feed
+) -> None:
+    start(cluster, "h1", "h2", "h3")
+    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    rows = await table.leases()
+    assert is_balanced(rows, {"h1", "h2", "h3"})
+    check_complete(cluster, feed, table, exactly_once=True)
+    before = {r.token: r.continuation for r in rows}
+    assert cluster.stop_all() == {"h1": 0, "h2": 0, "h3": 0}
+    after = await table.leases()
+    assert all(r.owner is None for r in after), "a graceful stop releases every lease"
+    assert {r.token: r.continuation for r in after} == before, "release keeps continuations"
+
+
+async def test_kill_9_leases_taken_within_expiry_plus_one_tick(
+    cluster: Cluster, table: Table, feed: Feed
+) -> None:
+    start(cluster, "h1", "h2", "h3")
+    await table.until(
+        lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
+    )
+    await progress(cluster, feed, 0.25)
+    cluster.signal("h2", signal.SIGKILL)
+    killed = time.monotonic()
+    taken = await table.until(
+        lambda rows: is_balanced(rows, {"h1", "h3"}), within_s=30, what="h2's leases taken"
+    )
+    assert taken - killed <= EXPIRY_S + JITTER * ACQUIRE_S + 1.0
+    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    check_complete(cluster, feed, table, exactly_once=False)
+    assert cluster.stop_all()["h1"] == 0
+
+
+async def test_sigterm_hands_leases_over_quickly_without_duplicates(
+    cluster: Cluster, table: Table, feed: Feed
+) -> None:
+    start(cluster, "h1", "h2", "h3")
+    await table.until(
+        lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
+    )
+    await progress(cluster, feed, 0.25)
+    cluster.signal("h2", signal.SIGTERM)
+    stopped = time.monotonic()
+    moved = await table.until(
+        lambda rows: is_balanced(rows, {"h1", "h3"}), within_s=30, what="h2's leases moved"
+    )
+    assert moved - stopped <= 2.0
+    assert await asyncio.to_thread(cluster.wait, "h2") == 0
+    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    check_complete(cluster, feed, table, exactly_once=True)
+
+
+async def test_a_fourth_host_balances_within_three_ticks_without_duplicates(
+    cluster: Cluster, table: Table, feed: Feed
+) -> None:
+    start(cluster, "h1", "h2", "h3")
+    await table.until(
+        lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
+    )
+    await progress(cluster, feed, 0.2)
+    start(cluster, "h4")
+    deadline = time.monotonic() + 30
+    while not any(e.get("event") == "balance.planned" for e in cluster.log_events("h4")):
+        assert time.monotonic() < deadline, "h4 never ticked"
+        await asyncio.sleep(0.05)
+    first_tick = time.monotonic()
+    balanced = await table.until(
+        lambda rows: is_balanced(rows, {"h1", "h2", "h3", "h4"}), within_s=30, what="balance of 4"
+    )
+    assert balanced - first_tick <= 3 * JITTER * ACQUIRE_S + 0.5
+    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    check_complete(cluster, feed, table, exactly_once=True)
+
+
+async def test_a_paused_host_delivers_nothing_of_the_leases_it_lost(
+    cluster: Cluster, table: Table, feed: Feed
+) -> None:
+    start(cluster, "h1", "h2", "h3")
+    await table.until(
+        lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
+    )
+    await progress(cluster, feed, 0.25)
+    held = {(r.token, r.epoch) for r in await table.leases() if r.owner == "h2"}
+    cluster.signal("h2", signal.SIGSTOP)
+    await table.until(
+        lambda rows: is_balanced(rows, {"h1", "h3"}), within_s=30, what="h2's leases taken"
+    )
+    await asyncio.sleep(EXPIRY_S)  # h2 stays frozen well past the expiry
+    resumed_ns = time.time_ns()
+    cluster.signal("h2", signal.SIGCONT)
+    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    late = [
+        d
+        for d in cluster.deliveries()
+        if d["host"] == "h2" and (d["lease"], d["epoch"]) in held and d["t"] >= resumed_ns
+    ]
+    assert not late, f"h2 delivered {len(late)} events of leases it had lost"
+    stopped = {
+        (e["lease"], e["epoch"]): e["reason"]
+        for e in cluster.log_events("h2")
+        if e.get("event") == "worker.stopped"
+    }
+    assert all(stopped.get(key) == "lease_lost" for key in held), stopped
+    check_complete(cluster, feed, table, exactly_once=False)
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "unordered"])
+async def test_blobs_moving_shards_stay_in_order_with_slow_and_fast_leases(
+    cluster: Cluster, table: Table, feed: Feed, ordered: bool
+) -> None:
+    cluster.env.update(
+        CFP_TEST_BATCH_DELAY_S="0",
+        CFP_TEST_SLOW_LEASES="00,02,04,06,08",
+        CFP_TEST_SLOW_DELAY_S="0.3",
+    )
+    extra = () if ordered else ("--unordered",)
+    for name in ("h1", "h2", "h3"):
+        cluster.start(name, "--until-caught-up", *extra, skew_s=SKEWS[name])
+    codes = [await asyncio.to_thread(cluster.wait, n, 180) for n in ("h1", "h2", "h3")]
+    assert codes == [0, 0, 0]
+    assert all_caught_up(await table.leases())
+    violations = order_violations(cluster.deliveries(), feed.order)
+    if ordered:
+        check_complete(cluster, feed, table, exactly_once=True)
+    else:  # the check above has teeth: without the barrier, moved blobs come out of order
+        assert violations
+
+
+async def test_an_observer_that_keeps_failing_checkpoints_nothing(
+    cluster: Cluster, table: Table
+) -> None:
+    cluster.args = (*ARGS[:-1], "tests.plugins:FailingObserver")
+    cluster.start("h1")
+    deadline = time.monotonic() + 60
+    while not any(e.get("reason") == "observer_error" for e in cluster.log_events("h1")):
+        assert time.monotonic() < deadline, "no lease closed with observer_error"
+        await asyncio.sleep(0.2)
+    rows = await table.leases()
+    assert rows and all(r.continuation is None or '"shard"' not in r.continuation for r in rows), (
+        "a batch the observer refused was checkpointed"
+    )
+    assert cluster.stop_all() == {"h1": 0}

@@ -1,0 +1,37 @@
+"""Observers used by the host integration tests, loaded by `cfp run --observer tests.plugins:...`.
+
+`PacedJsonl` writes like `jsonl:DIR` and then sleeps, so batches take long enough for faults to
+land in the middle of the work. Configured through the environment of each host process:
+CFP_TEST_OUT (the directory), CFP_TEST_BATCH_DELAY_S (sleep per batch), CFP_TEST_SLOW_LEASES
+(comma-separated lease tokens that sleep CFP_TEST_SLOW_DELAY_S instead).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+
+from observers import ChangeEvent, PartitionContext
+from observers.jsonl import JsonlObserver
+
+
+class PacedJsonl:
+    def __init__(self) -> None:
+        self._out: JsonlObserver | None = None
+        self._delay_s = float(os.environ.get("CFP_TEST_BATCH_DELAY_S", "0"))
+        self._slow = set(filter(None, os.environ.get("CFP_TEST_SLOW_LEASES", "").split(",")))
+        self._slow_delay_s = float(os.environ.get("CFP_TEST_SLOW_DELAY_S", "0"))
+
+    def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+        if self._out is None:
+            self._out = JsonlObserver(os.environ["CFP_TEST_OUT"], host_name=ctx.host_name)
+        self._out.process_changes(ctx, events)
+        time.sleep(self._slow_delay_s if ctx.lease_token in self._slow else self._delay_s)
+
+
+class FailingObserver:
+    """Fails every batch: the lease must close with OBSERVER_ERROR and nothing be checkpointed."""
+
+    async def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+        raise RuntimeError(f"refusing {len(events)} events of lease {ctx.lease_token}")
