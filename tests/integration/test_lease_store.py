@@ -23,9 +23,7 @@ StoreFactory = Callable[[], Awaitable[ConditionalLeaseStore]]
 
 
 @pytest.fixture(params=["memory", "table"])
-async def stores(
-    request: pytest.FixtureRequest, azurite: Azurite
-) -> AsyncIterator[StoreFactory]:
+async def stores(request: pytest.FixtureRequest, azurite: Azurite) -> AsyncIterator[StoreFactory]:
     """A factory of store clients that all see the same leases (one processor, fresh per test)."""
     processor = f"proc{next(_names)}-{request.node.name[:40]}".replace("[", "-").replace("]", "")
     opened: list[TableLeaseStore] = []

@@ -1,0 +1,85 @@
+"""The segment barrier and the lease continuation: pure functions, checked against a model."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from processor.barrier import has_finished_before, may_enter
+from processor.changefeed.errors import InvalidContinuation
+from processor.changefeed.layout import segment_path
+from processor.changefeed.position import ShardPosition
+from processor.lease_position import LeasePosition
+from processor.timings import derive_timings
+
+BASE = datetime(2026, 1, 1, tzinfo=UTC)
+SEGMENTS = [segment_path(BASE + timedelta(hours=h)) for h in range(12)]
+
+
+def at(k: int | None, *, done: bool) -> LeasePosition:
+    if k is None:
+        return LeasePosition()
+    return LeasePosition(SEGMENTS[k], done, ShardPosition(None if done else "log/00/x/00000.avro"))
+
+
+def finished_up_to(k: int | None, done: bool) -> int:
+    """The model: index of the last segment a lease has completely delivered (-1: none)."""
+    if k is None:
+        return -1
+    return k if done else k - 1
+
+
+positions = st.tuples(st.one_of(st.none(), st.integers(0, 11)), st.booleans())
+
+
+@given(st.lists(positions, min_size=1, max_size=8), st.integers(0, 11))
+def test_may_enter_matches_the_model(leases: list[tuple[int | None, bool]], target: int) -> None:
+    expected = all(finished_up_to(k, d) >= target - 1 for k, d in leases)
+    got = may_enter(SEGMENTS[target], SEGMENTS, [at(k, done=d) for k, d in leases])
+    assert got == expected
+
+
+def test_the_first_segment_is_always_open() -> None:
+    assert may_enter(SEGMENTS[0], SEGMENTS, [LeasePosition(), at(3, done=False)])
+
+
+def test_a_lease_that_starts_later_does_not_hold_back_earlier_segments() -> None:
+    late = LeasePosition(start_time=BASE + timedelta(hours=8))
+    # nothing before hour 6 can hold its events (segment begin + 1h + 1h slack <= start)
+    assert has_finished_before(late, SEGMENTS[6], SEGMENTS)
+    assert not has_finished_before(late, SEGMENTS[8], SEGMENTS)
+
+
+@given(positions, st.one_of(st.none(), st.integers(0, 3)))
+def test_continuation_round_trips(pos: tuple[int | None, bool], hours: int | None) -> None:
+    k, done = pos
+    p = at(k, done=done)
+    if hours is not None:
+        p = LeasePosition(p.segment, p.is_segment_done, p.shard, BASE + timedelta(hours=hours))
+    assert LeasePosition.from_json(p.to_json()) == p
+
+
+@given(positions, positions)
+def test_order_follows_the_model(a: tuple[int | None, bool], b: tuple[int | None, bool]) -> None:
+    pa, pb = at(a[0], done=a[1]), at(b[0], done=b[1])
+    if finished_up_to(*a) < finished_up_to(*b):
+        assert pa.is_before(pb)
+
+
+@pytest.mark.parametrize(
+    "text", ["not json", '{"v": 2}', '{"v": 1, "segment": 3}', '{"v": 1, "startTime": "soon"}']
+)
+def test_a_foreign_continuation_is_refused_with_the_lease_named(text: str) -> None:
+    with pytest.raises(InvalidContinuation, match="lease 07"):
+        LeasePosition.from_json(text, lease="07")
+
+
+def test_timings_derive_from_the_expiry() -> None:
+    t = derive_timings(30)
+    assert (t.renew_every_s, t.acquire_every_s, t.fence_after_s) == (10, 10, 24)
+    assert derive_timings(3, renew_every_s=1, acquire_every_s=0.5).acquire_every_s == 0.5
+    with pytest.raises(ValueError, match="at most half"):
+        derive_timings(10, renew_every_s=6)
