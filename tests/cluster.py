@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,7 +119,7 @@ def owners(leases: list[Lease]) -> Counter[str]:
 
 def is_balanced(leases: list[Lease], hosts: set[str]) -> bool:
     """Every lease owned by one of `hosts`, and their counts differ by at most one."""
-    if any(lease.owner not in hosts for lease in leases):
+    if not leases or any(lease.owner not in hosts for lease in leases):
         return False
     counts = [owners(leases).get(h, 0) for h in hosts]
     return max(counts) - min(counts) <= 1
@@ -170,3 +172,28 @@ class ContinuationWatch:
 
 def now() -> float:
     return time.monotonic()
+
+
+class Table:
+    """The test's own view of the lease table, sampled while hosts run."""
+
+    def __init__(self, store: TableLeaseStore) -> None:
+        self.store = store
+        self.watch = ContinuationWatch()
+
+    async def leases(self) -> list[Lease]:
+        rows = await self.store.list_leases()
+        self.watch.sample(rows)
+        return rows
+
+    async def until(
+        self, check: Callable[[list[Lease]], bool], *, within_s: float, what: str
+    ) -> float:
+        """Poll until `check(leases)` holds; returns the monotonic time it was first seen."""
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            if check(await self.leases()):
+                return time.monotonic()
+            await asyncio.sleep(0.1)
+        rows = await self.leases()
+        raise AssertionError(f"timed out waiting for {what}: {[(r.token, r.owner) for r in rows]}")

@@ -14,19 +14,18 @@ import itertools
 import signal
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from azure.storage.blob.aio import BlobServiceClient
 
-from leases import Lease, TableLeaseStore
 from processor.changefeed.emulator.azurite import Azurite
 from processor.changefeed.emulator.service import reset_account
 from tests.cluster import (
     Cluster,
-    ContinuationWatch,
+    Table,
     all_caught_up,
     is_balanced,
     order_violations,
@@ -82,31 +81,6 @@ async def cluster(feed: Feed, tmp_path: Path) -> AsyncIterator[Cluster]:
         yield c
     finally:
         c.kill_all()
-
-
-class Table:
-    """The test's own view of the lease table, sampled while hosts run."""
-
-    def __init__(self, store: TableLeaseStore) -> None:
-        self.store = store
-        self.watch = ContinuationWatch()
-
-    async def leases(self) -> list[Lease]:
-        rows = await self.store.list_leases()
-        self.watch.sample(rows)
-        return rows
-
-    async def until(
-        self, check: Callable[[list[Lease]], bool], *, within_s: float, what: str
-    ) -> float:
-        """Poll until `check(leases)` holds; returns the monotonic time it was first seen."""
-        deadline = time.monotonic() + within_s
-        while time.monotonic() < deadline:
-            if check(await self.leases()):
-                return time.monotonic()
-            await asyncio.sleep(0.1)
-        rows = await self.leases()
-        raise AssertionError(f"timed out waiting for {what}: {[(r.token, r.owner) for r in rows]}")
 
 
 @pytest.fixture
@@ -176,10 +150,10 @@ async def test_kill_9_leases_taken_within_expiry_plus_one_tick(
     cluster: Cluster, table: Table, feed: Feed
 ) -> None:
     start(cluster, "h1", "h2", "h3")
+    await progress(cluster, feed, 0.25)
     await table.until(
         lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
     )
-    await progress(cluster, feed, 0.25)
     cluster.signal("h2", signal.SIGKILL)
     killed = time.monotonic()
     taken = await table.until(
@@ -195,10 +169,10 @@ async def test_sigterm_hands_leases_over_quickly_without_duplicates(
     cluster: Cluster, table: Table, feed: Feed
 ) -> None:
     start(cluster, "h1", "h2", "h3")
+    await progress(cluster, feed, 0.25)
     await table.until(
         lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
     )
-    await progress(cluster, feed, 0.25)
     cluster.signal("h2", signal.SIGTERM)
     stopped = time.monotonic()
     moved = await table.until(
@@ -214,10 +188,10 @@ async def test_a_fourth_host_balances_within_three_ticks_without_duplicates(
     cluster: Cluster, table: Table, feed: Feed
 ) -> None:
     start(cluster, "h1", "h2", "h3")
+    await progress(cluster, feed, 0.2)
     await table.until(
         lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
     )
-    await progress(cluster, feed, 0.2)
     start(cluster, "h4")
     deadline = time.monotonic() + 30
     while not any(e.get("event") == "balance.planned" for e in cluster.log_events("h4")):
@@ -236,10 +210,10 @@ async def test_a_paused_host_delivers_nothing_of_the_leases_it_lost(
     cluster: Cluster, table: Table, feed: Feed
 ) -> None:
     start(cluster, "h1", "h2", "h3")
+    await progress(cluster, feed, 0.25)
     await table.until(
         lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
     )
-    await progress(cluster, feed, 0.25)
     held = {(r.token, r.epoch) for r in await table.leases() if r.owner == "h2"}
     cluster.signal("h2", signal.SIGSTOP)
     await table.until(
