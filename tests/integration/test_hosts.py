@@ -11,19 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import signal
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from azure.storage.blob.aio import BlobServiceClient
 
 from processor.changefeed.emulator.azurite import Azurite
 from processor.changefeed.emulator.service import reset_account
+from processor.changefeed.selection import parse_event_time
 from tests.cluster import (
+    LEASE_TABLE,
     Cluster,
     Table,
     all_caught_up,
@@ -31,7 +36,7 @@ from tests.cluster import (
     order_violations,
 )
 from tests.conftest import EMULATOR_CONTAINERS
-from tests.helpers import emulate, per_blob, read_all
+from tests.helpers import emulate, per_blob, read_all, run_cfp
 
 EXPIRY_S, RENEW_S, ACQUIRE_S = 3.0, 1.0, 1.0
 JITTER = 1.2  # a balancing tick may come up to 20 % late
@@ -274,3 +279,63 @@ async def test_an_observer_that_keeps_failing_checkpoints_nothing(
         "a batch the observer refused was checkpointed"
     )
     assert cluster.stop_all() == {"h1": 0}
+
+
+@pytest.mark.parametrize("start", ["2026-01-01T02:30:00Z", "now"])
+async def test_start_options_apply_to_new_leases(
+    cluster: Cluster, table: Table, feed: Feed, start: str
+) -> None:
+    option = ("--start-from-now",) if start == "now" else ("--start-time", start)
+    cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
+    cluster.start("h1", "--until-caught-up", *option)
+    assert await asyncio.to_thread(cluster.wait, "h1", 180) == 0
+    got = delivered(cluster)
+    if start == "now":
+        assert not got  # the whole feed lies in the past
+        return
+    cut = datetime.fromisoformat(start)
+    records, _ = await read_all(feed.conn)
+    expected = {str(r["id"]) for r in records if parse_event_time(str(r["eventTime"])) >= cut}
+    assert 0 < len(expected) < len(feed.ids)
+    assert set(got) == expected
+
+
+async def test_status_shows_owners_positions_and_what_is_left(
+    cluster: Cluster, table: Table, feed: Feed
+) -> None:
+    cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0.5"
+    cluster.start("h1")
+    await table.until(
+        lambda rows: len(rows) == 9 and all(r.owner for r in rows), within_s=60, what="owned"
+    )
+    busy = json_lines_of(status(cluster))
+    assert {r["owner"] for r in busy} == {"h1"}
+    assert sum(r["bytesLeft"] for r in busy) > 0
+    assert cluster.stop_all() == {"h1": 0}
+    cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
+    cluster.start("h2", "--until-caught-up")
+    assert await asyncio.to_thread(cluster.wait, "h2", 180) == 0
+    done = json_lines_of(status(cluster))
+    assert len(done) == 9
+    for row in done:
+        assert row["owner"] is None and row["caughtUp"] and row["bytesLeft"] == 0
+        assert row["segmentDone"] and row["lastCheckpoint"] and row["epoch"] >= 1
+    table_text = run_cfp(
+        feed.conn, "status", "--processor-name", cluster.processor, "--lease-table", LEASE_TABLE
+    )
+    assert table_text.returncode == 0 and "caught up" in table_text.stdout
+
+
+def status(cluster: Cluster) -> str:
+    result = run_cfp(
+        cluster.conn,
+        "status", "--json", "--processor-name", cluster.processor, "--lease-table", LEASE_TABLE,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def json_lines_of(text: str) -> list[dict[str, Any]]:
+    doc = json.loads(text)
+    rows: list[dict[str, Any]] = doc["leases"]
+    return rows
