@@ -6,13 +6,15 @@ PY := $(VENV)/bin/python
 AZURITE := deploy/local/node_modules/.bin/azurite
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install demo test unit integration lint typecheck azurite bench clean
+.PHONY: help install demo test unit integration lint typecheck azurite bench bench-rebalance bench-balance clean
 
 help:
 	@echo "make demo       emulate a workload in a throw-away Azurite and read it back"
 	@echo "make test       lint, type-check, unit and integration tests (starts its own Azurite)"
 	@echo "make azurite    run Azurite in the foreground on the default ports (data in $(AZURITE_DIR)/)"
 	@echo "make bench      read-throughput benchmark: ours vs the official SDK vs a bare baseline"
+	@echo "make bench-rebalance  real hosts: kill -9, SIGTERM, scale-out (time, ticks, duplicates)"
+	@echo "make bench-balance    the pure balancer at 1,000 hosts x 10,000 leases"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +53,12 @@ azurite: $(AZURITE)
 
 bench: install
 	$(PY) bench/read_throughput.py
+
+bench-rebalance: install
+	$(PY) -m bench.rebalance
+
+bench-balance: $(VENV)/.installed
+	$(PY) -m bench.balance_sim
 
 clean:
 	rm -rf $(VENV) deploy/local/node_modules .pytest_cache .mypy_cache .ruff_cache .bench
