@@ -5,7 +5,10 @@ A pure function of one snapshot: no I/O, no clock, no logging, and randomness on
 the result lives in `processor/balancer.py`.
 
 Policy:
-- live hosts are the owners of live leases, plus this host; target = ceil(leases / live hosts);
+- live hosts are the owners of live leases, the hosts that asked for one of them, and this
+  host; target = ceil(leases / live hosts). A live lease asked for by another host counts
+  towards the asker, not the owner, so that several hosts joining at once do not all ask the
+  same owner for more than it should give;
 - free and expired leases come first: a free lease whose hand-over was requested by this host,
   then other free leases (except ones reserved for another host, and ones released with an error,
   which wait one expiry interval), then expired ones; at most
@@ -52,6 +55,14 @@ def _shuffled(views: list[LeaseView], rng: random.Random) -> list[LeaseView]:
     return ordered
 
 
+def _bound_for(v: LeaseView) -> HostId:
+    """The host a live lease will belong to: whoever asked for it, else its owner."""
+    asked_by = v.lease.next_owner
+    owner = v.owner
+    assert owner is not None
+    return asked_by if asked_by is not None and asked_by != owner else owner
+
+
 def plan_takes(
     leases: Sequence[LeaseView],
     *,
@@ -68,12 +79,11 @@ def plan_takes(
         return v.owner == me and held is not None and v.token not in held
 
     live = [v for v in leases if v.is_live and not is_orphan_of_mine(v)]
-    load = Counter(v.owner for v in live if v.owner is not None)
-    hosts = len(set(load) | {me})
+    load = Counter(_bound_for(v) for v in live)
+    hosts = len({v.owner for v in live} | set(load) | {me})
     target = math.ceil(len(leases) / hosts)
-    mine = load.pop(me, 0)
-    incoming = sum(1 for v in live if v.owner != me and v.lease.next_owner == me)
-    have = mine + incoming
+    mine = sum(1 for v in live if v.owner == me)
+    have = load.pop(me, 0)
     if have >= target:
         return TakePlan(target, hosts, mine)
 
@@ -102,11 +112,12 @@ def plan_takes(
         if v.owner is not None and v.owner != me and v.lease.next_owner is None:
             by_owner.setdefault(v.owner, []).append(v)
     steal: list[Lease] = []
-    while len(steal) < limits.max_steal and have + len(steal) < target and load:
-        most = max(load.values())
-        victims = sorted(h for h, n in load.items() if n == most and by_owner.get(h))
-        if not victims or most - (have + len(steal)) < 2:
+    while len(steal) < limits.max_steal and have + len(steal) < target:
+        loads = {h: n for h, n in load.items() if by_owner.get(h)}
+        most = max(loads.values(), default=0)
+        if most - (have + len(steal)) < 2:
             break
+        victims = sorted(h for h, n in loads.items() if n == most)
         victim = rng.choice(victims)
         steal.append(by_owner[victim].pop().lease)
         load[victim] -= 1
