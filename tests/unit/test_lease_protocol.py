@@ -1,0 +1,222 @@
+"""Hosts racing over one MemoryLeaseStore: the lease protocol as a hypothesis state machine.
+
+Each simulated host runs the real pieces (ExpiryTracker, plan_takes, the store's conditional
+writes and re-reads) on a fake monotonic clock; hypothesis interleaves ticks, renewals,
+checkpoints, hand-overs, crashes, pauses and new hosts. After every step: no two hosts hold the
+same lease at the same epoch, every checkpoint that landed came from the lease's current epoch, no
+continuation went backwards; after enough quiet ticks the live hosts are balanced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from leases import (
+    BalanceLimits,
+    ExpiryTracker,
+    HostId,
+    Lease,
+    LeaseToken,
+    MemoryLeaseStore,
+    plan_takes,
+)
+
+EXPIRY = 10.0
+WHEN = datetime(2026, 1, 1, tzinfo=UTC)  # checkpoint time: recorded, never compared
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+@dataclass
+class SimHost:
+    name: HostId
+    tracker: ExpiryTracker
+    rng: random.Random
+    held: dict[LeaseToken, Lease] = field(default_factory=dict)
+    stale: dict[LeaseToken, Lease] = field(default_factory=dict)  # what it held before a restart
+    renewed_at: dict[LeaseToken, float] = field(default_factory=dict)
+    alive: bool = True
+
+
+class LeaseProtocol(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.store = MemoryLeaseStore()
+        self.now = 0.0
+        self.hosts: dict[str, SimHost] = {}
+        self.progress: dict[LeaseToken, int] = {}
+        self.next_host = 0
+
+    @initialize(leases=st.integers(1, 12), hosts=st.integers(1, 4))
+    def setup(self, leases: int, hosts: int) -> None:
+        for i in range(leases):
+            run(self.store.create_if_absent(LeaseToken(f"{i:02d}"), "0"))
+        for _ in range(hosts):
+            self.add_host()
+
+    @rule()
+    def add_host(self) -> None:
+        name = HostId(f"h{self.next_host}")
+        self.next_host += 1
+        self.hosts[name] = SimHost(name, ExpiryTracker(EXPIRY), random.Random(self.next_host))
+
+    def live(self) -> list[SimHost]:
+        return [h for h in self.hosts.values() if h.alive]
+
+    @rule(data=st.data())
+    def tick(self, data: st.DataObject) -> None:
+        hosts = self.live()
+        if not hosts:
+            return
+        self._tick(data.draw(st.sampled_from(hosts)))
+
+    def _tick(self, host: SimHost) -> None:
+        rows = run(self.store.list_leases())
+        views = host.tracker.observe(rows, self.now)
+        plan = plan_takes(
+            views, me=host.name, limits=BalanceLimits(), rng=host.rng, held=set(host.held)
+        )
+        for lease in plan.acquire:
+            got = run(self.store.acquire(lease, host.name))
+            if got is not None:
+                host.held[got.token] = got
+                host.renewed_at[got.token] = self.now
+        for lease in plan.steal:
+            run(self.store.request_handover(lease, host.name))
+
+    @rule(data=st.data())
+    def renew_or_hand_over(self, data: st.DataObject) -> None:
+        hosts = [h for h in self.live() if h.held]
+        if not hosts:
+            return
+        host = data.draw(st.sampled_from(hosts))
+        for token, lease in list(host.held.items()):
+            if self.now - host.renewed_at[token] >= EXPIRY * 0.8:
+                del host.held[token]  # self-fencing, as HeldLease.is_usable does
+                continue
+            renewed = run(self.store.renew(lease))
+            if renewed is None:
+                del host.held[token]
+                continue
+            host.held[token], host.renewed_at[token] = renewed, self.now
+            if renewed.next_owner not in (None, host.name):
+                run(self.store.release(renewed))
+                del host.held[token]
+
+    @rule(data=st.data())
+    def checkpoint(self, data: st.DataObject) -> None:
+        hosts = [h for h in self.live() if h.held]
+        if not hosts:
+            return
+        host = data.draw(st.sampled_from(hosts))
+        token = data.draw(st.sampled_from(sorted(host.held)))
+        lease = host.held[token]
+        nxt = self.progress.get(token, 0) + 1
+        done = run(self.store.checkpoint(lease, str(nxt), caught_up=False, when=WHEN))
+        if done is None:
+            del host.held[token]
+            return
+        row = run(self.store.get(token))
+        assert row is not None and row.epoch == lease.epoch and row.owner == host.name
+        self.progress[token] = nxt
+        host.held[token] = done
+
+    @rule(data=st.data())
+    def crash(self, data: st.DataObject) -> None:
+        hosts = self.live()
+        if len(hosts) > 1:
+            data.draw(st.sampled_from(hosts)).alive = False
+
+    @rule(data=st.data())
+    def restart(self, data: st.DataObject) -> None:
+        """A crashed host comes back under the same name, remembering what it held before."""
+        dead = [h for h in self.hosts.values() if not h.alive]
+        if not dead:
+            return
+        host = data.draw(st.sampled_from(dead))
+        host.stale.update(host.held)
+        host.held.clear()
+        host.alive = True
+        self._tick(host)  # its first tick takes back what the table still shows as its own
+
+    @rule(data=st.data())
+    def zombie_checkpoint(self, data: st.DataObject) -> None:
+        """A paused host wakes up, or a restarted one uses a snapshot from before its restart."""
+        snapshots = [
+            (host, lease)
+            for host in self.hosts.values()
+            for lease in (*host.stale.values(), *([] if host.alive else host.held.values()))
+        ]
+        if not snapshots:
+            return
+        host, lease = data.draw(st.sampled_from(snapshots))
+        row = run(self.store.get(lease.token))
+        assert row is not None
+        result = run(self.store.checkpoint(lease, "999999", caught_up=False, when=WHEN))
+        if row.owner != host.name or row.epoch != lease.epoch:
+            assert result is None, "a checkpoint from a stale epoch landed"
+        elif result is not None:
+            self.progress[lease.token] = 999999
+
+    @rule(seconds=st.floats(0.5, 2 * EXPIRY))
+    def time_passes(self, seconds: float) -> None:
+        self.now += seconds
+
+    @invariant()
+    def one_holder_per_epoch(self) -> None:
+        seen: dict[tuple[str, int], str] = {}
+        for host in self.hosts.values():
+            for token, lease in host.held.items():
+                key = (token, lease.epoch)
+                assert key not in seen, f"{key} held by {seen[key]} and {host.name}"
+                seen[key] = host.name
+
+    @invariant()
+    def continuations_never_go_back(self) -> None:
+        for row in run(self.store.list_leases()):
+            assert int(row.continuation or 0) == self.progress.get(row.token, 0)
+
+    def teardown(self) -> None:
+        hosts = self.live()
+        if not hosts:
+            return
+        for _ in range(8):  # quiet rounds: time passes, everyone renews, hands over and ticks
+            self.now += EXPIRY
+            for host in hosts:
+                for token in list(host.held):
+                    host.renewed_at[token] = self.now - 1
+            for host in hosts:
+                self._renew_all(host)
+                self._tick(host)
+        rows = run(self.store.list_leases())
+        names = {h.name for h in hosts}
+        assert all(r.owner in names for r in rows), [(r.token, r.owner) for r in rows]
+        counts = [sum(1 for r in rows if r.owner == n) for n in names]
+        assert max(counts) - min(counts) <= 1, counts
+
+    def _renew_all(self, host: SimHost) -> None:
+        for token, lease in list(host.held.items()):
+            renewed = run(self.store.renew(lease))
+            if renewed is None:
+                del host.held[token]
+            elif renewed.next_owner not in (None, host.name):
+                run(self.store.release(renewed))
+                del host.held[token]
+            else:
+                host.held[token], host.renewed_at[token] = renewed, self.now
+
+
+LeaseProtocol.TestCase.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)
+TestLeaseProtocol = LeaseProtocol.TestCase
