@@ -4,6 +4,11 @@ A lease is expired when this host has seen no change to it (version, owner, epoc
 request) for the expiry interval. No other host's wall clock is ever compared with ours, so
 skewed clocks cannot expire a live lease (the Kinesis Client Library's rule). The price: a host
 that just started waits one expiry interval before it may take a dead host's leases.
+
+A change is seen up to one listing interval after it happened, so waiting for the next regular
+listing after that would let a crash go unnoticed for expiry + two intervals. `next_expiry` tells
+the caller when to list again instead: then a dead host's leases are taken within expiry + one
+interval of its last renewal.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class ExpiryTracker:
     def __init__(self, expiry_s: float) -> None:
         self.expiry_s = expiry_s
         self._seen: dict[LeaseToken, tuple[_Fingerprint, float]] = {}
+        self._now = 0.0
 
     def observe(self, leases: Iterable[Lease], now: float) -> list[LeaseView]:
         """Record a fresh listing made at monotonic time `now` and judge each lease.
@@ -62,4 +68,15 @@ class ExpiryTracker:
             seen[lease.token] = (mark, since)
             views.append(LeaseView(lease, is_expired=now - since >= self.expiry_s))
         self._seen = seen
+        self._now = now
         return views
+
+    def next_expiry(self, me: HostId) -> float | None:
+        """When the first lease not owned by `me` and not yet expired at the last listing would
+        expire if nothing changes; None when there is none."""
+        due = [
+            since + self.expiry_s
+            for mark, since in self._seen.values()
+            if mark[1] != me and since + self.expiry_s > self._now
+        ]
+        return min(due, default=None)

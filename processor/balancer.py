@@ -1,8 +1,10 @@
 """The balancing loop: list, observe, plan, write, log. The decision itself is `plan_takes`.
 
-Driven by the host every `acquire_every_s` with +/-20 % jitter (fixed delay). Each tick also
-creates lease rows for shards that appeared in the feed (insert-if-absent: whoever is first wins,
-every other host's insert is refused), and feeds the segment barrier with fresh positions.
+Driven by the host every `acquire_every_s` with +/-20 % jitter (fixed delay), and sooner when a
+lease this host watches would expire before the next tick (`ExpiryTracker.next_expiry`). Each
+tick also creates lease rows for shards that appeared in the feed (insert-if-absent: whoever is
+first wins, every other host's insert is refused), and feeds the segment barrier with fresh
+positions.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from processor.timings import JITTER_FRACTION, Timings
 from processor.waiting import wait_any
 
 log = structlog.get_logger("cfp.balancer")
+
+EXPIRY_MARGIN_S = 0.05  # list just after a lease would expire, so that it has by then
 
 
 @dataclass(slots=True)
@@ -73,8 +77,18 @@ class Balancer:
                 self.ready.set()
             except (LeaseError, FeedError) as e:
                 log.warning("balance.failed", error=str(e))
-            jitter = self.rng.uniform(-JITTER_FRACTION, JITTER_FRACTION)
-            await wait_any(stop, timeout_s=self.timings.acquire_every_s * (1 + jitter))
+            await wait_any(stop, timeout_s=self._until_next_tick())
+
+    def _until_next_tick(self) -> float:
+        """The jittered interval, or less when a lease would expire before then: the tick right
+        after it takes a crashed host's leases without waiting for the next regular one."""
+        assert self._tracker is not None
+        jitter = self.rng.uniform(-JITTER_FRACTION, JITTER_FRACTION)
+        delay = self.timings.acquire_every_s * (1 + jitter)
+        due = self._tracker.next_expiry(self.me)
+        if due is not None:
+            delay = min(delay, max(0.0, due - self.clock.monotonic()) + EXPIRY_MARGIN_S)
+        return delay
 
     async def tick(self) -> None:
         assert self._tracker is not None

@@ -375,6 +375,20 @@ def test_expiry_tracker_counts_a_hand_over_request_as_a_change() -> None:
     assert tracker.observe([asked], now=20.0)[0].is_expired
 
 
+def test_expiry_tracker_says_when_to_list_again_to_catch_the_first_expiry() -> None:
+    tracker = ExpiryTracker(expiry_s=10.0)
+    mine, theirs, free = make_lease("a", "h0"), make_lease("b", "h1"), make_lease("c", None)
+    assert tracker.next_expiry(HostId("h0")) is None  # nothing seen yet
+    tracker.observe([mine, theirs, free], now=0.0)
+    renewed = dataclasses.replace(theirs, version=theirs.version + 1)
+    tracker.observe([mine, renewed, free], now=4.0)
+    # free (seen at 0) would expire at 10, theirs (changed at 4) at 14; our own never counts
+    assert tracker.next_expiry(HostId("h0")) == 10.0
+    tracker.observe([mine, renewed, free], now=10.0)  # free is expired now: only theirs is due
+    assert tracker.next_expiry(HostId("h0")) == 14.0
+    assert tracker.next_expiry(HostId("h1")) is None  # for h1: the others expired at 10
+
+
 # --- properties of one plan ----------------------------------------------------------------------
 
 
