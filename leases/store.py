@@ -53,7 +53,9 @@ class LeaseStore(Protocol):
         ...
 
     async def request_handover(self, seen: Lease, taker: HostId) -> Lease | None:
-        """Ask the owner of `seen` to hand the lease over to `taker` (sets `next_owner`)."""
+        """Ask the owner of `seen` to hand the lease over to `taker` (sets `next_owner`). Still
+        done if the owner wrote since `seen` (renewal, checkpoint); None once the lease changed
+        owner or epoch, or another host asked first."""
         ...
 
     async def renew(self, held: Lease) -> Lease | None: ...
@@ -135,7 +137,17 @@ class ConditionalLeaseStore(abc.ABC):
         )
 
     async def request_handover(self, seen: Lease, taker: HostId) -> Lease | None:
-        return await self._decide(seen, lambda row: dataclasses.replace(row, next_owner=taker))
+        # A busy owner checkpoints after every batch, so the row has often changed since the
+        # listing; the request still stands while the same owner holds it at the same epoch and
+        # nobody else asked first.
+        def still_stands(row: Lease) -> bool:
+            return row.next_owner in (None, taker)
+
+        if seen.owner is None:
+            return None  # free: nothing to ask, the next tick may acquire it
+        return await self._while_held(
+            seen, lambda row: dataclasses.replace(row, next_owner=taker), still_stands
+        )
 
     async def renew(self, held: Lease) -> Lease | None:
         return await self._as_owner(held, lambda row: row)
@@ -182,11 +194,18 @@ class ConditionalLeaseStore(abc.ABC):
         return row if done else None
 
     async def _as_owner(self, held: Lease, change: Callable[[Lease], Lease]) -> Lease | None:
-        assert held.owner is not None, "only an owned lease is renewed, checkpointed or released"
+        return await self._while_held(held, change, lambda row: True)
+
+    async def _while_held(
+        self, held: Lease, change: Callable[[Lease], Lease], stands: Callable[[Lease], bool]
+    ) -> Lease | None:
+        """Write `change`, re-applied on a fresh row as long as the row shows the same owner at
+        the same epoch and `stands(row)`; None once it does not."""
+        assert held.owner is not None, "only an owned lease is written this way"
         base: Lease | None = held
         for _ in range(OWNER_WRITE_ATTEMPTS):
-            if base is None or not base.is_held_by(held.owner, held.epoch):
-                return None  # lost: another host acquired it, or it was released
+            if base is None or not base.is_held_by(held.owner, held.epoch) or not stands(base):
+                return None  # another host acquired it, it was released, or it no longer stands
             done, row = await self._write(base, change)
             if done:
                 return row

@@ -138,6 +138,20 @@ async def test_epoch_grows_on_every_owner_change(stores: StoreFactory) -> None:
     assert again is not None and again.epoch == epochs[-1] + 1
 
 
+async def test_a_handover_request_survives_the_owners_checkpoints(stores: StoreFactory) -> None:
+    store = await stores()
+    seen = await _owned(store, A)
+    assert await store.checkpoint(seen, "pos-1", caught_up=False, when=WHEN) is not None
+    asked = await store.request_handover(seen, B)  # the snapshot is stale; the owner is not
+    assert asked is not None and asked.next_owner == B and asked.continuation == "pos-1"
+    assert await store.request_handover(seen, C) is None  # B asked first
+    taken = await store.acquire(asked, C)
+    assert taken is not None
+    assert await store.request_handover(seen, B) is None  # a new epoch: the request is void
+    row = await store.get(T0)
+    assert row is not None and row.owner == C and row.next_owner is None
+
+
 async def test_owner_writes_survive_a_handover_request(stores: StoreFactory) -> None:
     store = await stores()
     held = await _owned(store, A)
