@@ -68,9 +68,11 @@ class Balancer:
     stats: BalancerStats = field(default_factory=BalancerStats)
     _tracker: ExpiryTracker | None = None
     _requested_at: dict[str, float] = field(default_factory=dict)
+    _stop: asyncio.Event | None = None  # set when the host stops: a tick in flight takes nothing
 
     async def run(self, stop: asyncio.Event) -> None:
         self._tracker = ExpiryTracker(self.timings.expiry_s)
+        self._stop = stop
         while not stop.is_set():
             try:
                 await self.tick()
@@ -119,6 +121,8 @@ class Balancer:
             forced=[x.token for x in forced],
         )
         for lease in (*plan.acquire, *forced):
+            if self._stopping():
+                return
             got = await self.store.acquire(lease, self.me)
             if got is None:
                 continue  # another host was faster, or the owner wrote: next tick decides
@@ -128,10 +132,15 @@ class Balancer:
             log.info("lease.acquired", lease=got.token, epoch=got.epoch, was=lease.owner)
             self.supervisor.start(got)
         for lease in plan.steal:
+            if self._stopping():
+                return
             if await self.store.request_handover(lease, self.me) is not None:
                 self._requested_at[lease.token] = self.clock.monotonic()
                 self.stats.requested += 1
                 log.info("lease.handover_requested", lease=lease.token, owner=lease.owner)
+
+    def _stopping(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
 
     def _overdue_requests(self, views: list[LeaseView]) -> list[Lease]:
         """Leases we asked for long ago that their owner keeps renewing without letting go."""

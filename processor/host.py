@@ -108,7 +108,13 @@ class Host:
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Run until stopped. Errors: lease-store or feed failures that are not transient."""
-        log.info("host.starting", host=self.config.host_name, processor=self.config.processor_name)
+        with structlog.contextvars.bound_contextvars(
+            host=self.config.host_name, processor=self.config.processor_name
+        ):
+            await self._run(stop)
+
+    async def _run(self, stop: asyncio.Event | None) -> None:
+        log.info("host.starting")
         renewer_stop = asyncio.Event()
         async with asyncio.TaskGroup() as tg:
             supervising = tg.create_task(self.supervisor.run())
@@ -121,7 +127,7 @@ class Host:
             self.supervisor.close()
             await supervising  # every worker has checkpointed, closed and released
             renewer_stop.set()
-        log.info("host.stopped", host=self.config.host_name, closed=self._reasons())
+        log.info("host.stopped", closed=self._reasons())
 
     def _reasons(self) -> dict[str, int]:
         return {r.value: n for r, n in self.supervisor.closed_reasons.items()}

@@ -149,6 +149,8 @@ async def test_three_hosts_share_the_feed_in_order_and_balanced(
     after = await table.leases()
     assert all(r.owner is None for r in after), "a graceful stop releases every lease"
     assert {r.token: r.continuation for r in after} == before, "release keeps continuations"
+    epochs = {r.token: r.epoch for r in rows}
+    assert {r.token: r.epoch for r in after} == epochs, "hosts stopping together take nothing"
 
 
 async def test_kill_9_leases_taken_within_expiry_plus_one_tick(
