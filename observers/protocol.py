@@ -49,9 +49,12 @@ class ChangeEvent:
     raw: Mapping[str, Any]
     shard: str = ""
     segment: str = ""
+    position: str = ""  # sorts like the lease's events; the same event always has the same one
 
     @classmethod
-    def from_raw(cls, raw: Mapping[str, Any], *, shard: str = "", segment: str = "") -> ChangeEvent:
+    def from_raw(
+        cls, raw: Mapping[str, Any], *, shard: str = "", segment: str = "", position: str = ""
+    ) -> ChangeEvent:
         subject = str(raw.get("subject") or "")
         container, blob = "", ""
         if subject.startswith(_SUBJECT_HEAD):
@@ -70,6 +73,7 @@ class ChangeEvent:
             raw=raw,
             shard=shard,
             segment=segment,
+            position=position,
         )
 
 

@@ -180,8 +180,8 @@ class Worker:
         self, batch: ShardBatch, calls: ObserverCalls, ctx: PartitionContext
     ) -> None:
         events = [
-            ChangeEvent.from_raw(r, shard=self.held.token, segment=batch.segment)
-            for r in batch.records
+            ChangeEvent.from_raw(r, shard=self.held.token, segment=batch.segment, position=key)
+            for r, key in zip(batch.records, batch.event_keys(), strict=True)
         ]
         if not events:
             return

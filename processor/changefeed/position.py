@@ -88,6 +88,28 @@ class ShardBatch:
         """The shard position just after delivered record `k`."""
         return self.position_after_raw(self.raw_index[k])
 
+    def position_of(self, k: int) -> ShardPosition:
+        """The shard position of delivered record `k` itself: where a read that gets it starts."""
+        r = self.raw_index[k]
+        return self.position_after_raw(r - 1) if r else self.start
+
+    def event_keys(self) -> list[str]:
+        """`event_key` of every delivered record, in order."""
+        return [event_key(self.segment, self.position_of(k)) for k in range(len(self.records))]
+
+
+def event_key(segment: str, pos: ShardPosition) -> str:
+    """A string that sorts like the events of one shard across segments: segment begin time,
+    chunk number, block offset, index in the block (`202601010100.00003.000000048211.000007`).
+
+    The same event always gets the same key, whoever reads it; a lease's events have strictly
+    increasing keys. Used by sinks that must recognise what they already wrote."""
+    if pos.chunk is None:
+        raise ValueError("no event at an unread position")
+    when = segment.removeprefix("idx/segments/").removesuffix("/meta.json").replace("/", "")
+    chunk = pos.chunk.rsplit("/", 1)[-1].removesuffix(".avro")
+    return f"{when}.{chunk}.{pos.block_offset:012d}.{pos.event_index:06d}"
+
 
 @dataclass(frozen=True, slots=True)
 class FeedPosition:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from processor.changefeed.avro_chunk import BlockSpan
 from processor.changefeed.errors import InvalidContinuation
-from processor.changefeed.position import FeedPosition, ShardBatch, ShardPosition
+from processor.changefeed.position import FeedPosition, ShardBatch, ShardPosition, event_key
 
 
 def spans(counts: list[int]) -> tuple[BlockSpan, ...]:
@@ -46,6 +46,46 @@ def test_position_after_each_record_matches_a_walk(counts: list[int], data) -> N
     assert [batch.position_after(k) for k in range(n)] == walk
     assert batch.position_after(n - 1) == batch.end
     assert batch.raw_count == n
+
+
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=5), st.data())
+def test_event_keys_name_each_event_the_same_from_any_start(counts: list[int], data) -> None:  # type: ignore[no-untyped-def]
+    """A key is where a read starting at that event begins, whatever batch it came in; keys of
+    one chunk increase strictly."""
+    blocks = spans(counts)
+    chunk = "log/03/2026/01/01/0100/00002.avro"
+    segment = "idx/segments/2026/01/01/0100/meta.json"
+
+    def batch_from(first_block: int, skip: int, keep: list[int] | None = None) -> ShardBatch:
+        own = blocks[first_block:]
+        n = sum(b.count for b in own) - skip
+        kept = list(range(n)) if keep is None else keep
+        return ShardBatch(
+            segment=segment,
+            shard="log/03/",
+            chunk=chunk,
+            start=ShardPosition(chunk, own[0].offset, skip),
+            end=ShardPosition(chunk, own[-1].end, 0),
+            blocks=own,
+            records=[{} for _ in kept],
+            raw_index=kept,
+            raw_count=n,
+        )
+
+    whole = batch_from(0, 0)
+    keys = whole.event_keys()
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert keys[0] == "202601010100.00002.000000000100.000000"
+    first = data.draw(st.integers(0, len(blocks) - 1))
+    skip = data.draw(st.integers(0, counts[first] - 1))
+    later = batch_from(first, skip)
+    offset = sum(counts[:first]) + skip
+    assert later.event_keys() == keys[offset:]
+    # filtered records (Control) keep the keys of the records around them
+    n_later = len(keys) - offset
+    kept = sorted(data.draw(st.sets(st.integers(0, n_later - 1), min_size=1)))
+    assert batch_from(first, skip, kept).event_keys() == [keys[offset + i] for i in kept]
+    assert event_key(segment, whole.position_after(len(keys) - 1)) > keys[-1]
 
 
 def test_token_round_trip_and_account_check() -> None:
