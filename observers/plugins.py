@@ -17,12 +17,24 @@ from observers.errors import PluginLoadError
 from observers.jsonl import JsonlObserver
 from observers.log import LogObserver
 from observers.protocol import ChangeEvent, CloseReason, ObserverFactory, PartitionContext
+from observers.spark.session import SparkOptions
 
 
-def load_observer_factory(spec: str, *, host_name: str) -> ObserverFactory:
-    """The factory `--observer SPEC` names. Errors: `PluginLoadError` naming what is wrong."""
+def load_observer_factory(
+    spec: str, *, host_name: str, spark: SparkOptions | None = None
+) -> ObserverFactory:
+    """The factory `--observer SPEC` names. Errors: `PluginLoadError` naming what is wrong.
+
+    A factory may also be an async context manager (the Spark one is: one session per host);
+    the host enters it before the first lease and leaves it after the last."""
     if spec == "log":
         return LogObserver
+    if spec == "spark":
+        if spark is None:
+            raise PluginLoadError(spec, "needs --output (and --spark-master or --spark-remote)")
+        from observers.spark.observer import SparkObserverFactory  # noqa: PLC0415
+
+        return SparkObserverFactory(spark, host_name=host_name)
     if spec.startswith("jsonl:"):
         directory = spec[len("jsonl:") :]
         if not directory:
@@ -30,7 +42,7 @@ def load_observer_factory(spec: str, *, host_name: str) -> ObserverFactory:
         return lambda: JsonlObserver(directory, host_name=host_name)
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise PluginLoadError(spec, "expected log, jsonl:DIR or module:Name")
+        raise PluginLoadError(spec, "expected log, jsonl:DIR, spark or module:Name")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:

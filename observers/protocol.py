@@ -81,9 +81,12 @@ class ChangeEvent:
 class PartitionContext:
     """Identity of one lease as seen by its observer, and a way to checkpoint it.
 
-    `checkpoint()` records the position after the last batch handed to `process_changes`; it is
-    only needed by observers that set `auto_checkpoint = False` (otherwise the host checkpoints
-    after every batch). It raises `LeaseLostError` when the lease is no longer ours.
+    The host checkpoints after every batch `process_changes` returns from. An observer that sets
+    `auto_checkpoint = False` checkpoints itself: `checkpoint()` records the position after the
+    last batch handed to `process_changes`; an observer that buffers takes `mark()` inside
+    `process_changes` (the position after that batch) and later, once the batch is durable,
+    calls `checkpoint(mark)`. A checkpoint never moves back: an older mark is ignored. Both
+    raise `LeaseLostError` when the lease is no longer ours.
     """
 
     lease_token: str
@@ -91,11 +94,18 @@ class PartitionContext:
     epoch: int
     processor_name: str = ""
     log: Any = field(default_factory=lambda: structlog.get_logger("cfp.observer"))
-    _checkpoint: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
+    _checkpoint: Callable[[object | None], Awaitable[None]] | None = field(default=None, repr=False)
+    _mark: object | None = field(default=None, repr=False)
 
-    async def checkpoint(self) -> None:
+    def mark(self) -> object:
+        """An opaque token for the position after the batch being processed."""
+        if self._mark is None:
+            raise RuntimeError("mark() is only meaningful inside process_changes")
+        return self._mark
+
+    async def checkpoint(self, mark: object | None = None) -> None:
         if self._checkpoint is not None:
-            await self._checkpoint()
+            await self._checkpoint(mark)
 
 
 class LeaseLostError(Exception):

@@ -10,6 +10,7 @@ import click
 
 from leases import DEFAULT_TABLE, LeaseError, TableLeaseStore
 from observers import PluginLoadError
+from observers.spark.session import DEFAULT_MASTER, SparkOptions, output_path
 from processor import connection
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedError
@@ -59,7 +60,24 @@ processor_option = click.option(
     envvar="CFP_OBSERVER",
     default="log",
     show_default=True,
-    help="log, jsonl:DIR, or module:Name (a class or zero-argument factory).",
+    help="log, jsonl:DIR, spark, or module:Name (a class or zero-argument factory).",
+)
+@click.option(
+    "--output",
+    envvar="CFP_OUTPUT",
+    help="--observer spark: folder of the tables (OUTPUT/changes, OUTPUT/state).",
+)
+@click.option(
+    "--spark-master",
+    envvar="CFP_SPARK_MASTER",
+    default=DEFAULT_MASTER,
+    show_default=True,
+    help="--observer spark: master of the embedded Spark session.",
+)
+@click.option(
+    "--spark-remote",
+    envvar="CFP_SPARK_REMOTE",
+    help="--observer spark: sc://HOST:PORT of a Spark Connect server (instead of a local session).",
 )
 @click.option(
     "--lease-expiration",
@@ -128,6 +146,9 @@ def run_command(
     processor_name: str,
     host_name: str | None,
     observer: str,
+    output: str | None,
+    spark_master: str,
+    spark_remote: str | None,
     lease_expiration: float,
     renew_interval: float | None,
     acquire_interval: float | None,
@@ -154,6 +175,14 @@ def run_command(
         )
     except ValueError as e:
         fail(str(e), 2)
+    spark: SparkOptions | None = None
+    if observer == "spark":
+        try:
+            spark = SparkOptions(
+                output_path(output or ""), master=spark_master, remote=spark_remote
+            )
+        except PluginLoadError as e:
+            fail(str(e), 2)
     clock = SystemClock()
     conn = connection.resolve(connection_string)
     config = HostConfig(
@@ -168,6 +197,7 @@ def run_command(
         start_time=clock.wall() if start_from_now else start_time,
         until_caught_up=until_caught_up,
         is_ordered=not unordered,
+        spark=spark,
     )
 
     async def main(stop: asyncio.Event) -> int:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from leases import HostId
+from observers.spark.session import SparkOptions
 from processor.timings import Timings
 
 
@@ -29,3 +30,4 @@ class HostConfig:
     start_time: datetime | None = None
     until_caught_up: bool = False
     is_ordered: bool = True
+    spark: SparkOptions | None = None  # --observer spark

@@ -16,7 +16,9 @@ returns.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+from typing import Any
 
 import structlog
 
@@ -111,7 +113,11 @@ class Host:
         with structlog.contextvars.bound_contextvars(
             host=self.config.host_name, processor=self.config.processor_name
         ):
-            await self._run(stop)
+            async with contextlib.AsyncExitStack() as stack:
+                factory: Any = self.env.observer_factory
+                if hasattr(factory, "__aenter__"):  # e.g. one Spark session for every lease
+                    await stack.enter_async_context(factory)
+                await self._run(stop)
 
     async def _run(self, stop: asyncio.Event | None) -> None:
         log.info("host.starting")
@@ -146,7 +152,9 @@ async def open_host(
     storage = FeedStorage.from_connection_string(config.connection_string)
     try:
         await store.open()
-        factory = load_observer_factory(config.observer, host_name=config.host_name)
+        factory = load_observer_factory(
+            config.observer, host_name=config.host_name, spark=config.spark
+        )
     except BaseException:
         await store.close()
         await storage.close()

@@ -79,6 +79,7 @@ class Worker:
         )
         self.checkpointed = LeasePosition()
         self.delivered = LeasePosition()
+        self.batch_end = LeasePosition()  # after the last batch handed to the observer
         self.is_caught_up_recorded = held.lease.caught_up
         self.batches = 0
         self.events = 0
@@ -97,7 +98,7 @@ class Worker:
         reason, error = CloseReason.SHUTDOWN, ""
         try:
             position = LeasePosition.from_json(held.lease.continuation, lease=held.token)
-            self.checkpointed = self.delivered = position
+            self.checkpointed = self.delivered = self.batch_end = position
             reader = LeaseReader(
                 env.catalog,
                 shard=held.token,
@@ -151,19 +152,23 @@ class Worker:
                 continue
             if step.step is Step.BATCH:
                 assert step.batch is not None
-                await self._deliver(step.batch, calls, ctx)
-                self.delivered = step.position
+                ctx._mark = step.position
+                try:
+                    await self._deliver(step.batch, calls, ctx)
+                finally:
+                    ctx._mark = None
+                self.delivered = self.batch_end = step.position
                 if calls.auto_checkpoint:
                     await self._checkpoint(step.position, caught_up=False)
             elif step.step is Step.ADVANCED:
-                if self.delivered == self.checkpointed:  # nothing unconfirmed in between
-                    await self._checkpoint(step.position, caught_up=False)
                 self.delivered = step.position
+                await self._confirm_delivered()
             elif step.step is Step.CAUGHT_UP:
-                if not self.is_caught_up_recorded and self.delivered == self.checkpointed:
+                if not self.is_caught_up_recorded and self._all_confirmed():
                     await self._checkpoint(step.position, caught_up=True)
                 await wait_any(env.stop, held.lost, held.handover, timeout_s=env.timings.poll_s)
-            else:
+            else:  # at the barrier: others wait for our position too
+                await self._confirm_delivered()
                 await env.book.wait_for_change(
                     stop=env.stop, timeout_s=env.timings.barrier_refresh_s
                 )
@@ -242,9 +247,28 @@ class Worker:
         self.is_caught_up_recorded = caught_up
         env.book.set(held.token, position)
 
-    async def _manual_checkpoint(self) -> None:
-        try:
+    async def _confirm_delivered(self) -> None:
+        """Checkpoint a position reached without a batch (the end of a chunk or segment) once
+        every batch before it is confirmed; an observer that buffers confirms later, so this
+        is tried again at each step."""
+        if self._all_confirmed() and self.checkpointed.is_before(self.delivered):
             await self._checkpoint(self.delivered, caught_up=False)
+
+    def _all_confirmed(self) -> bool:
+        """Every batch handed to the observer is checkpointed (an observer may lag behind)."""
+        return not self.checkpointed.is_before(self.batch_end)
+
+    async def _manual_checkpoint(self, mark: object | None) -> None:
+        if mark is None:
+            position = self.delivered
+        elif isinstance(mark, LeasePosition):
+            position = mark
+        else:
+            raise TypeError(f"checkpoint(mark): not a mark from ctx.mark(): {mark!r}")
+        if not self.checkpointed.is_before(position):
+            return  # never back, and nothing new
+        try:
+            await self._checkpoint(position, caught_up=False)
         except _Ended:
             raise LeaseLostError(self.held.token, self.held.epoch) from None
 

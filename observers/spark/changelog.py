@@ -57,10 +57,7 @@ class ChangeLog:
         if not names:
             return None
         last = self.lease_dir(lease) / (names[-1] + SUFFIX)
-        try:
-            column = pq.read_table(last, columns=["position"]).column("position")
-        except (OSError, pa.ArrowException) as e:
-            raise ChangeLogError(f"{last}: cannot read its positions: {e}") from e
+        column = _read(last, ["position"]).column("position")
         if len(column) == 0:
             raise ChangeLogError(f"{last}: an empty file in the change log")
         return str(pc.max(column).as_py())
@@ -68,39 +65,47 @@ class ChangeLog:
     def publish(
         self,
         lease: str,
-        table: pa.Table,
+        source: pa.Table | Path,
         *,
         tail: str | None = None,
         known: bool = False,
-        staged: Path | None = None,
     ) -> Published:
-        """Make the rows of `table` (one lease's events, any order) visible exactly once.
+        """Make `source`'s rows (one lease's events, any order) visible exactly once.
 
-        `tail`, when `known`, is the lease's tail as this writer last saw it (saves reading it;
-        a stale one only costs a retry). `staged` is a Parquet file holding exactly `table`'s
-        rows (as Spark wrote them) to link into place; when some rows turn out to be published
-        already, the rest are written here with pyarrow instead.
+        `source` is a table, or a Parquet file (as Spark wrote it) that is linked into place as
+        is when all its rows are new. `tail`, when `known`, is the lease's tail as this writer
+        last saw it (saves reading it; a stale one only costs a retry).
         """
         if not known:
             tail = self.tail(lease)
-        rows = table
+        if isinstance(source, Path):
+            positions = _read(source, ["position"]).column("position")
+        else:
+            positions = source.column("position")
+        total = len(positions)
+        table = source if isinstance(source, pa.Table) else None
+        staged = source if isinstance(source, Path) else None
         while True:
-            fresh = _after(rows, tail)
-            if fresh.num_rows == 0:
-                return Published(None, 0, table.num_rows, tail)
-            first = str(pc.min(fresh.column("position")).as_py())
-            source = staged if fresh.num_rows == table.num_rows else None
+            fresh = _after(positions, tail)
+            if len(fresh) == 0:
+                return Published(None, 0, total, tail)
+            if len(fresh) < len(positions) or staged is None:  # write the rest ourselves
+                if table is None:
+                    assert staged is not None
+                    table = _read(staged, None)
+                table = table.filter(_after_mask(table.column("position"), tail))
+                positions, staged = table.column("position"), None
+            first, last = str(pc.min(fresh).as_py()), str(pc.max(fresh).as_py())
             target = self.lease_dir(lease) / (first + SUFFIX)
-            if self._link(source, fresh, target):
-                last = str(pc.max(fresh.column("position")).as_py())
-                return Published(target, fresh.num_rows, table.num_rows - fresh.num_rows, last)
+            if self._link(staged, table, target):
+                return Published(target, len(fresh), total - len(fresh), last)
             tail = self.tail(lease)  # another writer took this name: publish what is left
-            rows = fresh
 
-    def _link(self, staged: Path | None, rows: pa.Table, target: Path) -> bool:
+    def _link(self, staged: Path | None, rows: pa.Table | None, target: Path) -> bool:
         target.parent.mkdir(parents=True, exist_ok=True)
         own: Path | None = None
         if staged is None:
+            assert rows is not None
             own = target.parent / f".{uuid.uuid4().hex}.staged"
             pq.write_table(rows.sort_by("position"), own)
             staged = own
@@ -121,7 +126,18 @@ class ChangeLog:
         return sorted(e.removesuffix(SUFFIX) for e in entries if e.endswith(SUFFIX))
 
 
-def _after(table: pa.Table, tail: str | None) -> pa.Table:
+def _after_mask(positions: pa.ChunkedArray | pa.Array, tail: str | None) -> pa.Array:
     if tail is None:
-        return table
-    return table.filter(pc.greater(table.column("position"), pa.scalar(tail)))
+        return pa.array([True] * len(positions))
+    return pc.greater(positions, pa.scalar(tail))
+
+
+def _after(positions: pa.ChunkedArray | pa.Array, tail: str | None) -> pa.ChunkedArray | pa.Array:
+    return positions if tail is None else positions.filter(_after_mask(positions, tail))
+
+
+def _read(path: Path, columns: list[str] | None) -> pa.Table:
+    try:
+        return pq.read_table(path, columns=columns)
+    except (OSError, pa.ArrowException) as e:
+        raise ChangeLogError(f"{path}: cannot read it: {e}") from e

@@ -63,9 +63,15 @@ def test_a_staged_file_is_linked_as_is_when_every_row_is_new(tmp_path: Path) -> 
     log = ChangeLog(tmp_path / "changes")
     staged = tmp_path / "staged.parquet"
     pq.write_table(events(["b", "a"]), staged)
-    done = log.publish(LEASE, events(["b", "a"]), staged=staged)
+    done = log.publish(LEASE, staged)
     assert done.file is not None and done.file.name == "a.parquet"
     assert done.file.stat().st_ino == staged.stat().st_ino  # no copy
+    again = tmp_path / "again.parquet"  # a replay with one more row: only that row is written
+    pq.write_table(events(["a", "c", "b"]), again)
+    rest = log.publish(LEASE, again)
+    assert rest.file is not None and rest.file.name == "c.parquet" and rest.skipped == 2
+    assert rest.file.stat().st_ino != again.stat().st_ino
+    assert sorted(published(log)) == ["a", "b", "c"] and len(published(log)) == 3
 
 
 def test_a_foreign_empty_file_is_named_in_the_error(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from observers import (
 )
 from observers.jsonl import JsonlObserver
 from observers.log import LogObserver
+from observers.spark.session import output_path
 
 RAW = {
     "schemaVersion": 5,
@@ -58,12 +59,13 @@ def test_built_in_and_module_observers_load() -> None:
 @pytest.mark.parametrize(
     ("spec", "problem"),
     [
-        ("nope", "expected log, jsonl:DIR or module:Name"),
+        ("nope", "expected log, jsonl:DIR, spark or module:Name"),
         ("jsonl:", "needs a directory"),
         ("no_such_module_x:Thing", "cannot import"),
         ("tests.plugins:Missing", "has no attribute Missing"),
         ("json:dumps", None),  # a callable factory is accepted at load time
         ("observers.protocol:CloseReason", "has no process_changes"),
+        ("spark", "needs --output"),
     ],
 )
 def test_bad_observer_specs_say_what_is_wrong(spec: str, problem: str | None) -> None:
@@ -125,3 +127,12 @@ def test_jsonl_writes_one_line_per_event_with_lease_and_epoch(tmp_path: Path) ->
     assert {(x["host"], x["lease"], x["epoch"], x["eventType"]) for x in lines} == {
         ("host-a", "03", 4, "BlobCreated")
     }
+
+
+def test_spark_output_must_be_a_path_the_host_can_link_in(tmp_path: Path) -> None:
+    assert output_path(f"file://{tmp_path}") == tmp_path.resolve()
+    assert output_path(str(tmp_path / "x")) == (tmp_path / "x").resolve()
+    with pytest.raises(PluginLoadError, match="only local or mounted paths"):
+        output_path("abfss://data@acct.dfs.core.windows.net/feed")
+    with pytest.raises(PluginLoadError, match="--output is required"):
+        output_path("")
