@@ -1,6 +1,6 @@
 """One host reading the feed into local Spark, against writing the same rows from a ready table.
 
-    python -m bench.spark_ingest [--events-per-segment 10000] [--segments 3] [--master local[2]]
+    python -m bench.spark_ingest [--events-per-segment 30000] [--segments 3] [--master local[2]]
 
 Starts a dedicated Azurite, emulates a feed (cached in .bench/spark_ingest/ between runs) and:
 
@@ -71,6 +71,7 @@ def run_host(conn: str, output: Path, master: str) -> tuple[float, str]:
     ]  # fmt: skip
     proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     lines = [ln for ln in proc.stdout.splitlines() + proc.stderr.splitlines() if ln.startswith("{")]
+    (WORKDIR / "host.log").write_text("\n".join(lines) + "\n")
     if proc.returncode != 0:
         raise SystemExit(f"host failed ({proc.returncode}):\n" + "\n".join(lines[-20:]))
     started = next(log_time(ln) for ln in lines if '"host.starting"' in ln)
@@ -88,6 +89,7 @@ def baseline(changes: Path, out: Path, master: str) -> tuple[int, float]:
     spark = (
         SparkSession.builder.master(master)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
@@ -107,7 +109,7 @@ def baseline(changes: Path, out: Path, master: str) -> tuple[int, float]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--segments", type=int, default=3)
-    parser.add_argument("--events-per-segment", type=int, default=10_000)
+    parser.add_argument("--events-per-segment", type=int, default=30_000)
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     WORKDIR.mkdir(parents=True, exist_ok=True)

@@ -69,7 +69,8 @@ class Host:
             clock=self.clock,
             stop=self._stop,
             batch_events=config.batch_events,
-            is_ordered=config.is_ordered,
+            # an observer that orders by sequencer itself (Spark) does not need the barrier
+            is_ordered=config.is_ordered and getattr(observer_factory, "needs_segment_order", True),
             observer_spec=config.observer,
         )
         self.supervisor = WorkerSupervisor(

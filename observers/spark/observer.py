@@ -70,7 +70,13 @@ class SparkObserver:
 
 
 class SparkObserverFactory:
-    """One Spark session and sink per host, one `SparkObserver` per lease."""
+    """One Spark session and sink per host, one `SparkObserver` per lease.
+
+    The change log is a set of events, which needs no order across segments: the host drops the
+    segment barrier, which would otherwise hold every segment until the previous one's Spark
+    write is checkpointed."""
+
+    needs_segment_order = False
 
     def __init__(self, options: SparkOptions, *, host_name: str) -> None:
         self.options = options

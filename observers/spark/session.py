@@ -53,7 +53,12 @@ def open_session(options: SparkOptions) -> object:
     if options.remote:
         session = builder.remote(options.remote).getOrCreate()
     else:
-        session = builder.master(options.master).config("spark.ui.enabled", "false").getOrCreate()
+        session = (
+            builder.master(options.master)
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")  # no progress bars in the logs
+            .getOrCreate()
+        )
         session.sparkContext.setLogLevel("WARN")
     for key, value in SQL_CONF.items():  # session settings: also apply over Spark Connect
         session.conf.set(key, value)

@@ -11,6 +11,7 @@ lease's checkpoints follow the order of its batches.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import shutil
 import time
@@ -26,6 +27,7 @@ import pyarrow.parquet as pq
 import structlog
 
 from observers.spark.changelog import ChangeLog
+from observers.spark.schema import changes_table
 from observers.spark.session import SparkOptions, open_session
 
 log = structlog.get_logger("cfp.spark")
@@ -74,6 +76,7 @@ class SparkSink:
     async def __aenter__(self) -> SparkSink:
         self.options.changes.mkdir(parents=True, exist_ok=True)
         self._session = await asyncio.to_thread(open_session, self.options)
+        await asyncio.to_thread(self._warm_up)
         self._flusher = asyncio.create_task(self._flush_loop(), name="spark-sink")
         return self
 
@@ -84,6 +87,15 @@ class SparkSink:
             await self._flusher
         if self._session is not None:
             await asyncio.to_thread(self._session.stop)
+
+    def _warm_up(self) -> None:
+        """One tiny write before the first lease: a fresh JVM's first job takes seconds."""
+        folder = self.options.staging / f"{self.host}-warm-up-{uuid.uuid4().hex}"
+        try:
+            empty = changes_table([]).append_column(LEASE_COLUMN, pa.array([], pa.string()))
+            self._session.createDataFrame(empty).write.parquet(str(folder))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def forget_tail(self, lease: str) -> None:
         """A lease (re)opened here: read its tail from the log at its next publish."""
@@ -164,8 +176,13 @@ class SparkSink:
             table = pa.concat_tables(tables)
             parts.append(table.append_column(LEASE_COLUMN, pa.array([lease] * table.num_rows)))
         staging = self.options.staging / f"{self.host}-{uuid.uuid4().hex}"
+        # one contiguous Arrow buffer in (lease, position) order: Spark cuts it into record
+        # batches of consecutive rows, so each file it writes holds a range of one lease
+        table = pa.concat_tables(parts).sort_by(
+            [(LEASE_COLUMN, "ascending"), ("position", "ascending")]
+        )
         try:
-            frame = self._session.createDataFrame(pa.concat_tables(parts))
+            frame = self._session.createDataFrame(table.combine_chunks())
             frame.write.partitionBy(LEASE_COLUMN).parquet(str(staging))
             for lease in sorted(by_lease):
                 self._publish(lease, staging / f"{LEASE_COLUMN}={lease}")
@@ -173,10 +190,10 @@ class SparkSink:
             shutil.rmtree(staging, ignore_errors=True)
 
     def _publish(self, lease: str, folder: Path) -> None:
-        files = sorted(folder.glob("*.parquet"), key=_first_position)
-        for path in files:
+        sources = _contiguous_sources(sorted(folder.glob("*.parquet")))
+        for source in sources:
             known = lease in self._tails
-            done = self.log.publish(lease, path, tail=self._tails.get(lease), known=known)
+            done = self.log.publish(lease, source, tail=self._tails.get(lease), known=known)
             self._tails[lease] = done.tail
             self.stats.published += done.rows
             self.stats.skipped += done.skipped
@@ -184,5 +201,14 @@ class SparkSink:
                 log.info("spark.replay_skipped", lease=lease, rows=done.skipped)
 
 
-def _first_position(path: Path) -> str:
-    return str(pc.min(pq.read_table(path, columns=["position"]).column("position")).as_py())
+def _contiguous_sources(files: list[Path]) -> list[pa.Table | Path]:
+    """The files of one lease in chain order when their position ranges do not interleave;
+    otherwise all their rows as one table (a chain link must be a contiguous range)."""
+    ranges = []
+    for path in files:
+        positions = pq.read_table(path, columns=["position"]).column("position")
+        ranges.append((str(pc.min(positions).as_py()), str(pc.max(positions).as_py()), path))
+    ranges.sort()
+    if all(a[1] < b[0] for a, b in itertools.pairwise(ranges)):
+        return [path for _, _, path in ranges]
+    return [pa.concat_tables(pq.read_table(path) for path in files)]
