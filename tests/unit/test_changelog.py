@@ -121,3 +121,19 @@ def test_any_interleaving_of_writers_publishes_each_event_once_and_no_gap(
         finisher = Writer(cursor=checkpoint, tail=log.tail(LEASE))
         log.publish(LEASE, events(keys[finisher.cursor :]), tail=finisher.tail, known=True)
         assert published(log) == keys
+
+
+def test_spark_files_of_a_lease_become_chain_links_only_when_their_ranges_do_not_interleave(
+    tmp_path: Path,
+) -> None:
+    from observers.spark.sink import _contiguous_sources
+
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    pq.write_table(events(["k3", "k4"]), a)
+    pq.write_table(events(["k1", "k2"]), b)
+    assert _contiguous_sources([a, b]) == [b, a]  # chain order
+    pq.write_table(events(["k1", "k4"]), a)  # interleaved with b's k2..k3: one merged table
+    pq.write_table(events(["k2", "k3"]), b)
+    [merged] = _contiguous_sources([a, b])
+    assert isinstance(merged, pa.Table)
+    assert sorted(merged.column("position").to_pylist()) == ["k1", "k2", "k3", "k4"]
