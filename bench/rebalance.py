@@ -83,11 +83,7 @@ async def scenario(name: str, conn: str, ids: set[str], args: argparse.Namespace
             await table.until(lambda r: is_balanced(r, three), within_s=60, what="balance")
             if name == "scale-out":
                 cluster.start("h4")
-                while not any(
-                    e.get("event") == "balance.planned" for e in cluster.log_events("h4")
-                ):
-                    await asyncio.sleep(0.02)
-                began = time.monotonic()
+                began = await cluster.logged("h4", "balance.planned", within_s=60)
                 want = {"h1", "h2", "h3", "h4"}
             else:
                 cluster.signal("h2", signal.SIGKILL if name == "kill -9" else signal.SIGTERM)

@@ -29,15 +29,12 @@ from datetime import datetime
 from pathlib import Path
 
 import pyarrow.dataset as ds
-from azure.storage.blob.aio import BlobServiceClient
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from processor.changefeed.emulator.azurite import Azurite  # noqa: E402
-from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
-from processor.changefeed.emulator.service import reset_account  # noqa: E402
-from tests.conftest import EMULATOR_CONTAINERS  # noqa: E402
+from tests.helpers import emulate_afresh  # noqa: E402
 
 WORKDIR = ROOT / ".bench" / "spark_ingest"
 
@@ -46,12 +43,9 @@ async def build_feed(conn: str, args: argparse.Namespace) -> None:
     marker = WORKDIR / "azurite" / f"feed-{args.segments}x{args.events_per_segment}.done"
     if marker.exists():
         return
-    async with BlobServiceClient.from_connection_string(conn) as service:
-        await reset_account(service, EMULATOR_CONTAINERS)
-        config = EmulatorConfig(
-            seed=5, segments=args.segments, events_per_segment=args.events_per_segment
-        )
-        await Emulator(service, config).run_batch()
+    await emulate_afresh(
+        conn, seed=5, segments=args.segments, events_per_segment=args.events_per_segment
+    )
     marker.touch()
 
 

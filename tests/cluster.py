@@ -103,6 +103,14 @@ class Cluster:
         lines.sort(key=lambda d: (d["t"], d["host"], d["_line"]))
         return lines
 
+    async def logged(self, name: str, event: str, *, within_s: float) -> float:
+        """Wait until host `name` has logged `event`; the monotonic time it was seen."""
+        deadline = time.monotonic() + within_s
+        while not any(e.get("event") == event for e in self.log_events(name)):
+            assert time.monotonic() < deadline, f"{name} never logged {event}"
+            await asyncio.sleep(0.05)
+        return time.monotonic()
+
     def log_events(self, name: str) -> list[dict[str, Any]]:
         out = []
         for text in (self.workdir / f"{name}.log").read_text().splitlines():

@@ -14,11 +14,13 @@ from azure.storage.blob.aio import BlobServiceClient
 
 from processor.changefeed.emulator.azurite import ROOT
 from processor.changefeed.emulator.emulator import EmulationSummary, Emulator, EmulatorConfig
+from processor.changefeed.emulator.service import reset_account
 from processor.changefeed.feed_reader import FeedReader
 from processor.changefeed.position import FeedPosition, RawRecord
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import FeedStorage
 from processor.connection import ENV_VAR
+from tests.conftest import EMULATOR_CONTAINERS
 
 
 async def emulate(
@@ -27,6 +29,15 @@ async def emulate(
     config = replace(config or EmulatorConfig(), **changes)
     async with BlobServiceClient.from_connection_string(conn) as service:
         return await Emulator(service, config).run_batch()
+
+
+async def emulate_afresh(conn: str, **changes: Any) -> list[RawRecord]:
+    """Empty the account, emulate a feed with `changes` to the default config, and read it."""
+    async with BlobServiceClient.from_connection_string(conn) as service:
+        await reset_account(service, EMULATOR_CONTAINERS)
+    await emulate(conn, **changes)
+    records, _ = await read_all(conn)
+    return records
 
 
 async def read_all(

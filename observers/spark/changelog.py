@@ -86,14 +86,15 @@ class ChangeLog:
         table = source if isinstance(source, pa.Table) else None
         staged = source if isinstance(source, Path) else None
         while True:
-            fresh = _after(positions, tail)
+            keep = None if tail is None else pc.greater(positions, pa.scalar(tail))
+            fresh = positions if keep is None else positions.filter(keep)
             if len(fresh) == 0:
                 return Published(None, 0, total, tail)
-            if len(fresh) < len(positions) or staged is None:  # write the rest ourselves
+            if keep is not None and len(fresh) < len(positions):  # write the rest ourselves
                 if table is None:
                     assert staged is not None
                     table = _read(staged, None)
-                table = table.filter(_after_mask(table.column("position"), tail))
+                table = table.filter(keep)
                 positions, staged = table.column("position"), None
             first, last = str(pc.min(fresh).as_py()), str(pc.max(fresh).as_py())
             target = self.lease_dir(lease) / (first + SUFFIX)
@@ -124,16 +125,6 @@ class ChangeLog:
         except FileNotFoundError:
             return []
         return sorted(e.removesuffix(SUFFIX) for e in entries if e.endswith(SUFFIX))
-
-
-def _after_mask(positions: pa.ChunkedArray | pa.Array, tail: str | None) -> pa.Array:
-    if tail is None:
-        return pa.array([True] * len(positions))
-    return pc.greater(positions, pa.scalar(tail))
-
-
-def _after(positions: pa.ChunkedArray | pa.Array, tail: str | None) -> pa.ChunkedArray | pa.Array:
-    return positions if tail is None else positions.filter(_after_mask(positions, tail))
 
 
 def _read(path: Path, columns: list[str] | None) -> pa.Table:

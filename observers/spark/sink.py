@@ -61,7 +61,7 @@ class SparkSink:
     def __init__(self, options: SparkOptions, *, host: str = "host") -> None:
         self.options = options
         self.host = host
-        self.log = ChangeLog(options.changes)
+        self.changes = ChangeLog(options.changes)
         self.stats = SinkStats()
         self._session: Any = None
         self._pending: list[Pending] = []
@@ -168,23 +168,17 @@ class SparkSink:
                 item.done.set_result(None)
 
     def _write_and_publish(self, items: list[Pending]) -> None:
-        by_lease: dict[str, list[pa.Table]] = {}
-        for item in items:
-            by_lease.setdefault(item.lease, []).append(item.table)
-        parts = []
-        for lease, tables in sorted(by_lease.items()):
-            table = pa.concat_tables(tables)
-            parts.append(table.append_column(LEASE_COLUMN, pa.array([lease] * table.num_rows)))
-        staging = self.options.staging / f"{self.host}-{uuid.uuid4().hex}"
         # one contiguous Arrow buffer in (lease, position) order: Spark cuts it into record
         # batches of consecutive rows, so each file it writes holds a range of one lease
-        table = pa.concat_tables(parts).sort_by(
-            [(LEASE_COLUMN, "ascending"), ("position", "ascending")]
-        )
+        table = pa.concat_tables(
+            item.table.append_column(LEASE_COLUMN, pa.array([item.lease] * item.table.num_rows))
+            for item in items
+        ).sort_by([(LEASE_COLUMN, "ascending"), ("position", "ascending")])
+        staging = self.options.staging / f"{self.host}-{uuid.uuid4().hex}"
         try:
             frame = self._session.createDataFrame(table.combine_chunks())
             frame.write.partitionBy(LEASE_COLUMN).parquet(str(staging))
-            for lease in sorted(by_lease):
+            for lease in sorted({item.lease for item in items}):
                 self._publish(lease, staging / f"{LEASE_COLUMN}={lease}")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -193,7 +187,7 @@ class SparkSink:
         sources = _contiguous_sources(sorted(folder.glob("*.parquet")))
         for source in sources:
             known = lease in self._tails
-            done = self.log.publish(lease, source, tail=self._tails.get(lease), known=known)
+            done = self.changes.publish(lease, source, tail=self._tails.get(lease), known=known)
             self._tails[lease] = done.tail
             self.stats.published += done.rows
             self.stats.skipped += done.skipped
@@ -204,6 +198,8 @@ class SparkSink:
 def _contiguous_sources(files: list[Path]) -> list[pa.Table | Path]:
     """The files of one lease in chain order when their position ranges do not interleave;
     otherwise all their rows as one table (a chain link must be a contiguous range)."""
+    if len(files) < 2:
+        return list(files)
     ranges = []
     for path in files:
         positions = pq.read_table(path, columns=["position"]).column("position")

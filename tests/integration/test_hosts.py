@@ -22,10 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.storage.blob.aio import BlobServiceClient
 
 from processor.changefeed.emulator.azurite import Azurite
-from processor.changefeed.emulator.service import reset_account
 from processor.changefeed.selection import parse_event_time
 from tests.cluster import (
     LEASE_TABLE,
@@ -35,8 +33,7 @@ from tests.cluster import (
     is_balanced,
     order_violations,
 )
-from tests.conftest import EMULATOR_CONTAINERS
-from tests.helpers import emulate, per_blob, read_all, run_cfp
+from tests.helpers import emulate_afresh, per_blob, read_all, run_cfp
 
 EXPIRY_S, RENEW_S, ACQUIRE_S = 3.0, 1.0, 1.0
 JITTER = 1.2  # a balancing tick may come up to 20 % late
@@ -64,10 +61,9 @@ class Feed:
 @pytest.fixture(scope="module")
 async def feed(azurite: Azurite) -> Feed:
     conn = azurite.connection_string
-    async with BlobServiceClient.from_connection_string(conn) as service:
-        await reset_account(service, EMULATOR_CONTAINERS)
-    await emulate(conn, seed=11, segments=4, events_per_segment=5000, shards=(6, 9, 6, 8))
-    records, _ = await read_all(conn)
+    records = await emulate_afresh(
+        conn, seed=11, segments=4, events_per_segment=5000, shards=(6, 9, 6, 8)
+    )
     ids = {str(r["id"]) for r in records}
     assert len(ids) >= 20_000
     return Feed(conn, ids, per_blob(records))
@@ -200,11 +196,7 @@ async def test_a_fourth_host_balances_within_three_ticks_without_duplicates(
         lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
     )
     start(cluster, "h4")
-    deadline = time.monotonic() + 30
-    while not any(e.get("event") == "balance.planned" for e in cluster.log_events("h4")):
-        assert time.monotonic() < deadline, "h4 never ticked"
-        await asyncio.sleep(0.05)
-    first_tick = time.monotonic()
+    first_tick = await cluster.logged("h4", "balance.planned", within_s=30)
     balanced = await table.until(
         lambda rows: is_balanced(rows, {"h1", "h2", "h3", "h4"}), within_s=30, what="balance of 4"
     )

@@ -4,7 +4,6 @@ its checkpoints."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import signal
 from collections import Counter
@@ -14,13 +13,10 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
-from azure.storage.blob.aio import BlobServiceClient
 
 from processor.changefeed.emulator.azurite import Azurite
-from processor.changefeed.emulator.service import reset_account
 from tests.cluster import Cluster, Table, all_caught_up
-from tests.conftest import EMULATOR_CONTAINERS
-from tests.helpers import emulate, read_all
+from tests.helpers import emulate_afresh
 
 _processors = itertools.count()
 pytestmark = pytest.mark.timeout(300)
@@ -35,10 +31,9 @@ class Feed:
 @pytest.fixture(scope="module")
 async def feed(azurite: Azurite) -> Feed:
     conn = azurite.connection_string
-    async with BlobServiceClient.from_connection_string(conn) as service:
-        await reset_account(service, EMULATOR_CONTAINERS)
-    await emulate(conn, seed=21, segments=3, events_per_segment=1500, shards=(4, 6, 4))
-    records, _ = await read_all(conn)
+    records = await emulate_afresh(
+        conn, seed=21, segments=3, events_per_segment=1500, shards=(4, 6, 4)
+    )
     return Feed(conn, {str(r["id"]) for r in records})
 
 
@@ -91,12 +86,8 @@ async def test_a_host_killed_after_a_write_before_its_checkpoints(
     cluster: Cluster, feed: Feed
 ) -> None:
     cluster.start("h2", CFP_TEST_SPARK_PAUSE_AFTER_PUBLISH_S="60")
-    for _ in range(600):  # h2 published a Spark write and now waits before checkpointing it
-        if any(e.get("event") == "spark.published" for e in cluster.log_events("h2")):
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError("h2 never published")
+    # h2 published a Spark write and now waits before checkpointing it
+    await cluster.logged("h2", "spark.published", within_s=60)
     cluster.signal("h2", signal.SIGKILL)
     cluster.wait("h2")
     cluster.start("h1")  # takes h2's leases after expiry and replays from their checkpoints

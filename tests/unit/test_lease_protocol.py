@@ -102,18 +102,10 @@ class LeaseProtocol(RuleBasedStateMachine):
         if not hosts:
             return
         host = data.draw(st.sampled_from(hosts))
-        for token, lease in list(host.held.items()):
+        for token in list(host.held):
             if self.now - host.renewed_at[token] >= EXPIRY * 0.8:
                 del host.held[token]  # self-fencing, as HeldLease.is_usable does
-                continue
-            renewed = run(self.store.renew(lease))
-            if renewed is None:
-                del host.held[token]
-                continue
-            host.held[token], host.renewed_at[token] = renewed, self.now
-            if renewed.next_owner not in (None, host.name):
-                run(self.store.release(renewed))
-                del host.held[token]
+        self._renew_all(host)
 
     @rule(data=st.data())
     def checkpoint(self, data: st.DataObject) -> None:
