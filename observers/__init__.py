@@ -1,8 +1,8 @@
 """Observers: the contract between a host and the code that consumes a lease's batches.
 
-Public names: `Observer`, `PartitionContext`, `CloseReason`, `ChangeEvent` (from `protocol`),
-`LeaseLostError`, and the plugin loader. Built-ins: `log`, `jsonl`. Plugins import only from here.
-Nothing here knows about Azure Tables.
+Public names: `Observer`, `PartitionContext`, `CloseReason`, `ChangeEvent`, `EventBatch` (what
+`process_changes` receives; from `protocol`), `LeaseLostError`, and the plugin loader. Built-ins:
+`log`, `jsonl`, `spark`. Plugins import only from here. Nothing here knows about Azure Tables.
 """
 
 from observers.errors import ObserverError, PluginLoadError
@@ -10,6 +10,7 @@ from observers.plugins import ObserverCalls, load_observer_factory
 from observers.protocol import (
     ChangeEvent,
     CloseReason,
+    EventBatch,
     LeaseLostError,
     Observer,
     ObserverFactory,
@@ -19,6 +20,7 @@ from observers.protocol import (
 __all__ = [
     "ChangeEvent",
     "CloseReason",
+    "EventBatch",
     "LeaseLostError",
     "Observer",
     "ObserverCalls",

@@ -8,11 +8,11 @@ close. Each method may be `async def` or a plain function (a plain one runs in a
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, overload, runtime_checkable
 
 import structlog
 
@@ -75,6 +75,57 @@ class ChangeEvent:
             segment=segment,
             position=position,
         )
+
+
+class EventBatch(Sequence[ChangeEvent]):
+    """One batch of a lease: a sequence of `ChangeEvent`s, each made on first access.
+
+    The decoded `records`, their `positions`, the `shard` and the `segment` stay available, so
+    an observer that works on columns (Spark) reads them directly and never pays for the
+    per-event objects. Records are shared, not copied: observers must not change them.
+    """
+
+    __slots__ = ("_events", "positions", "records", "segment", "shard")
+
+    def __init__(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        positions: Sequence[str],
+        *,
+        shard: str,
+        segment: str,
+    ) -> None:
+        if len(records) != len(positions):
+            raise ValueError(f"{len(records)} records but {len(positions)} positions")
+        self.records = records
+        self.positions = positions
+        self.shard = shard
+        self.segment = segment
+        self._events: list[ChangeEvent | None] = [None] * len(records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @overload
+    def __getitem__(self, index: int) -> ChangeEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ChangeEvent]: ...
+    def __getitem__(self, index: int | slice) -> ChangeEvent | Sequence[ChangeEvent]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        event = self._events[index]
+        if event is None:
+            event = self._events[index] = ChangeEvent.from_raw(
+                self.records[index],
+                shard=self.shard,
+                segment=self.segment,
+                position=self.positions[index],
+            )
+        return event
+
+    def __iter__(self) -> Iterator[ChangeEvent]:
+        for i in range(len(self)):
+            yield self[i]
 
 
 @dataclass(slots=True)

@@ -23,8 +23,8 @@ from tenacity import (
 
 from leases import HostId, LeaseError, LeaseStore
 from observers import (
-    ChangeEvent,
     CloseReason,
+    EventBatch,
     LeaseLostError,
     ObserverCalls,
     ObserverFactory,
@@ -184,10 +184,9 @@ class Worker:
     async def _deliver(
         self, batch: ShardBatch, calls: ObserverCalls, ctx: PartitionContext
     ) -> None:
-        events = [
-            ChangeEvent.from_raw(r, shard=self.held.token, segment=batch.segment, position=key)
-            for r, key in zip(batch.records, batch.event_keys(), strict=True)
-        ]
+        events = EventBatch(
+            batch.records, batch.event_keys(), shard=self.held.token, segment=batch.segment
+        )
         if not events:
             return
         if not self.held.is_usable():  # fencing: the last check before user code sees events

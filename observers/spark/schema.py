@@ -1,7 +1,12 @@
-"""The change log's columns, and change events turned into a `pyarrow.Table` with exactly them.
+"""The change log's columns, and a lease's batch turned into a `pyarrow.Table` with exactly them.
 
 The schema is explicit (never inferred), so every batch has the same column types whatever the
 events carried, Spark gets Arrow data as is, and any Parquet reader sees one schema.
+
+Rows are built column-wise: pyarrow converts the decoded records into one struct array in C++
+(about 2 us a record, against about 11 us for a `ChangeEvent` and a Python row each), and the
+derived columns (container and blob from the subject, the event time) are Arrow compute
+kernels. The values are exactly those `ChangeEvent.from_raw` gives (tested on recorded feeds).
 """
 
 from __future__ import annotations
@@ -10,12 +15,15 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from observers.protocol import ChangeEvent
+from observers.protocol import ChangeEvent, EventBatch
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
+TAGS = pa.map_(pa.string(), pa.string())
 
 CHANGES_SCHEMA = pa.schema(
     [
@@ -33,6 +41,7 @@ CHANGES_SCHEMA = pa.schema(
         pa.field("tier", pa.string()),
         pa.field("snapshot", pa.string()),
         pa.field("version", pa.string()),
+        pa.field("tags", TAGS),
         pa.field("schema_version", pa.int64()),
         pa.field("shard", pa.string(), nullable=False),
         pa.field("segment", TIMESTAMP, nullable=False),
@@ -41,7 +50,8 @@ CHANGES_SCHEMA = pa.schema(
     ]
 )
 """One row per event. `position` orders the events of one shard (see `event_key`); `raw` is the
-record as decoded, as JSON. `segment` is the begin time of the event's segment."""
+record as decoded, as JSON. `segment` is the begin time of the event's segment. `tags` are the
+blob's index tags after a tag change (`data.blobTagsUpdated.current`, schema v5+), else null."""
 
 _DATA_COLUMNS = {  # column -> field of the record's `data`
     "api": "api",
@@ -53,6 +63,35 @@ _DATA_COLUMNS = {  # column -> field of the record's `data`
     "snapshot": "snapshot",
     "version": "blobVersion",
 }
+_STRING = pa.string()
+_DATA = pa.struct(
+    [
+        *(
+            pa.field(name, CHANGES_SCHEMA.field(column).type)
+            for column, name in _DATA_COLUMNS.items()
+        ),
+        pa.field("sequencer", _STRING),
+        pa.field("blobTagsUpdated", pa.struct([pa.field("current", TAGS)])),
+    ]
+)
+_RECORD = pa.struct(
+    [
+        pa.field("schemaVersion", pa.int64()),
+        pa.field("subject", _STRING),
+        pa.field("eventType", _STRING),
+        pa.field("eventTime", _STRING),
+        pa.field("id", _STRING),
+        pa.field("data", _DATA),
+    ]
+)
+"""The fields of a record the typed columns come from; other fields only go into `raw`."""
+
+# mirrors ChangeEvent.from_raw: the container ends at the first "/blobs/"
+_SUBJECT = r"^/blobServices/default/containers/(?P<container>.*?)(?:/blobs/(?P<blob>.*))?$"
+
+
+class BadEventError(ValueError):
+    """A record cannot become a change log row (named by its position)."""
 
 
 def segment_begin(segment: str) -> datetime:
@@ -62,33 +101,144 @@ def segment_begin(segment: str) -> datetime:
     return datetime(year, month, day, hhmm // 100, hhmm % 100, tzinfo=UTC)
 
 
+def changes_table(events: Sequence[ChangeEvent]) -> pa.Table:
+    """The events as rows of `CHANGES_SCHEMA`, in the order given.
+
+    An `EventBatch` is converted from its records without making any `ChangeEvent`.
+
+    Errors: `BadEventError` when an event has no readable `eventTime`.
+    """
+    if isinstance(events, EventBatch):
+        return records_table(
+            events.records, events.positions, shard=events.shard, segment=events.segment
+        )
+    return records_table(
+        [e.raw for e in events],
+        [e.position for e in events],
+        shard=[e.shard for e in events],
+        segment=[e.segment for e in events],
+    )
+
+
+def records_table(
+    records: Sequence[Mapping[str, Any]],
+    positions: Sequence[str],
+    *,
+    shard: str | Sequence[str],
+    segment: str | Sequence[str],
+) -> pa.Table:
+    """Decoded records (with their positions, shard and segment) as rows of `CHANGES_SCHEMA`."""
+    n = len(records)
+    parsed = _record_array(records)
+    data = _field(parsed, "data")
+    where = pc.extract_regex(pc.fill_null(_field(parsed, "subject"), ""), _SUBJECT)
+    columns: dict[str, pa.Array] = {
+        "id": _text(_field(parsed, "id")),
+        "event_type": _text(_field(parsed, "eventType")),
+        "event_time": _event_times(_field(parsed, "eventTime"), positions),
+        "container": _text(_field(where, "container")),
+        "blob": _text(_field(where, "blob")),
+        "sequencer": _text(_field(data, "sequencer")),
+    }
+    for column, name in _DATA_COLUMNS.items():
+        value = _field(data, name)
+        if pa.types.is_string(value.type):  # "" means absent, as in the service's records
+            empty = pc.equal(value, "")
+            if empty.true_count:
+                value = pc.if_else(empty, pa.scalar(None, _STRING), value)
+        columns[column] = value
+    columns["tags"] = _field(_field(data, "blobTagsUpdated"), "current")
+    columns["schema_version"] = _field(parsed, "schemaVersion")
+    columns["shard"] = _repeat(shard, n, _STRING)
+    columns["segment"] = (
+        pa.array([segment_begin(segment)] * n, TIMESTAMP)
+        if isinstance(segment, str)
+        else pa.array([segment_begin(s) for s in segment], TIMESTAMP)
+    )
+    columns["position"] = pa.array(positions, _STRING)
+    columns["raw"] = _json_column(records)
+    return pa.Table.from_arrays(
+        [columns[name] for name in CHANGES_SCHEMA.names], schema=CHANGES_SCHEMA
+    )
+
+
+def _record_array(records: Sequence[Mapping[str, Any]]) -> pa.StructArray:
+    """The typed fields of every record; a record whose fields have unexpected types (a future
+    schema version, say) is coerced field by field instead of failing the batch."""
+    try:
+        return pa.array(records, type=_RECORD)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([_coerced(r, _RECORD) for r in records], type=_RECORD)
+
+
+def _coerced(value: object, kind: pa.DataType) -> Any:
+    """`value` as a Python value of Arrow type `kind`; None when it cannot be one."""
+    if value is None:
+        return None
+    if pa.types.is_struct(kind):
+        if not isinstance(value, Mapping):
+            return None
+        return {f.name: _coerced(value.get(f.name), f.type) for f in kind}
+    if pa.types.is_map(kind):
+        if not isinstance(value, Mapping):
+            return None
+        return {str(k): None if v is None else str(v) for k, v in value.items()}
+    if pa.types.is_integer(kind):
+        try:
+            return int(value)  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            return None
+    return value if isinstance(value, str) else str(value)
+
+
+def _field(values: pa.Array, name: str) -> pa.Array:
+    """A struct's child, null where the struct is (`.field()` alone ignores the parent's
+    nulls; the kernel that does not costs more, so it runs only when there are some)."""
+    return values.field(name) if values.null_count == 0 else pc.struct_field(values, name)
+
+
+def _text(values: pa.Array) -> pa.Array:
+    return pc.fill_null(values, "")
+
+
+def _repeat(value: str | Sequence[str], n: int, kind: pa.DataType) -> pa.Array:
+    return pa.array([value] * n if isinstance(value, str) else list(value), kind)
+
+
+def _event_times(texts: pa.Array, positions: Sequence[str]) -> pa.Array:
+    """ISO 8601 event times as UTC microseconds; times without an offset are UTC."""
+    try:
+        exact = pc.cast(texts, pa.timestamp("ns", tz="UTC"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # no offset, or not ISO 8601
+        pairs = zip(texts.to_pylist(), positions, strict=True)
+        return pa.array([_parse_time(text, at) for text, at in pairs], TIMESTAMP)
+    if exact.null_count:
+        index = pc.index(pc.is_null(exact), True).as_py()
+        raise BadEventError(f"event at {positions[index]}: no eventTime")
+    return pc.cast(exact, TIMESTAMP, safe=False)  # truncated to microseconds, like datetime
+
+
+def _parse_time(text: str | None, position: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(str(text))
+    except ValueError as e:
+        raise BadEventError(f"event at {position}: eventTime {text!r}: {e}") from None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def changes_table(events: Sequence[ChangeEvent]) -> pa.Table:
-    """The events as rows of `CHANGES_SCHEMA`, in the order given."""
-    columns: dict[str, list[Any]] = {name: [] for name in CHANGES_SCHEMA.names}
-    segments: dict[str, datetime] = {}
-    for e in events:
-        data: Mapping[str, Any] = e.raw.get("data") or {}
-        columns["id"].append(e.id)
-        columns["event_type"].append(e.event_type)
-        columns["event_time"].append(e.event_time)
-        columns["container"].append(e.container)
-        columns["blob"].append(e.blob)
-        columns["sequencer"].append(e.sequencer)
-        for column, name in _DATA_COLUMNS.items():
-            value = data.get(name)
-            columns[column].append(value if value != "" else None)
-        columns["schema_version"].append(e.raw.get("schemaVersion"))
-        columns["shard"].append(e.shard)
-        begin = segments.get(e.segment)
-        if begin is None:
-            begin = segments[e.segment] = segment_begin(e.segment)
-        columns["segment"].append(begin)
-        columns["position"].append(e.position)
-        columns["raw"].append(orjson.dumps(e.raw, default=_json_default).decode())
-    return pa.Table.from_pydict(columns, schema=CHANGES_SCHEMA)
+def _json_column(records: Sequence[Mapping[str, Any]]) -> pa.Array:
+    """Each record as JSON, built as one buffer (orjson writes valid UTF-8)."""
+    texts = [orjson.dumps(r, default=_json_default) for r in records]
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:  # a string column holds at most 2 GiB
+        raise BadEventError(f"{len(texts)} records of {offsets[-1]} bytes of JSON in one batch")
+    return pa.StringArray.from_buffers(
+        len(texts), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(texts))
+    )

@@ -13,6 +13,7 @@ import pytest
 from observers import (
     ChangeEvent,
     CloseReason,
+    EventBatch,
     ObserverCalls,
     PartitionContext,
     PluginLoadError,
@@ -136,3 +137,19 @@ def test_spark_output_must_be_a_path_the_host_can_link_in(tmp_path: Path) -> Non
         output_path("abfss://data@acct.dfs.core.windows.net/feed")
     with pytest.raises(PluginLoadError, match="--output is required"):
         output_path("")
+
+
+def test_an_event_batch_makes_the_same_events_lazily() -> None:
+    other = {**RAW, "id": "e-2", "subject": "/blobServices/default/containers/c/blobs/x"}
+    batch = EventBatch([RAW, other], ["p0", "p1"], shard="03", segment="idx/s")
+    assert batch._events == [None, None]  # nothing made before it is asked for
+    eager = [
+        ChangeEvent.from_raw(r, shard="03", segment="idx/s", position=p)
+        for r, p in ((RAW, "p0"), (other, "p1"))
+    ]
+    assert batch[1] == eager[1] and batch._events[0] is None
+    assert list(batch) == eager and batch[:] == eager and batch[-1] == eager[1]
+    assert batch[0] is batch[0]  # made once
+    assert len(batch) == 2 and bool(EventBatch([], [], shard="", segment="")) is False
+    with pytest.raises(ValueError, match="2 records but 1 positions"):
+        EventBatch([RAW, other], ["p0"], shard="03", segment="idx/s")

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import fastavro
 import orjson
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from observers.protocol import ChangeEvent
-from observers.spark.schema import CHANGES_SCHEMA, changes_table, segment_begin
+from observers.protocol import ChangeEvent, EventBatch
+from observers.spark.schema import CHANGES_SCHEMA, BadEventError, changes_table, segment_begin
+from tests.fixtures import RECORDED_CHUNKS
 
 SEGMENT = "idx/segments/2026/01/01/0100/meta.json"
 
@@ -54,3 +60,84 @@ def test_an_empty_batch_still_has_the_schema() -> None:
 
 def test_segment_begin_reads_the_manifest_path() -> None:
     assert segment_begin(SEGMENT) == datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
+
+
+def _expected_columns(e: ChangeEvent) -> tuple[object, ...]:
+    return (e.id, e.event_type, e.event_time, e.container, e.blob, e.sequencer)
+
+
+def _columns(table: pa.Table) -> list[tuple[object, ...]]:
+    names = ["id", "event_type", "event_time", "container", "blob", "sequencer"]
+    return list(zip(*(table.column(n).to_pylist() for n in names), strict=True))
+
+
+def test_recorded_records_convert_like_change_events() -> None:
+    """Column-wise conversion of the service's own records gives what ChangeEvent gives."""
+    for chunk in RECORDED_CHUNKS:
+        with chunk.open("rb") as f:
+            raws = list(fastavro.reader(f))
+        positions = [f"p{i:06d}" for i in range(len(raws))]
+        batch = EventBatch(raws, positions, shard="00", segment=SEGMENT)
+        table = changes_table(batch)
+        assert _columns(table) == [_expected_columns(e) for e in batch], chunk
+        assert [orjson.loads(r) for r in table.column("raw").to_pylist()] == [
+            orjson.loads(orjson.dumps(r, default=str)) for r in raws
+        ]
+
+
+subjects = st.one_of(
+    st.builds(
+        lambda c, b: f"/blobServices/default/containers/{c}/blobs/{b}",
+        st.text(alphabet="abc-", min_size=1, max_size=5),
+        st.text(alphabet="ab/ .%+界", max_size=12),
+    ),
+    st.text(max_size=20),
+    st.just("/blobServices/default/containers/only-a-container"),
+)
+times = st.datetimes(
+    min_value=datetime(2001, 1, 1), max_value=datetime(2099, 1, 1), timezones=st.just(UTC)
+).map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%S.%f") + "7Z")
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"subject": subjects, "eventTime": times, "id": st.text(max_size=8)},
+            optional={
+                "eventType": st.sampled_from(["BlobCreated", "BlobDeleted", "Future"]),
+                "data": st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "sequencer": st.text(alphabet="0123456789abcdef", max_size=8),
+                        "contentLength": st.one_of(st.integers(0, 2**40), st.just("12")),
+                        "blobTier": st.one_of(st.just("Cool"), st.integers(0, 3)),
+                    },
+                ),
+            },
+        ),
+        max_size=6,
+    )
+)
+def test_any_records_convert_like_change_events(raws: list[dict[str, object]]) -> None:
+    """Odd subjects, missing fields and fields of unexpected types (coerced, never failing)."""
+    batch = EventBatch(raws, [f"p{i}" for i in range(len(raws))], shard="07", segment=SEGMENT)
+    table = changes_table(batch)
+    assert table.schema == CHANGES_SCHEMA
+    assert _columns(table) == [_expected_columns(e) for e in batch]
+
+
+def test_times_without_an_offset_are_utc_and_bad_times_name_the_event() -> None:
+    naive = {**record(1), "eventTime": "2026-01-01T01:01:00.5"}
+    table = changes_table(EventBatch([naive], ["p0"], shard="00", segment=SEGMENT))
+    assert table.column("event_time")[0].as_py() == datetime(
+        2026, 1, 1, 1, 1, 0, 500000, tzinfo=UTC
+    )
+    bad = {**record(2), "eventTime": "yesterday"}
+    with pytest.raises(BadEventError, match="event at p1: eventTime 'yesterday'"):
+        changes_table(EventBatch([record(1), bad], ["p0", "p1"], shard="00", segment=SEGMENT))
+
+
+def test_tags_after_a_tag_change() -> None:
+    tagged = record(1, blobTagsUpdated={"previous": {}, "current": {"state": "done", "n": "3"}})
+    table = changes_table(EventBatch([tagged, record(2)], ["p0", "p1"], shard="0", segment=SEGMENT))
+    assert table.column("tags").to_pylist() == [[("state", "done"), ("n", "3")], None]
