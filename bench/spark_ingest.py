@@ -60,7 +60,7 @@ def run_host(conn: str, output: Path, master: str) -> tuple[float, str]:
         "--processor-name", f"bench{int(time.time())}",
         "--lease-table", "cfpbenchleases",
         "--observer", "spark", "--output", str(output), "--spark-master", master,
-        "--until-caught-up", "--lease-expiration", "3", "--poll-interval", "0.2",
+        "--until-caught-up", "--lease-expiration", "3",
         "--max-batch-events", "1000",
     ]  # fmt: skip
     proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)

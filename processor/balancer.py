@@ -64,6 +64,7 @@ class Balancer:
     limits: BalanceLimits = field(default_factory=BalanceLimits)
     rng: random.Random = field(default_factory=random.Random)
     on_caught_up: Callable[[], None] | None = None
+    caught_up: asyncio.Event = field(default_factory=asyncio.Event)  # a lease just caught up
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     stats: BalancerStats = field(default_factory=BalancerStats)
     _tracker: ExpiryTracker | None = None
@@ -79,7 +80,9 @@ class Balancer:
                 self.ready.set()
             except (LeaseError, FeedError) as e:
                 log.warning("balance.failed", error=str(e))
-            await wait_any(stop, timeout_s=self._until_next_tick())
+            # with --until-caught-up, a lease that just caught up may be the last one: look now
+            await wait_any(stop, self.caught_up, timeout_s=self._until_next_tick())
+            self.caught_up.clear()
 
     def _until_next_tick(self) -> float:
         """The jittered interval, or less when a lease would expire before then: the tick right

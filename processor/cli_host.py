@@ -10,7 +10,13 @@ import click
 
 from leases import DEFAULT_TABLE, LeaseError, TableLeaseStore
 from observers import PluginLoadError
-from observers.spark.session import DEFAULT_MASTER, SparkOptions, output_path
+from observers.spark.session import (
+    DEFAULT_MASTER,
+    DEFAULT_STATE_BUCKETS,
+    SparkOptions,
+    output_path,
+    spark_conf,
+)
 from processor import connection
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedError
@@ -19,6 +25,7 @@ from processor.cli_common import IsoTime, connection_option, fail, run_async
 from processor.clock import SystemClock
 from processor.config import HostConfig, default_host_name
 from processor.host import open_host
+from processor.runtime import tune_gc
 from processor.status import processor_status, render_table
 from processor.timings import DEFAULT_EXPIRY_S, DEFAULT_POLL_S, derive_timings
 
@@ -78,6 +85,23 @@ processor_option = click.option(
     "--spark-remote",
     envvar="CFP_SPARK_REMOTE",
     help="--observer spark: sc://HOST:PORT of a Spark Connect server (instead of a local session).",
+)
+@click.option(
+    "--spark-conf",
+    "spark_conf_pairs",
+    envvar="CFP_SPARK_CONF",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="--observer spark: a Spark setting (repeatable; the variable takes several, "
+    "space-separated), e.g. spark.driver.memory=4g.",
+)
+@click.option(
+    "--state-buckets",
+    envvar="CFP_STATE_BUCKETS",
+    type=click.IntRange(min=1, max=4096),
+    default=DEFAULT_STATE_BUCKETS,
+    show_default=True,
+    help="--observer spark: files of the current-state table (used when the table is made).",
 )
 @click.option(
     "--lease-expiration",
@@ -149,6 +173,8 @@ def run_command(
     output: str | None,
     spark_master: str,
     spark_remote: str | None,
+    spark_conf_pairs: tuple[str, ...],
+    state_buckets: int,
     lease_expiration: float,
     renew_interval: float | None,
     acquire_interval: float | None,
@@ -166,6 +192,7 @@ def run_command(
     """
     if start_time is not None and start_from_now:
         fail("--start-time and --start-from-now exclude each other", 2)
+    tune_gc()
     try:
         timings = derive_timings(
             lease_expiration,
@@ -179,7 +206,11 @@ def run_command(
     if observer == "spark":
         try:
             spark = SparkOptions(
-                output_path(output or ""), master=spark_master, remote=spark_remote
+                output_path(output or ""),
+                master=spark_master,
+                remote=spark_remote,
+                conf=spark_conf(spark_conf_pairs),
+                state_buckets=state_buckets,
             )
         except PluginLoadError as e:
             fail(str(e), 2)

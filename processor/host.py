@@ -54,6 +54,7 @@ class Host:
         self.config = config
         self.clock = clock or SystemClock()
         self._stop = asyncio.Event()
+        caught_up = asyncio.Event()
         t = config.timings
         self.store = store
         self.catalog = FeedCatalog(storage, refresh_s=t.poll_s)
@@ -72,6 +73,7 @@ class Host:
             # an observer that orders by sequencer itself (Spark) does not need the barrier
             is_ordered=config.is_ordered and getattr(observer_factory, "needs_segment_order", True),
             observer_spec=config.observer,
+            caught_up=caught_up if config.until_caught_up else None,
         )
         self.supervisor = WorkerSupervisor(
             self._work, clock=self.clock, fence_after_s=t.fence_after_s
@@ -92,6 +94,7 @@ class Host:
             initial_continuation=start,
             rng=rng or random.Random(),
             on_caught_up=self.stop if config.until_caught_up else None,
+            caught_up=caught_up,
         )
         self.renewer = Renewer(
             store, self.supervisor.held, every_s=t.renew_every_s, clock=self.clock

@@ -1,4 +1,4 @@
-"""Process-wide settings for the long-running, decode-heavy `cfp` commands."""
+"""Process-wide settings for the long-running, decode-heavy `cfp` commands (`read`, `run`)."""
 
 from __future__ import annotations
 

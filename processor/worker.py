@@ -61,6 +61,7 @@ class WorkerEnv:
     is_ordered: bool = True
     observer_attempts: int = OBSERVER_ATTEMPTS
     observer_spec: str = ""
+    caught_up: asyncio.Event | None = None  # set when a lease records it is caught up
 
 
 class _Ended(Exception):
@@ -83,6 +84,7 @@ class Worker:
         self.is_caught_up_recorded = held.lease.caught_up
         self.batches = 0
         self.events = 0
+        self._confirmed = asyncio.Event()  # the observer checkpointed a mark
 
     async def run(self) -> CloseReason:
         held, env = self.held, self.env
@@ -164,9 +166,14 @@ class Worker:
                 self.delivered = step.position
                 await self._confirm_delivered()
             elif step.step is Step.CAUGHT_UP:
+                self._confirmed.clear()
                 if not self.is_caught_up_recorded and self._all_confirmed():
                     await self._checkpoint(step.position, caught_up=True)
-                await wait_any(env.stop, held.lost, held.handover, timeout_s=env.timings.poll_s)
+                # an observer still writing: record "caught up" as soon as it confirms
+                confirming = [] if self._all_confirmed() else [self._confirmed]
+                await wait_any(
+                    env.stop, held.lost, held.handover, *confirming, timeout_s=env.timings.poll_s
+                )
             else:  # at the barrier: others wait for our position too
                 await self._confirm_delivered()
                 await env.book.wait_for_change(
@@ -245,6 +252,8 @@ class Worker:
         self.checkpointed = position
         self.is_caught_up_recorded = caught_up
         env.book.set(held.token, position)
+        if caught_up and env.caught_up is not None:
+            env.caught_up.set()
 
     async def _confirm_delivered(self) -> None:
         """Checkpoint a position reached without a batch (the end of a chunk or segment) once
@@ -270,6 +279,7 @@ class Worker:
             await self._checkpoint(position, caught_up=False)
         except _Ended:
             raise LeaseLostError(self.held.token, self.held.epoch) from None
+        self._confirmed.set()
 
     async def _finish(
         self,

@@ -18,8 +18,11 @@ created, never replaced.
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +47,73 @@ class Published:
     tail: str | None  # the lease's tail after this call, as far as this writer knows
 
 
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """A Parquet file holding a contiguous range of one lease's events, `first` to `last`."""
+
+    path: Path
+    lease: str
+    first: str
+    last: str
+    rows: int
+
+
+def staged_file(path: Path) -> Staged | None:
+    """`path`'s lease and range from its footer statistics (no rows are read); None when it
+    holds several leases' rows or has no statistics."""
+    try:
+        meta = pq.read_metadata(path)
+    except (OSError, pa.ArrowException) as e:
+        raise ChangeLogError(f"{path}: cannot read it: {e}") from e
+    names = meta.schema.names
+    if "shard" not in names or "position" not in names:
+        return None
+    bounds: dict[str, list[str]] = {"shard": [], "position": []}
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for name, found in bounds.items():
+            stats = group.column(names.index(name)).statistics
+            if stats is None or not stats.has_min_max:
+                return None
+            found += [str(stats.min), str(stats.max)]
+    shards, positions = set(bounds["shard"]), bounds["position"]
+    if len(shards) != 1 or not positions:
+        return None
+    return Staged(path, shards.pop(), min(positions), max(positions), meta.num_rows)
+
+
+def lease_sources(files: Sequence[Path]) -> dict[str, list[pa.Table | Staged]]:
+    """Files Spark wrote, grouped by lease, each lease's in chain order.
+
+    A file holding several leases' rows (or without statistics) is split into tables; when a
+    lease's files' ranges interleave, its rows become one table (a link must be a range)."""
+    found: dict[str, list[pa.Table | Staged]] = defaultdict(list)
+    for path in files:
+        staged = staged_file(path)
+        if staged is not None:
+            found[staged.lease].append(staged)
+            continue
+        table = _read(path, None)
+        for lease in pc.unique(table["shard"]).to_pylist():
+            found[str(lease)].append(table.filter(pc.equal(table["shard"], lease)))
+    return {lease: _in_chain_order(sources) for lease, sources in found.items()}
+
+
+def _bounds(source: pa.Table | Staged) -> tuple[str, str]:
+    if isinstance(source, Staged):
+        return source.first, source.last
+    positions = source.column("position")
+    return str(pc.min(positions).as_py()), str(pc.max(positions).as_py())
+
+
+def _in_chain_order(sources: list[pa.Table | Staged]) -> list[pa.Table | Staged]:
+    ranked = sorted(sources, key=_bounds)
+    if all(_bounds(a)[1] < _bounds(b)[0] for a, b in itertools.pairwise(ranked)):
+        return ranked
+    tables = (_read(s.path, None) if isinstance(s, Staged) else s for s in ranked)
+    return [pa.concat_tables(tables, promote_options="permissive")]
+
+
 class ChangeLog:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -65,41 +135,44 @@ class ChangeLog:
     def publish(
         self,
         lease: str,
-        source: pa.Table | Path,
+        source: pa.Table | Staged,
         *,
         tail: str | None = None,
         known: bool = False,
     ) -> Published:
         """Make `source`'s rows (one lease's events, any order) visible exactly once.
 
-        `source` is a table, or a Parquet file (as Spark wrote it) that is linked into place as
-        is when all its rows are new. `tail`, when `known`, is the lease's tail as this writer
-        last saw it (saves reading it; a stale one only costs a retry).
+        `source` is a table, or a staged Parquet file (as Spark wrote it) that is linked into
+        place as is when all its rows are new. `tail`, when `known`, is the lease's tail as
+        this writer last saw it (saves reading it; a stale one only costs a retry).
         """
         if not known:
             tail = self.tail(lease)
-        if isinstance(source, Path):
-            positions = _read(source, ["position"]).column("position")
-        else:
-            positions = source.column("position")
-        total = len(positions)
+        staged = source if isinstance(source, Staged) else None
+        total = source.rows if isinstance(source, Staged) else source.num_rows
         table = source if isinstance(source, pa.Table) else None
-        staged = source if isinstance(source, Path) else None
         while True:
-            keep = None if tail is None else pc.greater(positions, pa.scalar(tail))
-            fresh = positions if keep is None else positions.filter(keep)
-            if len(fresh) == 0:
+            if staged is not None:  # decided by its range, without reading it
+                if tail is not None and tail >= staged.last:
+                    return Published(None, 0, total, tail)
+                if tail is None or tail < staged.first:
+                    target = self.lease_dir(lease) / (staged.first + SUFFIX)
+                    if self._link(staged.path, None, target):
+                        return Published(target, staged.rows, 0, staged.last)
+                    tail = self.tail(lease)  # another writer took this name
+                    continue
+                table, staged = _read(staged.path, None), None
+            assert table is not None
+            positions = table.column("position")
+            if tail is not None:
+                table = table.filter(pc.greater(positions, pa.scalar(tail)))
+                positions = table.column("position")
+            if table.num_rows == 0:
                 return Published(None, 0, total, tail)
-            if keep is not None and len(fresh) < len(positions):  # write the rest ourselves
-                if table is None:
-                    assert staged is not None
-                    table = _read(staged, None)
-                table = table.filter(keep)
-                positions, staged = table.column("position"), None
-            first, last = str(pc.min(fresh).as_py()), str(pc.max(fresh).as_py())
+            first, last = str(pc.min(positions).as_py()), str(pc.max(positions).as_py())
             target = self.lease_dir(lease) / (first + SUFFIX)
-            if self._link(staged, table, target):
-                return Published(target, len(fresh), total - len(fresh), last)
+            if self._link(None, table, target):
+                return Published(target, table.num_rows, total - table.num_rows, last)
             tail = self.tail(lease)  # another writer took this name: publish what is left
 
     def _link(self, staged: Path | None, rows: pa.Table | None, target: Path) -> bool:

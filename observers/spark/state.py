@@ -61,7 +61,8 @@ def state_rows(changes: pa.Table) -> pa.Table:
         pc.and_(pc.not_equal(changes["container"], ""), pc.not_equal(changes["blob"], "")),
         pc.and_(pc.is_null(changes["snapshot"]), pc.not_equal(changes["event_type"], "Control")),
     )
-    rows = changes.filter(about_blob)
+    needed = [n for n in STATE_SCHEMA.names if n in changes.schema.names]
+    rows = changes.select([*needed, "id"]).filter(about_blob)  # not the wide `raw` column
     event_type, sequencer = rows["event_type"], rows["sequencer"]
     resets = pc.is_in(event_type, value_set=RESETS)
     columns = {
@@ -103,12 +104,16 @@ def merge_state(tables: Sequence[pa.Table]) -> pa.Table:
 
 
 def _newest_per_key(table: pa.Table, order: str) -> pa.Table:
-    """For each `_key`, the row that sorts last by (`order`, `event_id`); sorted by `_key`."""
-    if table.num_rows == 0:
-        return table
-    table = table.sort_by([("_key", "ascending"), (order, "ascending"), ("event_id", "ascending")])
-    keys = table["_key"]
+    """For each `_key`, the row that sorts last by (`order`, `event_id`); sorted by `_key`.
+    Only the three columns are sorted; the other columns are taken for the winners alone."""
     n = table.num_rows
+    if n == 0:
+        return table
+    by = table.select(["_key", order, "event_id"])
+    ranked = pc.sort_indices(
+        by, [("_key", "ascending"), (order, "ascending"), ("event_id", "ascending")]
+    )
+    keys = by["_key"].take(ranked)
     last_of_run = pc.not_equal(keys.slice(0, n - 1), keys.slice(1))  # the next row is another key
     keep = pa.chunked_array([*last_of_run.chunks, pa.array([True])])
-    return table.filter(keep)
+    return table.take(ranked.filter(keep))

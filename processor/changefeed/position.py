@@ -94,8 +94,18 @@ class ShardBatch:
         return self.position_after_raw(r - 1) if r else self.start
 
     def event_keys(self) -> list[str]:
-        """`event_key` of every delivered record, in order."""
-        return [event_key(self.segment, self.position_of(k)) for k in range(len(self.records))]
+        """`event_key` of every delivered record, in order (built block by block: the key of
+        record `i` of a block is the block's prefix and `i`)."""
+        if self.chunk is None or not self.records:
+            return []
+        keys: list[str] = []
+        for j, block in enumerate(self.blocks):
+            head = event_key(self.segment, ShardPosition(self.chunk, block.offset, 0))[:-6]
+            first = self.start.event_index if j == 0 else 0
+            keys += [f"{head}{i:06d}" for i in range(first, block.count)]
+        if self.raw_count == len(self.records):  # nothing filtered out
+            return keys[: self.raw_count]
+        return [keys[r] for r in self.raw_index]
 
 
 def event_key(segment: str, pos: ShardPosition) -> str:

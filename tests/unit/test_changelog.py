@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,13 +13,29 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from observers.spark.changelog import ChangeLog, ChangeLogError
+from observers.spark.changelog import (
+    ChangeLog,
+    ChangeLogError,
+    Staged,
+    lease_sources,
+    staged_file,
+)
 
 LEASE = "03"
 
 
 def events(keys: list[str]) -> pa.Table:
-    return pa.table({"id": [f"id-{k}" for k in keys], "position": keys})
+    return pa.table(
+        {"id": [f"id-{k}" for k in keys], "shard": [LEASE] * len(keys), "position": keys}
+    )
+
+
+def staged(path: Path, keys: list[str]) -> Staged:
+    """`keys` written to `path` as Spark would stage them, described by the file's footer."""
+    pq.write_table(events(keys), path)
+    found = staged_file(path)
+    assert found is not None
+    return found
 
 
 def published(log: ChangeLog) -> list[str]:
@@ -61,16 +78,16 @@ def test_a_zombie_with_a_stale_tail_publishes_nothing_twice(tmp_path: Path) -> N
 
 def test_a_staged_file_is_linked_as_is_when_every_row_is_new(tmp_path: Path) -> None:
     log = ChangeLog(tmp_path / "changes")
-    staged = tmp_path / "staged.parquet"
-    pq.write_table(events(["b", "a"]), staged)
-    done = log.publish(LEASE, staged)
+    first = staged(tmp_path / "staged.parquet", ["b", "a"])
+    assert (first.lease, first.first, first.last, first.rows) == (LEASE, "a", "b", 2)
+    done = log.publish(LEASE, first)
     assert done.file is not None and done.file.name == "a.parquet"
-    assert done.file.stat().st_ino == staged.stat().st_ino  # no copy
-    again = tmp_path / "again.parquet"  # a replay with one more row: only that row is written
-    pq.write_table(events(["a", "c", "b"]), again)
+    assert done.file.stat().st_ino == first.path.stat().st_ino  # no copy
+    assert log.publish(LEASE, first).skipped == 2  # a replay of it: decided by its range
+    again = staged(tmp_path / "again.parquet", ["a", "c", "b"])  # a replay with one more row
     rest = log.publish(LEASE, again)
     assert rest.file is not None and rest.file.name == "c.parquet" and rest.skipped == 2
-    assert rest.file.stat().st_ino != again.stat().st_ino
+    assert rest.file.stat().st_ino != again.path.stat().st_ino
     assert sorted(published(log)) == ["a", "b", "c"] and len(published(log)) == 3
 
 
@@ -113,7 +130,10 @@ def test_any_interleaving_of_writers_publishes_each_event_once_and_no_gap(
                 w.cursor = min(w.cursor + n, len(keys))
             elif action == "publish" and w.staged:  # possibly long after it was read
                 lo, hi = w.staged.pop(0)
-                done = log.publish(LEASE, events(keys[lo:hi]), tail=w.tail, known=True)
+                source: pa.Table | Staged = events(keys[lo:hi])
+                if data.draw(st.booleans()):  # as a file Spark wrote, decided by its range
+                    source = staged(Path(tmp) / f"{uuid.uuid4().hex}.parquet", keys[lo:hi])
+                done = log.publish(LEASE, source, tail=w.tail, known=True)
                 w.tail = done.tail
                 checkpoint = max(checkpoint, hi)  # the host checkpoints after the write
             rows = published(log)
@@ -123,17 +143,24 @@ def test_any_interleaving_of_writers_publishes_each_event_once_and_no_gap(
         assert published(log) == keys
 
 
-def test_spark_files_of_a_lease_become_chain_links_only_when_their_ranges_do_not_interleave(
+def test_spark_files_become_chain_links_by_lease_split_or_merged_when_needed(
     tmp_path: Path,
 ) -> None:
-    from observers.spark.sink import _contiguous_sources
-
-    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    a, b, c = (tmp_path / f"{n}.parquet" for n in "abc")
     pq.write_table(events(["k3", "k4"]), a)
     pq.write_table(events(["k1", "k2"]), b)
-    assert _contiguous_sources([a, b]) == [b, a]  # chain order
+    sources = lease_sources([a, b])
+    assert [s.path for s in sources[LEASE]] == [b, a]  # type: ignore[union-attr]  # chain order
     pq.write_table(events(["k1", "k4"]), a)  # interleaved with b's k2..k3: one merged table
     pq.write_table(events(["k2", "k3"]), b)
-    [merged] = _contiguous_sources([a, b])
+    [merged] = lease_sources([a, b])[LEASE]
     assert isinstance(merged, pa.Table)
     assert sorted(merged.column("position").to_pylist()) == ["k1", "k2", "k3", "k4"]
+    mixed = pa.concat_tables(
+        [events(["k5"]), pa.table({"id": ["x"], "shard": ["09"], "position": ["k1"]})]
+    )
+    pq.write_table(mixed, c)  # two leases in one file: split into a table each
+    split = lease_sources([c])
+    assert sorted(split) == [LEASE, "09"] and all(
+        isinstance(s[0], pa.Table) for s in split.values()
+    )
