@@ -6,13 +6,15 @@ PY := $(VENV)/bin/python
 AZURITE := deploy/local/node_modules/.bin/azurite
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install demo test unit integration lint typecheck azurite bench bench-rebalance bench-balance clean
+.PHONY: help install demo test unit integration lint typecheck azurite spark-connect bench bench-spark bench-rebalance bench-balance clean
 
 help:
 	@echo "make demo       emulate a workload in a throw-away Azurite and read it back"
 	@echo "make test       lint, type-check, unit and integration tests (starts its own Azurite)"
 	@echo "make azurite    run Azurite in the foreground on the default ports (data in $(AZURITE_DIR)/)"
+	@echo "make spark-connect  run a Spark Connect server on 127.0.0.1:15002 in the foreground"
 	@echo "make bench      read-throughput benchmark: ours vs the official SDK vs a bare baseline"
+	@echo "make bench-spark      one host into local Spark vs writing the same rows from a ready table"
 	@echo "make bench-rebalance  real hosts: kill -9, SIGTERM, scale-out (time, ticks, duplicates)"
 	@echo "make bench-balance    the pure balancer at 1,000 hosts x 10,000 leases"
 
@@ -51,8 +53,14 @@ azurite: $(AZURITE)
 	mkdir -p $(AZURITE_DIR)
 	$(AZURITE) --location $(AZURITE_DIR) --skipApiVersionCheck --loose --disableTelemetry
 
+spark-connect: $(VENV)/.installed
+	$(VENV)/bin/cfp spark-connect --port $(or $(PORT),15002)
+
 bench: install
 	$(PY) bench/read_throughput.py
+
+bench-spark: install
+	$(PY) -m bench.spark_ingest
 
 bench-rebalance: install
 	$(PY) -m bench.rebalance

@@ -7,7 +7,7 @@ import re
 import signal
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NoReturn, TypeVar
 
 import click
 
@@ -65,7 +65,7 @@ def run_async(main: Callable[[asyncio.Event], Coroutine[Any, Any, T]]) -> T:
     return asyncio.run(wrapper())
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"cfp: error: {message}", err=True)
     raise SystemExit(code)
 

@@ -12,7 +12,10 @@ from leases import DEFAULT_TABLE, LeaseError, TableLeaseStore
 from observers import PluginLoadError
 from observers.spark.session import (
     DEFAULT_MASTER,
+    DEFAULT_MAX_ROWS,
+    DEFAULT_MAX_WAIT_S,
     DEFAULT_STATE_BUCKETS,
+    DEFAULT_WARM_UP_ROWS,
     SparkOptions,
     output_path,
     spark_conf,
@@ -104,6 +107,30 @@ processor_option = click.option(
     help="--observer spark: files of the current-state table (used when the table is made).",
 )
 @click.option(
+    "--spark-max-rows",
+    envvar="CFP_SPARK_MAX_ROWS",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_ROWS,
+    show_default=True,
+    help="--observer spark: most rows in one Spark write (all leases of the host together).",
+)
+@click.option(
+    "--spark-max-wait",
+    envvar="CFP_SPARK_MAX_WAIT",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_MAX_WAIT_S,
+    show_default=True,
+    help="--observer spark: longest a batch waits for others to share a Spark write (seconds).",
+)
+@click.option(
+    "--spark-warm-up-rows",
+    envvar="CFP_SPARK_WARM_UP_ROWS",
+    type=click.IntRange(min=0),
+    default=DEFAULT_WARM_UP_ROWS,
+    show_default=True,
+    help="--observer spark: made-up rows written three times before the first lease (0: none).",
+)
+@click.option(
     "--lease-expiration",
     envvar="CFP_LEASE_EXPIRATION",
     type=click.FloatRange(min=0.5),
@@ -175,6 +202,9 @@ def run_command(
     spark_remote: str | None,
     spark_conf_pairs: tuple[str, ...],
     state_buckets: int,
+    spark_max_rows: int,
+    spark_max_wait: float,
+    spark_warm_up_rows: int,
     lease_expiration: float,
     renew_interval: float | None,
     acquire_interval: float | None,
@@ -211,6 +241,9 @@ def run_command(
                 remote=spark_remote,
                 conf=spark_conf(spark_conf_pairs),
                 state_buckets=state_buckets,
+                warm_up_rows=spark_warm_up_rows,
+                max_rows=spark_max_rows,
+                max_wait_s=spark_max_wait,
             )
         except PluginLoadError as e:
             fail(str(e), 2)

@@ -12,6 +12,9 @@ from observers.errors import PluginLoadError
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_STATE_BUCKETS = 16
+DEFAULT_WARM_UP_ROWS = 20_000
+DEFAULT_MAX_ROWS = 50_000
+DEFAULT_MAX_WAIT_S = 1.0
 
 LOCAL_DEFAULTS = {
     # batches of all leases wait in the driver (the host) until written: 1g (Spark's default)
@@ -41,11 +44,12 @@ class SparkOptions:
     master: str = DEFAULT_MASTER
     remote: str | None = None  # sc://host:port: Spark Connect instead of a local session
     conf: Mapping[str, str] = field(default_factory=dict)  # --spark-conf KEY=VALUE
-    max_rows: int = 50_000  # rows per Spark write, across the host's leases
+    max_rows: int = DEFAULT_MAX_ROWS  # rows per Spark write, across the host's leases
     min_rows: int = 5_000  # enough rows to write at once when Spark is idle
     max_bytes: int = 64 << 20  # Arrow bytes per Spark write
-    max_wait_s: float = 1.0  # longest a batch waits for others to share its write
+    max_wait_s: float = DEFAULT_MAX_WAIT_S  # longest a batch waits for others to share a write
     state_buckets: int = DEFAULT_STATE_BUCKETS  # when the state table is made
+    warm_up_rows: int = DEFAULT_WARM_UP_ROWS  # made-up rows written three times at start
     app_name: str = "cfp"
 
     @property

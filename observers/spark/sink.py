@@ -35,8 +35,11 @@ from observers.spark.state_table import StateTable
 
 log = structlog.get_logger("cfp.spark")
 
-TEST_PAUSE_VAR = "CFP_TEST_SPARK_PAUSE_AFTER_PUBLISH_S"  # tests only: a crash before checkpoints
-WARM_UP_ROWS = 20_000
+# tests only: pause once after a write is published (before its checkpoints), or once between
+# the second Spark write and its publishing (a host stopped there becomes a zombie that knows an
+# old end of the change log and holds a late write)
+TEST_PAUSE_VAR = "CFP_TEST_SPARK_PAUSE_AFTER_PUBLISH_S"
+TEST_PAUSE_BEFORE_VAR = "CFP_TEST_SPARK_PAUSE_BEFORE_PUBLISH_S"
 WARM_UP_WRITES = 3
 
 
@@ -104,7 +107,9 @@ class SparkSink:
         several times slower than later ones (classes loaded, code compiled). Measured on 2
         cores: the first real 50,000-row write took 2.6 s after two writes of 4,000 rows and
         1.6 s after three of 20,000, against 0.95 s warm."""
-        rows = _made_up_changes(WARM_UP_ROWS)
+        if self.options.warm_up_rows <= 0:
+            return
+        rows = _made_up_changes(self.options.warm_up_rows)
         half = rows.num_rows // 2
         leases = {"a": rows.slice(0, half), "b": rows.slice(half)}
         for _ in range(WARM_UP_WRITES):
@@ -142,7 +147,7 @@ class SparkSink:
         """Worth a write now: a write's worth is pending, or enough to keep an idle Spark busy
         (the flush loop only asks between writes; rows that came during a write are many)."""
         o = self.options
-        return self._rows >= o.min_rows or self._bytes >= o.max_bytes
+        return self._rows >= min(o.min_rows, o.max_rows) or self._bytes >= o.max_bytes
 
     def _take_write(self) -> tuple[list[Pending], int, int]:
         """The oldest pending batches, up to a write's worth (at least one)."""
@@ -218,6 +223,9 @@ class SparkSink:
         try:
             self._write(tables, staging)
             written = time.monotonic()
+            if self.stats.writes and (pause := os.environ.pop(TEST_PAUSE_BEFORE_VAR, None)):
+                log.info("spark.pausing_before_publish", seconds=float(pause))
+                time.sleep(float(pause))
             for lease, sources in sorted(lease_sources(sorted(staging.glob("part-*"))).items()):
                 for source in sources:
                     self._publish(lease, source)

@@ -1,22 +1,27 @@
-"""Real hosts with `--observer spark` (an embedded local Spark each): the change log holds every
-event exactly once for any Parquet reader, also after a host is killed between a Spark write and
-its checkpoints."""
+"""Real hosts with `--observer spark`, each with an embedded local Spark or all sharing one Spark
+Connect server started with `cfp spark-connect`: the change log holds every event exactly once for
+a plain Parquet reader and `cfp verify` finds the state table equal to the live listing, also
+after a host is killed between a Spark write and its checkpoints, and after a paused host
+(a zombie) publishes a write late."""
 
 from __future__ import annotations
 
 import itertools
 import signal
+import subprocess
+import sys
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
+from azure.storage.blob.aio import BlobServiceClient
 
-from processor.changefeed.emulator.azurite import Azurite
-from tests.cluster import Cluster, Table, all_caught_up
-from tests.helpers import emulate_afresh
+from processor.changefeed.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
+from tests.cluster import Cluster, Table, all_caught_up, owners
+from tests.helpers import emulate_afresh, run_cfp
 
 _processors = itertools.count()
 pytestmark = pytest.mark.timeout(300)
@@ -34,17 +39,43 @@ async def feed(azurite: Azurite) -> Feed:
     records = await emulate_afresh(
         conn, seed=21, segments=3, events_per_segment=1500, shards=(4, 6, 4)
     )
-    return Feed(conn, {str(r["id"]) for r in records})
+    return Feed(conn, {str(r["id"]) for r in records if r["eventType"] != "Control"})
 
 
-@pytest.fixture
-async def cluster(feed: Feed, tmp_path: Path) -> AsyncIterator[Cluster]:
+@pytest.fixture(scope="module")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`cfp spark-connect` on a free loopback port; stopped with SIGTERM, which must exit 0."""
+    port = free_port()
+    logs = tmp_path_factory.mktemp("spark-connect")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "processor", "spark-connect", "--port", str(port),
+         "--spark-master", "local[2]", "--log-dir", str(logs)],
+        cwd=ROOT, stdout=(logs / "out.log").open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, timeout_s=120)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0, (logs / "out.log").read_text()[-2000:]
+
+
+@pytest.fixture(params=["local", "connect"])
+async def cluster(
+    request: pytest.FixtureRequest, feed: Feed, tmp_path: Path
+) -> AsyncIterator[Cluster]:
+    spark = (
+        ["--spark-master", "local[1]"]
+        if request.param == "local"
+        else ["--spark-remote", request.getfixturevalue("spark_connect")]
+    )
     args = (
         "--lease-expiration", "4",
         "--poll-interval", "0.5",
         "--observer", "spark",
         "--output", str(tmp_path / "tables"),
-        "--spark-master", "local[1]",
+        "--spark-warm-up-rows", "0",
+        *spark,
     )  # fmt: skip
     c = Cluster(feed.conn, f"spark{next(_processors)}", tmp_path, args=args)
     try:
@@ -59,10 +90,11 @@ def change_log_ids(cluster: Cluster) -> Counter[str]:
     return Counter(data.to_table(columns=["id"]).column("id").to_pylist())
 
 
-async def caught_up(cluster: Cluster) -> None:
+async def caught_up(cluster: Cluster) -> Table:
     async with cluster.store() as store:
         table = Table(await store.open())
         await table.until(all_caught_up, within_s=180, what="every lease caught up")
+        return table
 
 
 def assert_exactly_once(cluster: Cluster, feed: Feed) -> None:
@@ -72,33 +104,86 @@ def assert_exactly_once(cluster: Cluster, feed: Feed) -> None:
     assert not twice, f"{len(twice)} ids twice in the change log"
 
 
-async def test_three_hosts_write_each_event_once(cluster: Cluster, feed: Feed) -> None:
+def verify(cluster: Cluster, feed: Feed) -> subprocess.CompletedProcess[str]:
+    return run_cfp(feed.conn, "verify", "--output", str(cluster.workdir / "tables"))
+
+
+def assert_state_equals_the_account(cluster: Cluster, feed: Feed) -> None:
+    done = verify(cluster, feed)
+    assert done.returncode == 0 and "EQUAL" in done.stdout, done.stdout + done.stderr
+
+
+def logged_rows(cluster: Cluster, names: tuple[str, ...], event: str) -> int:
+    return sum(
+        e.get("rows", 0) for n in names for e in cluster.log_events(n) if e.get("event") == event
+    )
+
+
+async def test_three_hosts_write_each_event_once_and_the_state_equals_the_account(
+    cluster: Cluster, feed: Feed
+) -> None:
     for name in ("h1", "h2", "h3"):
-        cluster.start(name)
-    await caught_up(cluster)
-    assert cluster.stop_all() == {"h1": 0, "h2": 0, "h3": 0}
+        cluster.start(name, "--until-caught-up")
+    assert {n: cluster.wait(n, timeout=240) for n in ("h1", "h2", "h3")} == {
+        "h1": 0, "h2": 0, "h3": 0
+    }  # fmt: skip
     assert_exactly_once(cluster, feed)
     schema = ds.dataset(cluster.workdir / "tables" / "changes", partitioning="hive").schema
     assert str(schema.field("event_time").type) == "timestamp[us, tz=UTC]"
+    assert_state_equals_the_account(cluster, feed)
+    state = ds.dataset(cluster.workdir / "tables" / "state").to_table(columns=["container", "blob"])
+    keys = list(zip(state["container"].to_pylist(), state["blob"].to_pylist(), strict=True))
+    assert len(keys) == len(set(keys)), "a blob twice in a plain read of the state"
+
+    async with BlobServiceClient.from_connection_string(feed.conn) as service:
+        extra = service.get_blob_client("cfp-emu-0", "written/without/the/feed.txt")
+        await extra.upload_blob(b"x")  # a change the feed does not explain
+        try:
+            done = verify(cluster, feed)
+        finally:
+            await extra.delete_blob()
+    assert done.returncode == 1, done.stdout
+    assert "cfp-emu-0/written/without/the/feed.txt: missing from the state" in done.stdout
 
 
 async def test_a_host_killed_after_a_write_before_its_checkpoints(
     cluster: Cluster, feed: Feed
 ) -> None:
     cluster.start("h2", CFP_TEST_SPARK_PAUSE_AFTER_PUBLISH_S="60")
-    # h2 published a Spark write and now waits before checkpointing it
-    await cluster.logged("h2", "spark.published", within_s=60)
+    # h2 published a Spark write (change log and state) and now waits before checkpointing it
+    await cluster.logged("h2", "spark.published", within_s=120)
     cluster.signal("h2", signal.SIGKILL)
     cluster.wait("h2")
-    cluster.start("h1")  # takes h2's leases after expiry and replays from their checkpoints
+    cluster.start("h2")  # back under the same name: it replays from the old checkpoints
+    cluster.start("h1")
     cluster.start("h3")
     await caught_up(cluster)
-    skipped = sum(
-        e.get("rows", 0)
-        for name in ("h1", "h3")
-        for e in cluster.log_events(name)
-        if e.get("event") == "spark.replay_skipped"
-    )
-    assert skipped > 0, "the replay of h2's unconfirmed rows was not recognised"
-    assert cluster.stop_all()["h1"] == 0
+    replayed = logged_rows(cluster, ("h1", "h2", "h3"), "spark.replay_skipped")
+    assert replayed > 0, "the replay of the killed host's unconfirmed rows was not recognised"
+    assert set(cluster.stop_all().values()) == {0}
     assert_exactly_once(cluster, feed)
+    assert_state_equals_the_account(cluster, feed)
+
+
+@pytest.mark.parametrize("cluster", ["local"], indirect=True)
+async def test_a_zombie_hosts_late_write_is_harmless(cluster: Cluster, feed: Feed) -> None:
+    # small writes: h1 publishes one, then stops before publishing the next
+    cluster.start("h1", "--spark-max-rows", "500", CFP_TEST_SPARK_PAUSE_BEFORE_PUBLISH_S="8")
+    await cluster.logged("h1", "spark.pausing_before_publish", within_s=120)
+    cluster.signal("h1", signal.SIGSTOP)  # a zombie holding a Spark write it has not published
+    cluster.start("h2")
+    async with cluster.store() as store:
+        table = Table(await store.open())
+        await table.until(
+            lambda leases: all_caught_up(leases) and set(owners(leases)) == {"h2"},
+            within_s=180,
+            what="h2 owns every lease and caught up",
+        )
+    before = change_log_ids(cluster)
+    cluster.signal("h1", signal.SIGCONT)  # wakes up, publishes its old write, checkpoints
+    await cluster.logged("h1", "spark.checkpoint_refused", within_s=60)
+    assert logged_rows(cluster, ("h1",), "spark.replay_skipped") > 0
+    assert change_log_ids(cluster) == before, "the zombie's late write changed the change log"
+    assert set(cluster.stop_all().values()) == {0}
+    assert_exactly_once(cluster, feed)
+    assert_state_equals_the_account(cluster, feed)
