@@ -43,6 +43,8 @@ async def build_feed(conn: str, args: argparse.Namespace) -> None:
     marker = WORKDIR / "azurite" / f"feed-{args.segments}x{args.events_per_segment}.done"
     if marker.exists():
         return
+    for other in marker.parent.glob("feed-*.done"):  # the account is emptied first
+        other.unlink()
     await emulate_afresh(
         conn, seed=5, segments=args.segments, events_per_segment=args.events_per_segment
     )
@@ -82,6 +84,7 @@ def baseline(changes: Path, out: Path, master: str) -> tuple[int, float]:
     table = table.drop_columns(["lease"])
     spark = (
         SparkSession.builder.master(master)
+        .config("spark.driver.memory", "4g")  # the whole table is one createDataFrame
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")

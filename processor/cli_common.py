@@ -11,6 +11,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 
 import click
 
+from observers.spark.session import DEFAULT_MASTER
 from processor import connection
 
 T = TypeVar("T")
@@ -75,4 +76,25 @@ connection_option = click.option(
     "connection_string",
     default=None,
     help=f"Storage connection string (default: ${connection.ENV_VAR}, else local Azurite).",
+)
+
+spark_master_option = click.option(
+    "--spark-master",
+    envvar="CFP_SPARK_MASTER",
+    default=DEFAULT_MASTER,
+    show_default=True,
+    help="Master of the embedded Spark session.",
+)
+spark_remote_option = click.option(
+    "--spark-remote",
+    envvar="CFP_SPARK_REMOTE",
+    help="sc://HOST:PORT of a Spark Connect server, instead of an embedded session.",
+)
+spark_conf_option = click.option(
+    "--spark-conf",
+    "spark_conf_pairs",
+    envvar="CFP_SPARK_CONF",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Spark setting (repeatable; the variable takes several, space-separated).",
 )

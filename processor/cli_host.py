@@ -11,7 +11,6 @@ import click
 from leases import DEFAULT_TABLE, LeaseError, TableLeaseStore
 from observers import PluginLoadError
 from observers.spark.session import (
-    DEFAULT_MASTER,
     DEFAULT_MAX_ROWS,
     DEFAULT_MAX_WAIT_S,
     DEFAULT_STATE_BUCKETS,
@@ -24,7 +23,15 @@ from processor import connection
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedError
 from processor.changefeed.storage import FeedStorage
-from processor.cli_common import IsoTime, connection_option, fail, run_async
+from processor.cli_common import (
+    IsoTime,
+    connection_option,
+    fail,
+    run_async,
+    spark_conf_option,
+    spark_master_option,
+    spark_remote_option,
+)
 from processor.clock import SystemClock
 from processor.config import HostConfig, default_host_name
 from processor.host import open_host
@@ -77,27 +84,9 @@ processor_option = click.option(
     envvar="CFP_OUTPUT",
     help="--observer spark: folder of the tables (OUTPUT/changes, OUTPUT/state).",
 )
-@click.option(
-    "--spark-master",
-    envvar="CFP_SPARK_MASTER",
-    default=DEFAULT_MASTER,
-    show_default=True,
-    help="--observer spark: master of the embedded Spark session.",
-)
-@click.option(
-    "--spark-remote",
-    envvar="CFP_SPARK_REMOTE",
-    help="--observer spark: sc://HOST:PORT of a Spark Connect server (instead of a local session).",
-)
-@click.option(
-    "--spark-conf",
-    "spark_conf_pairs",
-    envvar="CFP_SPARK_CONF",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="--observer spark: a Spark setting (repeatable; the variable takes several, "
-    "space-separated), e.g. spark.driver.memory=4g.",
-)
+@spark_master_option
+@spark_remote_option
+@spark_conf_option
 @click.option(
     "--state-buckets",
     envvar="CFP_STATE_BUCKETS",

@@ -17,15 +17,16 @@ from typing import Any
 import click
 
 from observers import PluginLoadError
-from observers.spark.session import (
-    DEFAULT_MASTER,
-    SparkOptions,
-    open_session,
-    output_path,
-    spark_conf,
-)
+from observers.spark.session import SparkOptions, open_session, output_path, spark_conf
 from processor import connection
-from processor.cli_common import connection_option, fail, run_async
+from processor.cli_common import (
+    connection_option,
+    fail,
+    run_async,
+    spark_conf_option,
+    spark_master_option,
+    spark_remote_option,
+)
 from processor.verify import Comparison, VerifyError, compare, list_account, read_state
 
 output_option = click.option(
@@ -33,26 +34,6 @@ output_option = click.option(
     envvar="CFP_OUTPUT",
     required=True,
     help="The folder the hosts write the tables into (their --output).",
-)
-spark_master_option = click.option(
-    "--spark-master",
-    envvar="CFP_SPARK_MASTER",
-    default=DEFAULT_MASTER,
-    show_default=True,
-    help="Master of the embedded Spark session.",
-)
-spark_remote_option = click.option(
-    "--spark-remote",
-    envvar="CFP_SPARK_REMOTE",
-    help="sc://HOST:PORT of a Spark Connect server, instead of an embedded session.",
-)
-spark_conf_option = click.option(
-    "--spark-conf",
-    "spark_conf_pairs",
-    envvar="CFP_SPARK_CONF",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A Spark setting (repeatable; the variable takes several, space-separated).",
 )
 
 

@@ -1,9 +1,9 @@
 """`--observer spark`: each lease's batches into the host's shared `SparkSink`.
 
-`process_changes` only queues the batch (so reading goes on while Spark writes) and takes a
-mark; the sink checkpoints that mark once the batch is published. A failed write fails the
-lease's next call, so the worker closes it with OBSERVER_ERROR and the batches are read again
-from the last checkpoint.
+`process_changes` turns the batch into Arrow rows, queues them (so reading goes on while Spark
+writes) and takes a mark; the sink checkpoints that mark once the batch is in the change log and
+the state table. A failed write fails the lease's next call, so the worker closes it with
+OBSERVER_ERROR and the batches are read again from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -47,13 +47,14 @@ class SparkObserver:
             try:
                 await ctx.checkpoint(mark)
             except LeaseLostError:
-                ctx.log.info("spark.checkpoint_refused")  # published; the next owner skips it
+                # in both tables already; the lease's next owner replays it, adding nothing
+                ctx.log.info("spark.checkpoint_refused")
 
         future = await self.sink.submit(ctx.lease_token, changes_table(events), checkpoint)
         self._in_flight.append(future)
 
     async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
-        """Wait until every queued batch of this lease is published and checkpointed."""
+        """Wait until every queued batch of this lease is written and checkpointed."""
         if self._in_flight:
             async with asyncio.timeout(CLOSE_TIMEOUT_S):
                 await asyncio.gather(*self._in_flight, return_exceptions=True)
