@@ -1,6 +1,6 @@
 """One host reading the feed into local Spark, against writing the same rows from a ready table.
 
-    python -m bench.spark_ingest [--events-per-segment 30000] [--segments 3] [--master local[2]]
+    python -m bench.spark_ingest [--events-per-segment 60000] [--segments 3] [--master local[2]]
 
 Starts a dedicated Azurite, emulates a feed (cached in .bench/spark_ingest/ between runs) and:
 
@@ -106,7 +106,7 @@ def baseline(changes: Path, out: Path, master: str) -> tuple[int, float]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--segments", type=int, default=3)
-    parser.add_argument("--events-per-segment", type=int, default=30_000)
+    parser.add_argument("--events-per-segment", type=int, default=60_000)
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     WORKDIR.mkdir(parents=True, exist_ok=True)

@@ -7,8 +7,9 @@ write is one DataFrame per lease made from its Arrow rows, unioned. Spark cuts e
 rows into tasks of consecutive rows, so every file it writes holds a range of one lease, which
 is linked into the change log as is (`ChangeLog.publish`: exactly once, whoever else writes).
 Then the rows are folded into the current-state table, and only then is each batch's lease
-checkpointed. Writes run one at a time, in a thread (Spark calls block), so a lease's
-checkpoints follow the order of its batches.
+checkpointed. Spark writes run one at a time, in a thread (Spark calls block); a write's state
+update and checkpoints run beside the next Spark write, and each waits for the one before, so a
+lease's checkpoints follow the order of its batches.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ log = structlog.get_logger("cfp.spark")
 TEST_PAUSE_VAR = "CFP_TEST_SPARK_PAUSE_AFTER_PUBLISH_S"
 TEST_PAUSE_BEFORE_VAR = "CFP_TEST_SPARK_PAUSE_BEFORE_PUBLISH_S"
 WARM_UP_WRITES = 3
+
+Phases = dict[str, float]
 
 
 @dataclass(slots=True)
@@ -85,6 +88,8 @@ class SparkSink:
         self._closing = False
         self._tails: dict[str, str | None] = {}
         self._flusher: asyncio.Task[None] | None = None
+        self._settling: asyncio.Task[None] | None = None
+        self._written = 0  # Spark writes published (stats count the settled ones)
 
     async def __aenter__(self) -> SparkSink:
         self.options.changes.mkdir(parents=True, exist_ok=True)
@@ -99,6 +104,8 @@ class SparkSink:
         self._wake.set()
         if self._flusher is not None:
             await self._flusher
+        if self._settling is not None:
+            await self._settling
         if self._session is not None:
             await asyncio.to_thread(self._session.stop)
 
@@ -191,29 +198,55 @@ class SparkSink:
             self._room.notify_all()
         started = time.monotonic()
         try:
-            phases = await asyncio.to_thread(self._write_and_publish, items)
+            tables, phases = await asyncio.to_thread(self._write_and_publish, items)
         except Exception as e:
             log.error("spark.write_failed", rows=rows, bytes=size, error=repr(e))
             for item in items:
                 item.done.set_exception(e)
             return
+        if self._settling is not None:
+            await self._settling  # one write settles while the next is written, no more
+        self._settling = asyncio.create_task(
+            self._settle(items, tables, started, phases), name="spark-settle"
+        )
+
+    async def _settle(
+        self, items: list[Pending], tables: dict[str, pa.Table], started: float, phases: Phases
+    ) -> None:
+        """A published write's rows into the state table, then its leases' checkpoints. Runs
+        beside the next Spark write: both tables are updated before any checkpoint moves."""
+        rows = sum(t.num_rows for t in tables.values())
+        clock = time.monotonic()
+        try:
+            applied = await asyncio.to_thread(
+                self.state.apply, state_rows(pa.concat_tables(tables.values()))
+            )
+        except Exception as e:
+            log.error("spark.state_failed", rows=rows, error=repr(e))
+            for item in items:
+                item.done.set_exception(e)
+            return
+        self.stats.state_buckets += applied.buckets
+        self.stats.state_conflicts += applied.conflicts
+        if applied.conflicts:
+            log.info("spark.state_conflicts", conflicts=applied.conflicts)
         self.stats.writes += 1
         self.stats.rows += rows
         self.stats.seconds += time.monotonic() - started
         log.info(
             "spark.published",
             rows=rows,
-            bytes=size,
-            leases=len({i.lease for i in items}),
+            leases=len(tables),
             seconds=round(time.monotonic() - started, 3),
             **phases,
+            state_s=round(time.monotonic() - clock, 3),
         )
         if pause := os.environ.pop(TEST_PAUSE_VAR, None):
             await asyncio.sleep(float(pause))
         await asyncio.gather(*(_commit(batches) for batches in _per_lease(items).values()))
 
-    def _write_and_publish(self, items: list[Pending]) -> dict[str, float]:
-        """Returns the seconds each step took, for the log."""
+    def _write_and_publish(self, items: list[Pending]) -> tuple[dict[str, pa.Table], Phases]:
+        """Each lease's rows, and the seconds each step took (for the log)."""
         clock = time.monotonic()
         tables = {
             lease: pa.concat_tables(i.table for i in batches).combine_chunks()
@@ -223,7 +256,7 @@ class SparkSink:
         try:
             self._write(tables, staging)
             written = time.monotonic()
-            if self.stats.writes and (pause := os.environ.pop(TEST_PAUSE_BEFORE_VAR, None)):
+            if self._written and (pause := os.environ.pop(TEST_PAUSE_BEFORE_VAR, None)):
                 log.info("spark.pausing_before_publish", seconds=float(pause))
                 time.sleep(float(pause))
             for lease, sources in sorted(lease_sources(sorted(staging.glob("part-*"))).items()):
@@ -231,16 +264,10 @@ class SparkSink:
                     self._publish(lease, source)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        published = time.monotonic()
-        applied = self.state.apply(state_rows(pa.concat_tables(tables.values())))
-        self.stats.state_buckets += applied.buckets
-        self.stats.state_conflicts += applied.conflicts
-        if applied.conflicts:
-            log.info("spark.state_conflicts", conflicts=applied.conflicts)
-        return {
+        self._written += 1
+        return tables, {
             "spark_s": round(written - clock, 3),
-            "publish_s": round(published - written, 3),
-            "state_s": round(time.monotonic() - published, 3),
+            "publish_s": round(time.monotonic() - written, 3),
         }
 
     def _write(self, tables: dict[str, pa.Table], folder: Path) -> None:
