@@ -10,7 +10,7 @@ from leases.balancing import BalanceLimits, TakePlan, plan_takes
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
 from leases.expiry import ExpiryTracker, LeaseView
 from leases.memory_store import MemoryLeaseStore
-from leases.record import HostId, Lease, LeaseToken
+from leases.record import HostId, Lease, LeaseMove, LeaseToken
 from leases.store import LeaseStore
 from leases.table_store import DEFAULT_TABLE, TableLeaseStore
 
@@ -22,6 +22,7 @@ __all__ = [
     "Lease",
     "LeaseCorrupt",
     "LeaseError",
+    "LeaseMove",
     "LeaseStore",
     "LeaseStoreMisconfigured",
     "LeaseStoreUnavailable",

@@ -9,6 +9,8 @@ Policy:
   host; target = ceil(leases / live hosts). A live lease asked for by another host counts
   towards the asker, not the owner, so that several hosts joining at once do not all ask the
   same owner for more than it should give;
+- parked leases (stopped on bad data or a poison batch until an operator acts) are not work:
+  nobody takes them and they do not count towards the target;
 - free and expired leases come first: a free lease whose hand-over was requested by this host,
   then other free leases (except ones reserved for another host, and ones released with an error,
   which wait one expiry interval), then expired ones; at most
@@ -78,6 +80,7 @@ def plan_takes(
     def is_orphan_of_mine(v: LeaseView) -> bool:
         return v.owner == me and held is not None and v.token not in held
 
+    leases = [v for v in leases if not v.lease.parked]
     live = [v for v in leases if v.is_live and not is_orphan_of_mine(v)]
     load = Counter(_bound_for(v) for v in live)
     hosts = len({v.owner for v in live} | set(load) | {me})

@@ -7,6 +7,7 @@ A `Lease` is an immutable snapshot of one row as last read or written. Change it
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NewType
@@ -16,6 +17,63 @@ LeaseToken = NewType("LeaseToken", str)
 
 HostId = NewType("HostId", str)
 """A host process: unique per process (the default is host name + pid)."""
+
+
+# A lease keeps the newest moves only; older ones are in the logs of `cfp lease move`.
+MAX_MOVES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseMove:
+    """An operator moved a stopped lease by hand (past a bad block, a gap, or to a position).
+
+    `skipped_bytes` is how much feed data the move jumped over, as estimated from blob sizes
+    when it was made (None when it could not be estimated). Continuations are opaque here.
+    """
+
+    at: datetime
+    before: str | None
+    after: str
+    skipped_bytes: int | None
+    reason: str
+    error: str  # why the lease had stopped, as it stood when moved
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "at": self.at.isoformat(),
+            "from": self.before,
+            "to": self.after,
+            "skippedBytes": self.skipped_bytes,
+            "reason": self.reason,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, object]) -> LeaseMove:
+        skipped = doc.get("skippedBytes")
+        before = doc.get("from")
+        return cls(
+            at=datetime.fromisoformat(str(doc["at"])),
+            before=before if isinstance(before, str) else None,
+            after=str(doc["to"]),
+            skipped_bytes=skipped if isinstance(skipped, int) else None,
+            reason=str(doc.get("reason") or ""),
+            error=str(doc.get("error") or ""),
+        )
+
+
+def moves_to_text(moves: tuple[LeaseMove, ...]) -> str:
+    return json.dumps([m.to_json() for m in moves[-MAX_MOVES:]], separators=(",", ":"))
+
+
+def moves_from_text(text: str) -> tuple[LeaseMove, ...]:
+    """Raises ValueError (or KeyError) for text that is not a list of moves."""
+    if not text:
+        return ()
+    docs = json.loads(text)
+    if not isinstance(docs, list):
+        raise ValueError("moves are not a list")
+    return tuple(LeaseMove.from_json(d) for d in docs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +93,10 @@ class Lease:
             used to decide anything.
         caught_up: the owner found nothing more to read when it wrote this continuation.
         error: why the owner stopped working on it (empty when it did not), for status display.
+        parked: the lease stopped on something retrying cannot fix (bad data, a poison batch with
+            `--on-observer-error stop`): no host takes it until an operator moves or resumes it.
+        moves: what operators did to it by hand, oldest first (the newest `MAX_MOVES`).
+        dead_letters: batches its owners gave up on and wrote to the dead-letter folder.
         etag: the store's concurrency token of this snapshot (None before it was stored).
     """
 
@@ -47,6 +109,9 @@ class Lease:
     checkpoint_time: datetime | None = None
     caught_up: bool = False
     error: str = ""
+    parked: bool = False
+    moves: tuple[LeaseMove, ...] = ()
+    dead_letters: int = 0
     etag: str | None = None
 
     @property

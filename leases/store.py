@@ -3,9 +3,10 @@
 Every write is conditional on the ETag of the snapshot it starts from. What happens when that
 condition fails is decided here, once, for both stores:
 
-- acquire, steal and hand-over requests are decisions made on a snapshot: if the row changed,
-  the decision is stale and the call returns None (the balancer plans again next tick);
-- renew, checkpoint and release are made by the owner: on a changed row we re-read, and if the
+- acquire, steal and hand-over requests, and an operator's move or resume, are decisions made on
+  a snapshot: if the row changed, the decision is stale and the call returns None (the balancer
+  plans again next tick; the operator is told);
+- renew, checkpoint, release and park are made by the owner: on a changed row we re-read, and if the
   row still shows us as owner at our epoch (another field changed, say a hand-over request) the
   write is re-applied to the fresh row; otherwise the lease is lost and the call returns None;
 - a write whose reply was lost (timeout, dropped connection) is judged by re-reading: if the row
@@ -23,7 +24,7 @@ from typing import Protocol
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from leases.errors import LeaseStoreUnavailable
-from leases.record import HostId, Lease, LeaseToken
+from leases.record import MAX_MOVES, HostId, Lease, LeaseMove, LeaseToken
 
 # Attempts for one store call that keeps failing transiently (then LeaseStoreUnavailable).
 READ_ATTEMPTS = 4
@@ -61,11 +62,34 @@ class LeaseStore(Protocol):
     async def renew(self, held: Lease) -> Lease | None: ...
 
     async def checkpoint(
-        self, held: Lease, continuation: str, *, caught_up: bool, when: datetime
-    ) -> Lease | None: ...
+        self,
+        held: Lease,
+        continuation: str,
+        *,
+        caught_up: bool,
+        when: datetime,
+        dead_letters: int = 0,
+    ) -> Lease | None:
+        """Store the owner's position; `dead_letters` batches given up on are added to its count."""
+        ...
 
     async def release(self, held: Lease, *, error: str = "") -> Lease | None:
         """Clear the owner and keep the continuation (and any hand-over request)."""
+        ...
+
+    async def park(self, held: Lease, *, error: str) -> Lease | None:
+        """Release for good: no host takes the lease again until an operator moves or resumes
+        it (the continuation stays in front of what stopped it)."""
+        ...
+
+    async def move(self, seen: Lease, continuation: str, move: LeaseMove) -> Lease | None:
+        """An operator's move of a lease no host holds: new continuation, not parked, the move
+        recorded. None when the row changed since `seen` or is owned."""
+        ...
+
+    async def resume(self, seen: Lease) -> Lease | None:
+        """Un-park a lease at its position (after the cause was fixed outside). None when the
+        row changed since `seen` or is owned."""
         ...
 
 
@@ -153,18 +177,58 @@ class ConditionalLeaseStore(abc.ABC):
         return await self._as_owner(held, lambda row: row)
 
     async def checkpoint(
-        self, held: Lease, continuation: str, *, caught_up: bool, when: datetime
+        self,
+        held: Lease,
+        continuation: str,
+        *,
+        caught_up: bool,
+        when: datetime,
+        dead_letters: int = 0,
     ) -> Lease | None:
         return await self._as_owner(
             held,
             lambda row: dataclasses.replace(
-                row, continuation=continuation, caught_up=caught_up, checkpoint_time=when
+                row,
+                continuation=continuation,
+                caught_up=caught_up,
+                checkpoint_time=when,
+                dead_letters=row.dead_letters + dead_letters,
             ),
         )
 
     async def release(self, held: Lease, *, error: str = "") -> Lease | None:
         return await self._as_owner(
             held, lambda row: dataclasses.replace(row, owner=None, error=error)
+        )
+
+    async def park(self, held: Lease, *, error: str) -> Lease | None:
+        return await self._as_owner(
+            held,
+            lambda row: dataclasses.replace(
+                row, owner=None, error=error, parked=True, caught_up=False
+            ),
+        )
+
+    async def move(self, seen: Lease, continuation: str, move: LeaseMove) -> Lease | None:
+        if seen.owner is not None:
+            return None
+        return await self._decide(
+            seen,
+            lambda row: dataclasses.replace(
+                row,
+                continuation=continuation,
+                parked=False,
+                error="",
+                caught_up=False,
+                moves=(*row.moves, move)[-MAX_MOVES:],
+            ),
+        )
+
+    async def resume(self, seen: Lease) -> Lease | None:
+        if seen.owner is not None:
+            return None
+        return await self._decide(
+            seen, lambda row: dataclasses.replace(row, parked=False, error="")
         )
 
     async def _write(

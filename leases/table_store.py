@@ -28,9 +28,15 @@ from azure.core.exceptions import (
 )
 from azure.data.tables import UpdateMode
 from azure.data.tables.aio import TableClient
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_random_exponential,
+)
 
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
-from leases.record import HostId, Lease, LeaseToken
+from leases.record import HostId, Lease, LeaseToken, moves_from_text, moves_to_text
 from leases.store import ConditionalLeaseStore
 
 T = TypeVar("T")
@@ -44,6 +50,7 @@ _TABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{2,62}$")
 _BAD_KEY_CHARS = re.compile(r"[/\\#?\x00-\x1f\x7f-\x9f]")
 
 DEFAULT_TABLE = "cfpleases"
+OPEN_WITHIN_S = 60.0
 
 
 def check_names(table: str, processor: str) -> None:
@@ -71,6 +78,9 @@ def to_entity(processor: str, lease: Lease) -> dict[str, Any]:
         "CheckpointTime": lease.checkpoint_time,
         "CaughtUp": lease.caught_up,
         "Error": lease.error,
+        "Parked": lease.parked,
+        "Moves": moves_to_text(lease.moves) if lease.moves else "",
+        "DeadLetters": lease.dead_letters,
     }
 
 
@@ -80,6 +90,10 @@ def from_entity(table: str, entity: dict[str, Any], etag: str) -> Lease:
         epoch, version = int(entity["Epoch"]), int(entity["Version"])
     except (KeyError, TypeError, ValueError):
         raise LeaseCorrupt(table, key, "Epoch or Version is missing or not an integer") from None
+    try:
+        moves = moves_from_text(str(entity.get("Moves") or ""))
+    except (KeyError, TypeError, ValueError):
+        raise LeaseCorrupt(table, key, "Moves is not a list of moves") from None
     when = entity.get("CheckpointTime")
     return Lease(
         token=LeaseToken(key),
@@ -91,6 +105,9 @@ def from_entity(table: str, entity: dict[str, Any], etag: str) -> Lease:
         checkpoint_time=when if isinstance(when, datetime) else None,
         caught_up=bool(entity.get("CaughtUp", False)),
         error=str(entity.get("Error") or ""),
+        parked=bool(entity.get("Parked", False)),
+        moves=moves,
+        dead_letters=int(entity.get("DeadLetters") or 0),
         etag=etag,
     )
 
@@ -157,14 +174,24 @@ class TableLeaseStore(ConditionalLeaseStore):
     async def close(self) -> None:
         await self._client.close()
 
-    async def open(self) -> TableLeaseStore:
-        """Create the table if it does not exist yet (any host may; the first one wins)."""
+    async def open(self, *, within_s: float = OPEN_WITHIN_S) -> TableLeaseStore:
+        """Create the table if it does not exist yet (any host may; the first one wins).
+
+        Transient failures are retried for up to `within_s`: a host starting while the network
+        or the store hiccups waits instead of exiting."""
 
         async def create() -> None:
             with contextlib.suppress(ResourceExistsError):
                 await self._client.create_table()
 
-        await self._call(f"table {self.table}", create)
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(LeaseStoreUnavailable),
+            stop=stop_after_delay(within_s),
+            wait=wait_random_exponential(multiplier=0.2, max=5.0),
+            reraise=True,
+        ):
+            with attempt:
+                await self._call(f"table {self.table}", create)
         return self
 
     async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:

@@ -5,7 +5,7 @@ Public names: `Observer`, `PartitionContext`, `CloseReason`, `ChangeEvent`, `Eve
 `log`, `jsonl`, `spark`. Plugins import only from here. Nothing here knows about Azure Tables.
 """
 
-from observers.errors import ObserverError, PluginLoadError
+from observers.errors import ObserverError, PluginLoadError, ReplayRequired
 from observers.plugins import ObserverCalls, load_observer_factory
 from observers.protocol import (
     ChangeEvent,
@@ -28,5 +28,6 @@ __all__ = [
     "ObserverFactory",
     "PartitionContext",
     "PluginLoadError",
+    "ReplayRequired",
     "load_observer_factory",
 ]

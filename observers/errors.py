@@ -20,3 +20,9 @@ class PluginLoadError(Exception):
         super().__init__(f"--observer {spec!r}: {problem}")
         self.spec = spec
         self.problem = problem
+
+
+class ReplayRequired(Exception):
+    """Raised by an observer that lost batches it had already accepted (a buffered write failed):
+    the worker must not retry the current batch nor skip it, but close the lease so that reading
+    starts again from the last checkpoint. Never dead-lettered."""

@@ -23,12 +23,13 @@ from leases import (
     Lease,
     LeaseError,
     LeaseStore,
+    LeaseStoreMisconfigured,
     LeaseToken,
     LeaseView,
     plan_takes,
 )
 from processor.changefeed.catalog import FeedCatalog
-from processor.changefeed.errors import FeedError
+from processor.changefeed.errors import FeedCorrupt, FeedError
 from processor.clock import Clock
 from processor.positions import PositionBook
 from processor.supervisor import WorkerSupervisor
@@ -66,10 +67,12 @@ class Balancer:
     on_caught_up: Callable[[], None] | None = None
     caught_up: asyncio.Event = field(default_factory=asyncio.Event)  # a lease just caught up
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+    parked: list[Lease] = field(default_factory=list)  # at the last tick
     stats: BalancerStats = field(default_factory=BalancerStats)
     _tracker: ExpiryTracker | None = None
     _requested_at: dict[str, float] = field(default_factory=dict)
     _stop: asyncio.Event | None = None  # set when the host stops: a tick in flight takes nothing
+    _bad_manifests: set[str] = field(default_factory=set)  # logged once each
 
     async def run(self, stop: asyncio.Event) -> None:
         self._tracker = ExpiryTracker(self.timings.expiry_s)
@@ -78,6 +81,8 @@ class Balancer:
             try:
                 await self.tick()
                 self.ready.set()
+            except LeaseStoreMisconfigured:
+                raise  # retrying cannot fix it: the host stops with the error (exit 1)
             except (LeaseError, FeedError) as e:
                 log.warning("balance.failed", error=str(e))
             # with --until-caught-up, a lease that just caught up may be the last one: look now
@@ -101,8 +106,9 @@ class Balancer:
         leases += await self._create_missing({lease.token for lease in leases})
         self.book.update_from(leases)
         self.stats.ticks += 1
-        if self.on_caught_up is not None and leases and all(x.caught_up for x in leases):
-            log.info("processor.caught_up", leases=len(leases))
+        self.parked = [x for x in leases if x.parked]
+        if self.on_caught_up is not None and leases and await self._all_done(leases):
+            log.info("processor.caught_up", leases=len(leases), parked=len(self.parked))
             self.on_caught_up()
             return
         views = self._tracker.observe(leases, self.clock.monotonic())
@@ -142,6 +148,16 @@ class Balancer:
                 self.stats.requested += 1
                 log.info("lease.handover_requested", lease=lease.token, owner=lease.owner)
 
+    async def _all_done(self, leases: list[Lease]) -> bool:
+        """Every lease caught up, or parked, or waiting at the barrier for parked leases only:
+        nothing more will be delivered until an operator acts, so waiting is pointless."""
+        if all(x.caught_up for x in leases):
+            return True
+        segments = await self.catalog.segments()
+        return all(
+            x.caught_up or x.parked or self.book.is_stalled(x.token, segments) for x in leases
+        )
+
     def _stopping(self) -> bool:
         return self._stop is not None and self._stop.is_set()
 
@@ -159,7 +175,12 @@ class Balancer:
 
     async def _create_missing(self, existing: set[str]) -> list[Lease]:
         segments = await self.catalog.segments()
-        names = await self.catalog.shard_names(segments)
+        bad: dict[str, FeedCorrupt] = {}
+        names = await self.catalog.shard_names(segments, bad=bad)
+        for path, error in bad.items():
+            if path not in self._bad_manifests:
+                log.error("manifest.unreadable", manifest=path, error=str(error))
+        self._bad_manifests = set(bad)
         created: list[Lease] = []
         for name in sorted(names - existing):
             row = await self.store.create_if_absent(LeaseToken(name), self.initial_continuation)

@@ -34,6 +34,7 @@ from processor.cli_common import (
 )
 from processor.clock import SystemClock
 from processor.config import HostConfig, default_host_name
+from processor.dead_letter import OnObserverError
 from processor.host import open_host
 from processor.runtime import tune_gc
 from processor.status import processor_status, render_table
@@ -120,6 +121,28 @@ processor_option = click.option(
     help="--observer spark: made-up rows written three times before the first lease (0: none).",
 )
 @click.option(
+    "--on-observer-error",
+    envvar="CFP_ON_OBSERVER_ERROR",
+    type=click.Choice([p.value for p in OnObserverError]),
+    default=OnObserverError.RETRY.value,
+    show_default=True,
+    help="A batch the observer keeps failing on: retry it for ever, stop the lease (parked "
+    "until `cfp lease resume/move`), or write it to --dead-letter-dir and go on.",
+)
+@click.option(
+    "--observer-attempts",
+    envvar="CFP_OBSERVER_ATTEMPTS",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Attempts of one batch before `stop` or `dead-letter` gives up on it.",
+)
+@click.option(
+    "--dead-letter-dir",
+    envvar="CFP_DEAD_LETTER_DIR",
+    help="Folder of dead-lettered batches (default with --observer spark: OUTPUT/dead-letter).",
+)
+@click.option(
     "--lease-expiration",
     envvar="CFP_LEASE_EXPIRATION",
     type=click.FloatRange(min=0.5),
@@ -194,6 +217,9 @@ def run_command(
     spark_max_rows: int,
     spark_max_wait: float,
     spark_warm_up_rows: int,
+    on_observer_error: str,
+    observer_attempts: int,
+    dead_letter_dir: str | None,
     lease_expiration: float,
     renew_interval: float | None,
     acquire_interval: float | None,
@@ -236,6 +262,11 @@ def run_command(
             )
         except PluginLoadError as e:
             fail(str(e), 2)
+    policy = OnObserverError(on_observer_error)
+    if policy is OnObserverError.DEAD_LETTER and dead_letter_dir is None:
+        if spark is None:
+            fail("--on-observer-error dead-letter needs --dead-letter-dir", 2)
+        dead_letter_dir = str(spark.output / "dead-letter")
     clock = SystemClock()
     conn = connection.resolve(connection_string)
     config = HostConfig(
@@ -251,6 +282,9 @@ def run_command(
         until_caught_up=until_caught_up,
         is_ordered=not unordered,
         spark=spark,
+        on_observer_error=policy,
+        observer_attempts=observer_attempts,
+        dead_letter_dir=dead_letter_dir,
     )
 
     async def main(stop: asyncio.Event) -> int:
@@ -261,6 +295,11 @@ def run_command(
             return 2
         try:
             await host.run(stop)
+            if until_caught_up and host.balancer.parked:
+                for lease in host.balancer.parked:
+                    fail_line = f"cfp: error: lease {lease.token} is parked: {lease.error}"
+                    click.echo(fail_line, err=True)
+                return 1
         except Exception as e:
             leaves = _leaves(e)
             for leaf in leaves:
@@ -300,15 +339,17 @@ def status_command(
                 ) as store,
                 FeedStorage.from_connection_string(conn, attempts=3) as storage,
             ):
-                rows = await processor_status(store, FeedCatalog(storage, refresh_s=0))
+                report = await processor_status(store, FeedCatalog(storage, refresh_s=0))
         except (LeaseError, FeedError) as e:
             click.echo(f"cfp: error: {e}", err=True)
             return 1
+        rows = report.leases
         if as_json:
             doc = {
                 "processor": processor_name,
                 "table": lease_table,
                 "at": datetime.now(UTC).isoformat(),
+                "feedError": report.feed_error,
                 "leases": [r.to_json() for r in rows],
             }
             click.echo(json.dumps(doc, indent=2))
@@ -316,6 +357,15 @@ def status_command(
             click.echo(f"processor {processor_name!r} has no leases in table {lease_table!r}")
         else:
             click.echo(render_table(rows))
+        if report.feed_error is not None:
+            click.echo(f"cfp: the feed cannot be read: {report.feed_error}", err=True)
+        parked = [r.token for r in rows if r.parked]
+        if parked:
+            click.echo(
+                f"cfp: {len(parked)} lease(s) parked ({', '.join(parked)}): fix the cause, then "
+                "`cfp lease resume TOKEN`, or skip the bad spot with `cfp lease move`",
+                err=True,
+            )
         return 0
 
     raise SystemExit(run_async(main))

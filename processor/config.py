@@ -9,6 +9,7 @@ from datetime import datetime
 
 from leases import HostId
 from observers.spark.session import SparkOptions
+from processor.dead_letter import OnObserverError
 from processor.timings import Timings
 
 
@@ -31,3 +32,6 @@ class HostConfig:
     until_caught_up: bool = False
     is_ordered: bool = True
     spark: SparkOptions | None = None  # --observer spark
+    on_observer_error: OnObserverError = OnObserverError.RETRY
+    observer_attempts: int = 5  # before `stop` or `dead-letter` gives up on a batch
+    dead_letter_dir: str | None = None  # with OnObserverError.DEAD_LETTER

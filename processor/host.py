@@ -29,6 +29,7 @@ from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.storage import FeedStorage
 from processor.clock import Clock, SystemClock
 from processor.config import HostConfig
+from processor.dead_letter import DeadLetterFolder
 from processor.held import HeldLease
 from processor.lease_position import LeasePosition
 from processor.positions import PositionBook
@@ -74,6 +75,11 @@ class Host:
             is_ordered=config.is_ordered and getattr(observer_factory, "needs_segment_order", True),
             observer_spec=config.observer,
             caught_up=caught_up if config.until_caught_up else None,
+            on_observer_error=config.on_observer_error,
+            observer_attempts=config.observer_attempts,
+            dead_letters=(
+                DeadLetterFolder(config.dead_letter_dir) if config.dead_letter_dir else None
+            ),
         )
         self.supervisor = WorkerSupervisor(
             self._work, clock=self.clock, fence_after_s=t.fence_after_s

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable
 import structlog
 
 from leases import Lease, LeaseError
-from processor.barrier import may_enter
+from processor.barrier import has_finished_before, may_enter, readable_segments
 from processor.changefeed.errors import InvalidContinuation
 from processor.lease_position import LeasePosition
 from processor.waiting import wait_any
@@ -27,12 +27,18 @@ class PositionBook:
         self._lister = lister
         self._refresh_s = refresh_s
         self._positions: dict[str, LeasePosition] = {}
+        self._parked: set[str] = set()
         self._changed = asyncio.Event()
         self._lock = asyncio.Lock()
         self._refreshed_at = 0.0
 
     def update_from(self, leases: Iterable[Lease]) -> None:
         fresh: dict[str, LeasePosition] = {}
+        leases = list(leases)
+        parked: set[str] = {lease.token for lease in leases if lease.parked}
+        if parked != self._parked:
+            self._parked = parked
+            self._notify()
         for lease in leases:
             try:
                 fresh[lease.token] = LeasePosition.from_json(lease.continuation, lease=lease.token)
@@ -55,6 +61,23 @@ class PositionBook:
 
     def may_enter(self, segment: str, segments: list[str]) -> bool:
         return may_enter(segment, segments, self._positions.values())
+
+    def is_stalled(self, token: str, segments: list[str]) -> bool:
+        """Whether lease `token` waits at the barrier only for parked leases: it can deliver
+        nothing more until an operator moves or resumes them."""
+        position = self._positions.get(token)
+        if position is None or not (position.segment is None or position.is_segment_done):
+            return False
+        after = position.segment or ""
+        following = [s for s in readable_segments(segments, position) if s > after]
+        if not following:
+            return False
+        holding = {
+            t
+            for t, p in self._positions.items()
+            if not has_finished_before(p, following[0], segments)
+        }
+        return bool(holding) and holding <= self._parked
 
     async def wait_for_change(self, *, stop: asyncio.Event, timeout_s: float) -> None:
         """Return when a position changes, `stop` is set, or after a fresh listing."""

@@ -8,13 +8,14 @@ one listing per lease and segment still ahead of it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from leases import Lease, LeaseStore
+from leases import Lease, LeaseMove, LeaseStore
 from processor.barrier import readable_segments
 from processor.changefeed.catalog import FeedCatalog
-from processor.changefeed.errors import InvalidContinuation
+from processor.changefeed.errors import FeedCorrupt, InvalidContinuation
 from processor.changefeed.layout import shard_name
 from processor.lease_position import LeasePosition
 
@@ -32,6 +33,10 @@ class LeaseStatus:
     caught_up: bool
     error: str
     bytes_left: int | None
+    continuation: str | None = None
+    parked: bool = False
+    moves: tuple[LeaseMove, ...] = ()
+    dead_letters: int = 0
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -47,7 +52,11 @@ class LeaseStatus:
             "lastCheckpoint": self.checkpoint_time.isoformat() if self.checkpoint_time else None,
             "caughtUp": self.caught_up,
             "error": self.error or None,
+            "parked": self.parked,
             "bytesLeft": self.bytes_left,
+            "continuation": self.continuation,
+            "deadLetters": self.dead_letters,
+            "moves": [m.to_json() for m in self.moves],
         }
 
 
@@ -75,9 +84,21 @@ async def bytes_left(
     return total
 
 
-async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> list[LeaseStatus]:
+@dataclass(frozen=True, slots=True)
+class StatusReport:
+    leases: list[LeaseStatus]
+    feed_error: str | None  # the feed's segment list could not be read: nothing is estimated
+
+
+async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusReport:
+    """Every lease as stored, with what is left to read when the feed lets us estimate it (a
+    broken manifest leaves that lease's estimate out, not the whole report)."""
     leases = await store.list_leases()
-    segments = await catalog.segments(max_age_s=0)
+    feed_error: str | None = None
+    try:
+        segments: list[str] | None = await catalog.segments(max_age_s=0)
+    except FeedCorrupt as e:
+        segments, feed_error = None, str(e)
     gate = asyncio.Semaphore(LISTING_CONCURRENCY)
 
     async def one(lease: Lease) -> LeaseStatus:
@@ -88,9 +109,10 @@ async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> list[Leas
         except InvalidContinuation:
             pos = None
         left = None
-        if pos is not None:
+        if pos is not None and segments is not None:
             async with gate:
-                left = await bytes_left(catalog, lease.token, pos, segments)
+                with contextlib.suppress(FeedCorrupt):
+                    left = await bytes_left(catalog, lease.token, pos, segments)
         return LeaseStatus(
             token=lease.token,
             owner=lease.owner,
@@ -101,11 +123,15 @@ async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> list[Leas
             caught_up=lease.caught_up,
             error=lease.error,
             bytes_left=left,
+            continuation=lease.continuation,
+            parked=lease.parked,
+            moves=lease.moves,
+            dead_letters=lease.dead_letters,
         )
 
     async with asyncio.TaskGroup() as tg:
         tasks = [tg.create_task(one(lease)) for lease in leases]
-    return [t.result() for t in tasks]
+    return StatusReport([t.result() for t in tasks], feed_error)
 
 
 def render_table(rows: list[LeaseStatus]) -> str:
@@ -129,9 +155,17 @@ def render_table(rows: list[LeaseStatus]) -> str:
                 if pos.is_segment_done
                 else f"{chunk}@{pos.shard.block_offset}#{pos.shard.event_index}"
             )
-        state = "error: " + r.error if r.error else ("caught up" if r.caught_up else "reading")
+        state = "caught up" if r.caught_up else "reading"
+        if r.error:
+            state = ("PARKED: " if r.parked else "error: ") + r.error
         if r.next_owner:
             state += f" (hand-over to {r.next_owner})"
+        if r.moves:
+            last = r.moves[-1]
+            skipped = "?" if last.skipped_bytes is None else _size(last.skipped_bytes)
+            state += f" (moved {len(r.moves)}x, last {last.at:%Y-%m-%d %H:%M} skipping {skipped})"
+        if r.dead_letters:
+            state += f" ({r.dead_letters} dead-lettered)"
         lines.append(
             (
                 r.token,

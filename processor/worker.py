@@ -29,11 +29,13 @@ from observers import (
     ObserverCalls,
     ObserverFactory,
     PartitionContext,
+    ReplayRequired,
 )
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, FeedUnavailable, InvalidContinuation
 from processor.changefeed.position import ShardBatch
 from processor.clock import Clock
+from processor.dead_letter import DeadLetterFolder, OnObserverError
 from processor.held import HeldLease
 from processor.lease_position import LeasePosition
 from processor.lease_reader import LeaseReader, Step
@@ -41,7 +43,7 @@ from processor.positions import PositionBook
 from processor.timings import Timings
 from processor.waiting import wait_any
 
-OBSERVER_ATTEMPTS = 5
+OBSERVER_ATTEMPTS = 5  # the default of --observer-attempts
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +64,19 @@ class WorkerEnv:
     observer_attempts: int = OBSERVER_ATTEMPTS
     observer_spec: str = ""
     caught_up: asyncio.Event | None = None  # set when a lease records it is caught up
+    on_observer_error: OnObserverError = OnObserverError.RETRY
+    dead_letters: DeadLetterFolder | None = None  # with OnObserverError.DEAD_LETTER
 
 
 class _Ended(Exception):
-    def __init__(self, reason: CloseReason, error: str = "") -> None:
+    """How a worker ends. `park`: the cause will not go away by retrying (bad data, a poison
+    batch with `stop`), so the lease is parked instead of released."""
+
+    def __init__(self, reason: CloseReason, error: str = "", *, park: bool = False) -> None:
         super().__init__(reason.value)
         self.reason = reason
         self.error = error
+        self.park = park
 
 
 class Worker:
@@ -84,6 +92,7 @@ class Worker:
         self.is_caught_up_recorded = held.lease.caught_up
         self.batches = 0
         self.events = 0
+        self._dead_ends: list[LeasePosition] = []  # dead letters not yet counted in the lease
         self._confirmed = asyncio.Event()  # the observer checkpointed a mark
 
     async def run(self) -> CloseReason:
@@ -97,7 +106,7 @@ class Worker:
             _checkpoint=self._manual_checkpoint,
         )
         calls: ObserverCalls | None = None
-        reason, error = CloseReason.SHUTDOWN, ""
+        reason, error, park = CloseReason.SHUTDOWN, "", False
         try:
             position = LeasePosition.from_json(held.lease.continuation, lease=held.token)
             self.checkpointed = self.delivered = self.batch_end = position
@@ -125,14 +134,15 @@ class Worker:
             if failure is not None:
                 raise failure
         except _Ended as end:
-            reason, error = end.reason, end.error
+            reason, error, park = end.reason, end.error, end.park
         except (FeedCorrupt, InvalidContinuation) as e:
-            reason, error = CloseReason.FEED_ERROR, str(e)
+            # bytes that will not change: stop in front of them until an operator acts
+            reason, error, park = CloseReason.FEED_ERROR, str(e), True
         except Exception as e:  # the boundary: a bug must not take the host down
             self.log.exception("worker.crashed")
             reason, error = CloseReason.FEED_ERROR, f"{type(e).__name__}: {e}"
         finally:
-            await self._finish(calls, ctx, reason, error)
+            await self._finish(calls, ctx, reason, error, park=park)
         return reason
 
     async def _loop(
@@ -156,10 +166,14 @@ class Worker:
                 assert step.batch is not None
                 ctx._mark = step.position
                 try:
-                    await self._deliver(step.batch, calls, ctx)
+                    accepted = await self._deliver(step.batch, calls, ctx, step.position)
                 finally:
                     ctx._mark = None
-                self.delivered = self.batch_end = step.position
+                self.delivered = step.position
+                if not accepted:  # dead-lettered: checkpointed once the batches before are
+                    await self._confirm_delivered()
+                    continue
+                self.batch_end = step.position
                 if calls.auto_checkpoint:
                     await self._checkpoint(step.position, caught_up=False)
             elif step.step is Step.ADVANCED:
@@ -189,39 +203,86 @@ class Worker:
             raise _Ended(CloseReason.HANDED_OVER)
 
     async def _deliver(
-        self, batch: ShardBatch, calls: ObserverCalls, ctx: PartitionContext
-    ) -> None:
+        self, batch: ShardBatch, calls: ObserverCalls, ctx: PartitionContext, end: LeasePosition
+    ) -> bool:
+        """Hand one batch to the observer, retrying failures as `--on-observer-error` says.
+        True when the observer accepted it, False when it was dead-lettered instead."""
         events = EventBatch(
             batch.records, batch.event_keys(), shard=self.held.token, segment=batch.segment
         )
         if not events:
-            return
-        if not self.held.is_usable():  # fencing: the last check before user code sees events
+            return True
+        held, env = self.held, self.env
+        checked_at = env.clock.monotonic()
+        if not held.is_usable():  # fencing: the last check before user code sees events
             raise _Ended(CloseReason.LEASE_LOST)
+        # when it was last known to be ours (CLOCK_MONOTONIC: comparable across processes)
+        self.log.debug("batch.delivering", events=len(events), mono=checked_at)
+        attempts = 0 if env.on_observer_error is OnObserverError.RETRY else env.observer_attempts
 
         def give_up(state: RetryCallState) -> bool:
-            return state.attempt_number >= self.env.observer_attempts or not self.held.is_usable()
+            return (
+                bool(attempts and state.attempt_number >= attempts)
+                or isinstance(state.outcome and state.outcome.exception(), ReplayRequired)
+                or not held.is_usable()
+                or env.stop.is_set()
+                or held.handover.is_set()
+            )
 
         def log_retry(state: RetryCallState) -> None:
             error = state.outcome.exception() if state.outcome else None
             self.log.warning("observer.retry", attempt=state.attempt_number, error=repr(error))
 
+        async def pause(seconds: float) -> None:  # a backoff the host's stop cuts short
+            await wait_any(env.stop, held.lost, held.handover, timeout_s=seconds)
+
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception_type(Exception),
                 stop=give_up,
-                wait=wait_random_exponential(multiplier=0.2, max=10.0),
+                wait=wait_random_exponential(multiplier=0.2, max=30.0),
+                sleep=pause,
                 before_sleep=log_retry,
                 reraise=True,
             ):
                 with attempt:
                     await calls.process_changes(ctx, events)
         except Exception as e:
-            if not self.held.is_usable():
-                raise _Ended(CloseReason.LEASE_LOST) from e
-            raise _Ended(CloseReason.OBSERVER_ERROR, f"process_changes: {e!r}") from e
+            self._check_still_ours()  # lost, handed over or stopping: the batch comes again
+            error = f"process_changes: {e!r}"
+            if isinstance(e, ReplayRequired):  # the observer lost batches it had accepted
+                raise _Ended(CloseReason.OBSERVER_ERROR, error) from e
+            where = f"batch {self.delivered.to_json()} to {end.to_json()}"
+            if env.on_observer_error is OnObserverError.STOP:
+                raise _Ended(CloseReason.OBSERVER_ERROR, f"{error} on {where}", park=True) from e
+            await self._dead_letter(batch, end, error)
+            return False
         self.batches += 1
         self.events += len(events)
+        return True
+
+    async def _dead_letter(self, batch: ShardBatch, end: LeasePosition, error: str) -> None:
+        env, held = self.env, self.held
+        assert env.dead_letters is not None, "dead-letter needs a folder"
+        try:
+            path = await asyncio.to_thread(
+                env.dead_letters.write,
+                processor=env.processor,
+                lease=held.token,
+                epoch=held.epoch,
+                host=env.host,
+                start=self.delivered.to_json(),
+                end=end.to_json(),
+                error=error,
+                at=env.clock.wall(),
+                records=batch.records,
+            )
+        except OSError as e:
+            raise _Ended(CloseReason.OBSERVER_ERROR, f"{error}; dead letter: {e}") from e
+        self._dead_ends.append(end)
+        self.log.error(
+            "batch.dead_lettered", events=len(batch.records), path=str(path), error=error
+        )
 
     async def _checkpoint(self, position: LeasePosition, *, caught_up: bool) -> None:
         """Write `position` into the lease, conditional on our owner and epoch.
@@ -233,13 +294,18 @@ class Worker:
             raise AssertionError(f"checkpoint would move back: {position} < {self.checkpointed}")
         text = position.to_json()
         env, held = self.env, self.held
+        passed = sum(1 for dead in self._dead_ends if not position.is_before(dead))
         while True:
             if not held.is_usable():
                 raise _Ended(CloseReason.LEASE_LOST)
             try:
                 result = await held.write(
                     lambda lease: env.store.checkpoint(
-                        lease, text, caught_up=caught_up, when=env.clock.wall()
+                        lease,
+                        text,
+                        caught_up=caught_up,
+                        when=env.clock.wall(),
+                        dead_letters=passed,
                     )
                 )
             except LeaseError as e:
@@ -250,6 +316,7 @@ class Worker:
                 raise _Ended(CloseReason.LEASE_LOST)
             break
         self.checkpointed = position
+        self._dead_ends = [dead for dead in self._dead_ends if position.is_before(dead)]
         self.is_caught_up_recorded = caught_up
         env.book.set(held.token, position)
         if caught_up and env.caught_up is not None:
@@ -287,8 +354,11 @@ class Worker:
         ctx: PartitionContext,
         reason: CloseReason,
         error: str,
+        *,
+        park: bool,
     ) -> None:
-        """Close the observer, then release the lease if it is still ours (continuation kept)."""
+        """Close the observer, then release (or park) the lease if it is still ours, with the
+        continuation kept."""
         log = self.log.bind(reason=reason.value)
         if calls is not None:
             try:
@@ -299,12 +369,23 @@ class Worker:
             try:
                 async with asyncio.timeout(self.env.timings.request_timeout_s * 3):
                     await asyncio.shield(
-                        self.held.write(lambda lease: self.env.store.release(lease, error=error))
+                        self.held.write(
+                            lambda lease: (
+                                self.env.store.park(lease, error=error)
+                                if park
+                                else self.env.store.release(lease, error=error)
+                            )
+                        )
                     )
             except (LeaseError, TimeoutError) as e:
                 log.warning("lease.release_failed", error=str(e))
         level: Any = log.error if error else log.info
-        level("worker.stopped", error=error or None, batches=self.batches, events=self.events)
+        level(
+            "worker.parked" if park else "worker.stopped",
+            error=error or None,
+            batches=self.batches,
+            events=self.events,
+        )
 
 
 async def run_worker(held: HeldLease, env: WorkerEnv) -> CloseReason:

@@ -9,6 +9,7 @@ CFP_TEST_OUT (the directory), CFP_TEST_BATCH_DELAY_S (sleep per batch), CFP_TEST
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Sequence
 
@@ -35,3 +36,30 @@ class FailingObserver:
 
     async def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
         raise RuntimeError(f"refusing {len(events)} events of lease {ctx.lease_token}")
+
+
+class PoisonJsonl(PacedJsonl):
+    """`PacedJsonl` that refuses every batch holding an event whose id is listed in
+    CFP_TEST_POISON_IDS, and refuses the first CFP_TEST_FAIL_FIRST batches of the process
+    (a transient failure; counted over all leases of the process)."""
+
+    failures_left: int | None = None
+    lock = threading.Lock()  # sync observers run in threads, one per lease at a time
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._poison = set(filter(None, os.environ.get("CFP_TEST_POISON_IDS", "").split(",")))
+        if PoisonJsonl.failures_left is None:
+            PoisonJsonl.failures_left = int(os.environ.get("CFP_TEST_FAIL_FIRST", "0"))
+
+    def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+        with PoisonJsonl.lock:
+            fail = bool(PoisonJsonl.failures_left)
+            if fail and PoisonJsonl.failures_left is not None:
+                PoisonJsonl.failures_left -= 1
+        if fail:
+            raise RuntimeError("transient failure")
+        poisoned = [e.id for e in events if e.id in self._poison]
+        if poisoned:
+            raise ValueError(f"poison events {poisoned}")
+        super().process_changes(ctx, events)

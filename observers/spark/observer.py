@@ -14,6 +14,7 @@ from types import TracebackType
 
 import structlog
 
+from observers.errors import ReplayRequired
 from observers.protocol import ChangeEvent, CloseReason, LeaseLostError, PartitionContext
 from observers.spark.schema import changes_table
 from observers.spark.session import SparkOptions
@@ -22,7 +23,7 @@ from observers.spark.sink import SparkSink
 log = structlog.get_logger("cfp.spark")
 
 
-class SparkWriteError(Exception):
+class SparkWriteError(ReplayRequired):
     """A Spark write holding this lease's batch failed; the lease cannot go on past it."""
 
 

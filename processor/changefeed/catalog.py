@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections import OrderedDict
 
-from processor.changefeed.errors import MissingChunkError
+from processor.changefeed.errors import FeedCorrupt, MissingChunkError
 from processor.changefeed.layout import SEGMENT_PREFIX, SEGMENTS_JSON, is_segment_path, shard_name
 from processor.changefeed.manifests import (
     SegmentManifest,
@@ -84,9 +84,19 @@ class FeedCatalog:
                 self._finalized.popitem(last=False)
         return manifest
 
-    async def shard_names(self, segments: list[str]) -> set[str]:
-        """Every shard name appearing in `segments`."""
+    async def shard_names(
+        self, segments: list[str], *, bad: dict[str, FeedCorrupt] | None = None
+    ) -> set[str]:
+        """Every shard name appearing in the readable manifests of `segments`. A manifest that
+        cannot be read is left out (and reported in `bad`, by path): the leases that reach it
+        stop in front of it, while every other shard still gets its lease."""
         names: set[str] = set()
         for path in segments:
-            names.update(shard_name(p) for p in (await self.manifest(path)).shard_prefixes)
+            try:
+                manifest = await self.manifest(path)
+            except FeedCorrupt as e:
+                if bad is not None:
+                    bad[path] = e
+                continue
+            names.update(shard_name(p) for p in manifest.shard_prefixes)
         return names

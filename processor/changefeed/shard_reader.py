@@ -27,7 +27,7 @@ from processor.changefeed.errors import (
     TruncatedBlockError,
     UndecodableBlockError,
 )
-from processor.changefeed.layout import chunk_shard_prefix
+from processor.changefeed.layout import chunk_number, chunk_path, chunk_shard_prefix
 from processor.changefeed.position import RawRecord, ShardBatch, ShardPosition
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import BlobInfo, FeedStorage
@@ -205,6 +205,8 @@ class ShardReader:
                         return ShardRead(None, True, is_finalized)
                     self._chunks = None
                     continue
+                if self._gap(None, chunks[0].name, relisted=relisted):
+                    continue
                 self.position = pos = ShardPosition(chunks[0].name, 0, 0)
             idx = next((i for i, c in enumerate(chunks) if c.name == pos.chunk), None)
             if idx is None:
@@ -213,9 +215,7 @@ class ShardReader:
                 self._chunks = None
                 continue
             info = chunks[idx]
-            if pos.block_offset == 0 and info.size > 0:
-                header = await self._header(info)
-                self.position = pos = ShardPosition(info.name, header.size, 0)
+            pos = await self._past_header(info)
             if pos.block_offset > info.size:
                 if relisted:
                     raise PositionError(
@@ -225,6 +225,8 @@ class ShardReader:
                 continue
             if info.size in (pos.block_offset, 0):
                 if idx + 1 < len(chunks):
+                    if self._gap(info.name, chunks[idx + 1].name, relisted=relisted):
+                        continue
                     self.position = ShardPosition(chunks[idx + 1].name, 0, 0)
                     continue
                 if relisted:
@@ -241,6 +243,33 @@ class ShardReader:
             if relisted:
                 return ShardRead(None, True, False)
             self._chunks = None
+
+    async def _past_header(self, info: BlobInfo) -> ShardPosition:
+        """The position, moved past the chunk's header when it pointed at the chunk's start."""
+        if self.position.block_offset == 0 and info.size > 0:
+            header = await self._header(info)
+            self.position = ShardPosition(info.name, header.size, 0)
+        return self.position
+
+    def _gap(self, before: str | None, after: str, *, relisted: bool) -> bool:
+        """Chunks are numbered from 00000 without gaps: a missing number is data gone (retention
+        or deletion), never to be stepped over silently. True: list again first, then decide.
+
+        Raises:
+            MissingChunkError: naming the first missing chunk, on a fresh listing.
+        """
+        try:
+            expected = 0 if before is None else chunk_number(before) + 1
+            if chunk_number(after) == expected:
+                return False
+        except ValueError:
+            return False  # not a chunk name we know how to number: nothing to compare
+        if not relisted:
+            self._chunks = None
+            return True
+        raise MissingChunkError(
+            chunk_path(self.prefix, expected), f"chunk is missing before {after} (retention?)"
+        )
 
     async def _header(self, info: BlobInfo) -> ChunkHeader:
         cached = self._headers.get(info.name)

@@ -259,20 +259,29 @@ async def test_blobs_moving_shards_stay_in_order_with_slow_and_fast_leases(
         assert violations
 
 
+@pytest.mark.parametrize("policy", ["retry", "stop"])
 async def test_an_observer_that_keeps_failing_checkpoints_nothing(
-    cluster: Cluster, table: Table
+    cluster: Cluster, table: Table, policy: str
 ) -> None:
     cluster.args = (*ARGS[:-1], "tests.plugins:FailingObserver")
-    cluster.start("h1")
+    cluster.start("h1", "--on-observer-error", policy, "--observer-attempts", "2")
     deadline = time.monotonic() + 60
-    while not any(e.get("reason") == "observer_error" for e in cluster.log_events("h1")):
-        assert time.monotonic() < deadline, "no lease closed with observer_error"
-        await asyncio.sleep(0.2)
-    rows = await table.leases()
+    if policy == "stop":  # the 6 leases of segment 1 park in front of their first batch
+        while len(parked := [r for r in await table.leases() if r.parked]) < 6:
+            assert time.monotonic() < deadline, "the leases did not park"
+            await asyncio.sleep(0.2)
+        rows = await table.leases()
+        assert len(parked) == 6 and all("refusing" in r.error and not r.owner for r in parked)
+    else:  # retried for ever (past --observer-attempts), and SIGTERM still stops the host
+        while sum(e.get("event") == "observer.retry" for e in cluster.log_events("h1")) < 20:
+            assert time.monotonic() < deadline, "no retries"
+            await asyncio.sleep(0.2)
+        rows = await table.leases()
+        assert not any(r.parked for r in rows)
     assert rows and all(r.continuation is None or '"shard"' not in r.continuation for r in rows), (
         "a batch the observer refused was checkpointed"
     )
-    assert cluster.stop_all() == {"h1": 0}
+    assert cluster.stop_all(timeout=20) == {"h1": 0}
 
 
 @pytest.mark.parametrize("start", ["2026-01-01T02:30:00Z", "now"])

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from leases import HostId, Lease, LeaseStoreUnavailable, LeaseToken, MemoryLeaseStore
+from leases import HostId, Lease, LeaseMove, LeaseStoreUnavailable, LeaseToken, MemoryLeaseStore
 from leases.store import ConditionalLeaseStore
 from leases.table_store import TableLeaseStore
 from processor.changefeed.emulator.azurite import Azurite
@@ -117,6 +117,45 @@ async def test_release_keeps_the_continuation(stores: StoreFactory) -> None:
     assert row is not None
     assert (row.owner, row.continuation, row.caught_up) == (None, "pos-7", True)
     assert row.checkpoint_time == WHEN
+
+
+async def test_a_parked_lease_keeps_its_position_until_moved_and_the_move_is_recorded(
+    stores: StoreFactory,
+) -> None:
+    a, b = await stores(), await stores()
+    held = await _owned(a, A)
+    done = await a.checkpoint(held, "pos-3", caught_up=False, when=WHEN, dead_letters=2)
+    assert done is not None and done.dead_letters == 2
+    parked = await a.park(done, error="chunk x at byte 9: bad block")
+    assert parked is not None
+    row = await b.get(T0)
+    assert row is not None
+    assert (row.owner, row.parked, row.continuation) == (None, True, "pos-3")
+    assert row.error == "chunk x at byte 9: bad block" and row.dead_letters == 2
+    move = LeaseMove(WHEN, "pos-3", "pos-4", 1234, "bad block", row.error)
+    assert await b.move(done, "pos-4", move) is None  # decided on a stale snapshot
+    moved = await b.move(row, "pos-4", move)
+    assert moved is not None
+    again = await a.get(T0)
+    assert again is not None
+    assert (again.parked, again.error, again.continuation) == (False, "", "pos-4")
+    assert again.moves == (move,) and again.dead_letters == 2
+    # an owned lease is not moved or resumed by hand
+    owned = await a.acquire(again, A)
+    assert owned is not None
+    assert await b.move(owned, "pos-9", move) is None
+    assert await b.resume(owned) is None
+
+
+async def test_a_parked_lease_can_be_resumed_where_it_stood(stores: StoreFactory) -> None:
+    store = await stores()
+    held = await _owned(store, A)
+    parked = await store.park(held, error="observer failed")
+    assert parked is not None and parked.parked
+    resumed = await store.resume(parked)
+    assert resumed is not None
+    assert (resumed.parked, resumed.error, resumed.moves) == (False, "", ())
+    assert resumed.continuation == held.continuation
 
 
 async def test_epoch_grows_on_every_owner_change(stores: StoreFactory) -> None:

@@ -531,6 +531,25 @@ def test_a_plan_depends_on_the_seed_and_the_set_not_the_order(
     assert plan_takes(permuted, me=me, limits=LIMITS, rng=random.Random(seed)) == p
 
 
+@few
+@given(snapshots(), st.lists(st.tuples(st.booleans(), st.sampled_from(["", "bad block"]))))
+def test_parked_leases_are_never_taken_and_do_not_count(
+    views: list[LeaseView], parked_rows: list[tuple[bool, str]]
+) -> None:
+    parked = [
+        LeaseView(
+            dataclasses.replace(make_lease(f"p{i}", error=error), parked=True), is_expired=expired
+        )
+        for i, (expired, error) in enumerate(parked_rows)
+    ]
+    for me in HOSTS[:3]:
+        with_parked = plan_takes([*views, *parked], me=me, limits=LIMITS, rng=random.Random(0))
+        without = plan_takes(views, me=me, limits=LIMITS, rng=random.Random(0))
+        taken = set(tokens(with_parked.acquire)) | set(tokens(with_parked.steal))
+        assert not taken & {v.token for v in parked}
+        assert (with_parked.target, with_parked.hosts) == (without.target, without.hosts)
+
+
 Row = tuple[HostId | None, bool, HostId | None, str]
 mostly_free_rows = st.tuples(
     st.none() | st.sampled_from(HOSTS[:2]),  # owner: mostly free

@@ -1,0 +1,242 @@
+"""Bad data and poison batches with real hosts: a lease parks in front of what it cannot get past,
+the others go on, `cfp status` shows it, and `cfp lease move` skips exactly what it says.
+
+Each test emulates a small feed (2 segments; 3 shards, then 1), damages it, and runs real
+`cfp run` processes over it with the JSON-lines test observer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.storage.blob.aio import ContainerClient
+
+from processor.changefeed.avro_chunk import BlockSpan, ChunkHeader, parse_header, scan_blocks
+from processor.changefeed.decode import decode_blocks
+from processor.changefeed.layout import CONTAINER
+from tests.cluster import LEASE_TABLE, Cluster
+from tests.helpers import emulate, read_all, run_cfp
+
+ARGS = (
+    "--lease-expiration", "3",
+    "--renew-interval", "1",
+    "--acquire-interval", "1",
+    "--poll-interval", "0.3",
+    "--max-batch-events", "6",
+    "--observer", "tests.plugins:PoisonJsonl",
+)  # fmt: skip
+BAD_LEASE = "01"
+CHUNK = "log/01/2026/01/01/0000/00000.avro"
+_processors = itertools.count()
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture
+async def cluster(account: str, tmp_path: Path) -> AsyncIterator[Cluster]:
+    c = Cluster(account, f"stuck{next(_processors)}", tmp_path, args=ARGS)
+    try:
+        yield c
+    finally:
+        c.kill_all()
+
+
+async def _feed(account: str, **changes: Any) -> set[str]:
+    """Emulate the feed; the ids of its non-Control events."""
+    await emulate(
+        account,
+        seed=21,
+        segments=2,
+        events_per_segment=90,
+        shards=(3, 1),
+        block_events=(4, 8),
+        **changes,
+    )
+    records, _ = await read_all(account)
+    return {str(r["id"]) for r in records}
+
+
+async def _chunk(account: str) -> tuple[bytes, ChunkHeader, list[BlockSpan]]:
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        data = await (await c.download_blob(CHUNK)).readall()
+    header = parse_header(data, chunk=CHUNK)
+    blocks = scan_blocks(data[header.size :], base=header.size, sync=header.sync, chunk=CHUNK)
+    return data, header, list(blocks.blocks)
+
+
+def _ids(data: bytes, header: ChunkHeader, blocks: list[BlockSpan]) -> set[str]:
+    decoded = decode_blocks(data, base=0, blocks=blocks, skip=0, header=header, chunk=CHUNK)
+    return {str(r["id"]) for r in decoded.records}
+
+
+def _status(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    result = run_cfp(
+        cluster.conn,
+        "status", "--json", "--processor-name", cluster.processor, "--lease-table", LEASE_TABLE,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return {row["lease"]: row for row in json.loads(result.stdout)["leases"]}
+
+
+def _lease_cmd(cluster: Cluster, *args: str) -> Any:
+    return run_cfp(
+        cluster.conn,
+        "lease", *args, "--processor-name", cluster.processor, "--lease-table", LEASE_TABLE,
+    )  # fmt: skip
+
+
+def _delivered(cluster: Cluster) -> Counter[str]:
+    return Counter(d["id"] for d in cluster.deliveries())
+
+
+async def _run_until_caught_up(cluster: Cluster, name: str, *extra: str) -> int:
+    cluster.start(name, "--until-caught-up", *extra)
+    return await asyncio.to_thread(cluster.wait, name, 180)
+
+
+async def test_a_corrupt_block_parks_its_lease_and_a_move_skips_exactly_that_block(
+    account: str, cluster: Cluster
+) -> None:
+    ids = await _feed(account)
+    data, header, blocks = await _chunk(account)
+    bad = blocks[2]
+    start, end = bad.offset + 20, bad.end - 16  # its records, framing kept
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        await c.delete_blob(CHUNK)
+        await c.upload_blob(CHUNK, data[:start] + b"\xff" * (end - start) + data[end:])
+    before_bad = _ids(data, header, blocks[:2]) & ids
+    lost = _ids(data, header, [bad]) & ids
+    assert before_bad and lost
+
+    assert await _run_until_caught_up(cluster, "h1") == 1
+    log = (cluster.workdir / "h1.log").read_text()
+    assert f"lease {BAD_LEASE} is parked" in log and f"{CHUNK} at byte {bad.offset}" in log
+    rows = _status(cluster)
+    assert rows[BAD_LEASE]["parked"] and f"at byte {bad.offset}" in rows[BAD_LEASE]["error"]
+    assert rows[BAD_LEASE]["offset"] == bad.offset  # stopped in front of the bad block
+    assert not any(r["parked"] for t, r in rows.items() if t != BAD_LEASE)
+    got = _delivered(cluster)
+    assert not set(got) & lost
+    # the other shards of segment 1 all came; the second segment waits behind the parked lease
+    from_bad_lease = {d["id"] for d in cluster.deliveries() if d["lease"] == BAD_LEASE}
+    assert from_bad_lease == before_bad
+
+    moved = _lease_cmd(cluster, "move", BAD_LEASE, "--past", "block", "--reason", "test")
+    assert moved.returncode == 0, moved.stderr
+    assert f"({bad.end - bad.offset} bytes of the feed skipped)" in moved.stdout
+    row = _status(cluster)[BAD_LEASE]
+    assert not row["parked"] and row["error"] is None and row["offset"] == bad.end
+    (move,) = row["moves"]
+    assert move["skippedBytes"] == bad.end - bad.offset and move["reason"] == "test"
+    assert f"at byte {bad.offset}" in move["error"]
+
+    assert await _run_until_caught_up(cluster, "h2") == 0
+    got = _delivered(cluster)
+    assert set(got) == ids - lost and max(got.values()) == 1
+
+
+async def test_a_missing_chunk_parks_its_lease_and_nothing_after_it_is_read_until_moved(
+    account: str, cluster: Cluster
+) -> None:
+    ids = await _feed(account, chunk_bytes=2048)
+    chunk_names = []
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        shard = CHUNK.rsplit("/", 1)[0] + "/"
+        chunk_names = [b.name async for b in c.list_blobs(name_starts_with=shard)]
+        assert len(chunk_names) >= 3, chunk_names
+        gone = chunk_names[1]
+        data = await (await c.download_blob(gone)).readall()
+        await c.delete_blob(gone)
+    header = parse_header(data, chunk=gone)
+    scan = scan_blocks(data[header.size :], base=header.size, sync=header.sync, chunk=gone)
+    lost = {
+        str(r["id"])
+        for r in decode_blocks(
+            data, base=0, blocks=list(scan.blocks), skip=0, header=header, chunk=gone
+        ).records
+    } & ids
+
+    assert await _run_until_caught_up(cluster, "h1") == 1
+    row = _status(cluster)[BAD_LEASE]
+    assert row["parked"] and gone in row["error"] and "missing" in row["error"]
+    assert row["chunk"] == chunk_names[0]  # at the end of the chunk before the gap
+    later = {d["id"] for d in cluster.deliveries() if d["lease"] == BAD_LEASE}
+    assert not later & lost
+
+    assert _lease_cmd(cluster, "move", BAD_LEASE, "--past", "chunk").returncode == 0
+    row = _status(cluster)[BAD_LEASE]
+    assert row["chunk"] == chunk_names[2] and row["moves"][0]["skippedBytes"] == 0
+    assert await _run_until_caught_up(cluster, "h2") == 0
+    assert set(_delivered(cluster)) == ids - lost
+
+
+async def test_an_unsafe_manifest_parks_the_leases_that_reach_it(
+    account: str, cluster: Cluster
+) -> None:
+    await _feed(account)
+    segment = "idx/segments/2026/01/01/0100/meta.json"
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        doc = json.loads(await (await c.download_blob(segment)).readall())
+        doc["chunkFilePaths"] = ["$blobchangefeed/log/../meta/"]
+        await c.upload_blob(segment, json.dumps(doc), overwrite=True)
+    assert await _run_until_caught_up(cluster, "h1") == 1
+    rows = _status(cluster)
+    # every lease must read the manifest to learn whether its shard is in the segment: all
+    # stop in front of it, each with segment 1 fully delivered
+    assert sorted(rows) == ["00", "01", "02"]
+    for row in rows.values():
+        assert row["parked"] and segment in row["error"]
+        assert row["segment"] == "idx/segments/2026/01/01/0000/meta.json" and row["segmentDone"]
+    assert "outside $blobchangefeed/log/" in (cluster.workdir / "h1.log").read_text()
+
+
+async def test_a_poison_batch_is_retried_then_stops_or_is_dead_lettered_as_configured(
+    account: str, cluster: Cluster, tmp_path: Path
+) -> None:
+    ids = await _feed(account)
+    data, header, blocks = await _chunk(account)
+    poison = sorted(_ids(data, header, blocks[2:]) & ids)[0]
+    cluster.env["CFP_TEST_POISON_IDS"] = poison
+
+    # stop: parked in front of the batch, nothing of it or after it checkpointed
+    assert await _run_until_caught_up(cluster, "h1", "--on-observer-error", "stop") == 1
+    row = _status(cluster)[BAD_LEASE]
+    assert row["parked"] and "poison events" in row["error"] and "process_changes" in row["error"]
+    assert poison not in _delivered(cluster)
+    assert _lease_cmd(cluster, "resume", BAD_LEASE).returncode == 0
+
+    # dead-letter: written with its error, checkpointed past, counted; everything else arrives
+    letters = tmp_path / "dead"
+    rc = await _run_until_caught_up(
+        cluster,
+        "h2",
+        "--on-observer-error", "dead-letter",
+        "--observer-attempts", "2",
+        "--dead-letter-dir", str(letters),
+    )  # fmt: skip
+    assert rc == 0
+    (letter,) = letters.glob(f"{cluster.processor}/{BAD_LEASE}/*.jsonl")
+    head, *records = (json.loads(line) for line in letter.read_text().splitlines())
+    assert head["lease"] == BAD_LEASE and "poison events" in head["error"]
+    assert head["events"] == len(records) and poison in {r["id"] for r in records}
+    dead = {str(r["id"]) for r in records}
+    assert set(_delivered(cluster)) == ids - dead
+    assert _status(cluster)[BAD_LEASE]["deadLetters"] == 1
+
+
+async def test_a_failing_observer_is_retried_by_default_and_loses_nothing(
+    account: str, cluster: Cluster
+) -> None:
+    ids = await _feed(account)
+    cluster.env["CFP_TEST_FAIL_FIRST"] = "4"
+    assert await _run_until_caught_up(cluster, "h1") == 0
+    assert set(_delivered(cluster)) == ids
+    retries = [e for e in cluster.log_events("h1") if e.get("event") == "observer.retry"]
+    assert len(retries) == 4
