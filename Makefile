@@ -6,11 +6,12 @@ PY := $(VENV)/bin/python
 AZURITE := deploy/local/node_modules/.bin/azurite
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install demo test unit integration lint typecheck azurite spark-connect bench bench-spark bench-rebalance bench-balance clean
+.PHONY: help install demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-spark bench-rebalance bench-balance clean
 
 help:
 	@echo "make demo       emulate a workload in a throw-away Azurite and read it back"
 	@echo "make test       lint, type-check, unit and integration tests (starts its own Azurite)"
+	@echo "make chaos      hosts, Azurite and the network failing at random (SEED=1 DURATION=60 HOSTS=4)"
 	@echo "make azurite    run Azurite in the foreground on the default ports (data in $(AZURITE_DIR)/)"
 	@echo "make spark-connect  run a Spark Connect server on 127.0.0.1:15002 in the foreground"
 	@echo "make bench      read-throughput benchmark: ours vs the official SDK vs a bare baseline"
@@ -48,6 +49,12 @@ integration: install
 
 test: install lint typecheck
 	$(VENV)/bin/pytest -q tests
+
+chaos: install
+	$(PY) -m tests.chaos.runner --seed $(or $(SEED),1) --duration $(or $(DURATION),60) --hosts $(or $(HOSTS),4)
+
+chaos-ci: install
+	$(PY) -m tests.chaos.runner --seed 20261123 --duration 60 --hosts 4
 
 azurite: $(AZURITE)
 	mkdir -p $(AZURITE_DIR)

@@ -1,0 +1,92 @@
+"""The invariants a chaos run checks, as pure functions of what it recorded."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from leases import Lease
+from processor.changefeed.errors import InvalidContinuation
+from processor.lease_position import LeasePosition
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One batch handed to an observer, from a host's `batch.delivering` log line. `mono` is
+    the host's CLOCK_MONOTONIC when it last checked that the lease was its own (shared by all
+    processes of the machine, unlike the skewed wall clocks)."""
+
+    mono: float
+    host: str
+    lease: str
+    epoch: int
+    events: int
+
+
+def backward_moves(samples: Iterable[tuple[float, Lease]]) -> list[str]:
+    """Leases whose continuation, sampled in time order, ever moved backwards."""
+    last: dict[str, LeasePosition] = {}
+    problems = []
+    for t, lease in samples:
+        try:
+            pos = LeasePosition.from_json(lease.continuation, lease=lease.token)
+        except InvalidContinuation as e:
+            problems.append(f"t={t:.2f} {e}")
+            continue
+        before = last.get(lease.token)
+        if before is not None and pos.is_before(before):
+            problems.append(
+                f"t={t:.2f} lease {lease.token} moved back from {before.to_json()} to "
+                f"{pos.to_json()} (owner {lease.owner}, epoch {lease.epoch})"
+            )
+        else:
+            last[lease.token] = pos
+    return problems
+
+
+def late_deliveries(deliveries: Iterable[Delivery]) -> list[str]:
+    """Batches of a lease delivered after a newer epoch of it had started delivering."""
+    newest: dict[str, Delivery] = {}
+    problems = []
+    for d in sorted(deliveries, key=lambda d: d.mono):
+        seen = newest.get(d.lease)
+        if seen is not None and d.epoch < seen.epoch:
+            problems.append(
+                f"lease {d.lease}: {d.host} delivered at epoch {d.epoch} (t={d.mono:.3f}) after "
+                f"{seen.host} had started at epoch {seen.epoch} (t={seen.mono:.3f})"
+            )
+        elif seen is None or d.epoch > seen.epoch:
+            newest[d.lease] = d
+    return problems
+
+
+def exactly_once(feed_ids: set[str], change_log: Counter[str]) -> list[str]:
+    """The change log against the feed: every id once, nothing else."""
+    missing = feed_ids - set(change_log)
+    twice = sorted(i for i, n in change_log.items() if n > 1)
+    extra = set(change_log) - feed_ids
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} events missing from changes, e.g. {sorted(missing)[:3]}")
+    if twice:
+        problems.append(f"{len(twice)} events more than once in changes, e.g. {twice[:3]}")
+    if extra:
+        problems.append(
+            f"{len(extra)} ids in changes that the feed lacks, e.g. {sorted(extra)[:3]}"
+        )
+    return problems
+
+
+def rest_problems(leases: list[Lease], hosts: set[str]) -> list[str]:
+    """At rest: every lease owned by a live host, and loads within one of each other."""
+    problems = [f"lease {x.token} has no owner" for x in leases if x.owner is None]
+    problems += [f"lease {x.token} is parked: {x.error}" for x in leases if x.parked]
+    load = Counter(x.owner for x in leases if x.owner is not None)
+    strangers = set(load) - hosts
+    if strangers:
+        problems.append(f"leases owned by hosts not running: {sorted(strangers)}")
+    counts = [load.get(h, 0) for h in hosts]
+    if counts and max(counts) - min(counts) > 1:
+        problems.append(f"unbalanced at rest: {dict(sorted(load.items()))}")
+    return problems

@@ -1,0 +1,82 @@
+"""A TCP proxy on loopback between the hosts and Azurite, which the chaos runner breaks on cue.
+
+`drop(seconds)` cuts every open connection and refuses new ones for a while (a network
+partition); `delay(each_s, seconds)` holds every chunk of bytes in both directions for `each_s`
+(a slow network: requests time out, renewals come late). Hosts see only the proxy's port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from processor.changefeed.emulator.azurite import free_port
+
+CHUNK = 64 * 1024
+
+
+class FaultyProxy:
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = free_port()
+        self._server: asyncio.Server | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+        self._refuse_until = 0.0
+        self._delay_s = 0.0
+        self._delay_until = 0.0
+
+    async def start(self) -> FaultyProxy:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        return self
+
+    async def close(self) -> None:
+        self._cut_all()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+
+    def drop(self, seconds: float) -> None:
+        self._refuse_until = time.monotonic() + seconds
+        self._cut_all()
+
+    def delay(self, each_s: float, seconds: float) -> None:
+        self._delay_s, self._delay_until = each_s, time.monotonic() + seconds
+
+    def heal(self) -> None:
+        self._refuse_until = self._delay_until = 0.0
+
+    def _cut_all(self) -> None:
+        for writer in list(self._open):
+            writer.transport.abort()
+        self._open.clear()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if time.monotonic() < self._refuse_until:
+            writer.transport.abort()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.transport.abort()  # Azurite is down: the host sees a dropped connection
+            return
+        self._open |= {writer, up_writer}
+        try:
+            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        finally:
+            for w in (writer, up_writer):
+                self._open.discard(w)
+                w.transport.abort()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, OSError, asyncio.IncompleteReadError):
+            while data := await reader.read(CHUNK):
+                if time.monotonic() < self._delay_until:
+                    await asyncio.sleep(self._delay_s)
+                if time.monotonic() < self._refuse_until:
+                    return
+                writer.write(data)
+                await writer.drain()
+        with contextlib.suppress(Exception):
+            writer.write_eof()  # the other side finished sending: pass the half-close on

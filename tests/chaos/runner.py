@@ -1,0 +1,501 @@
+"""`make chaos`: real hosts with the Spark observer on a live feed, under a seeded storm of faults.
+
+    python -m tests.chaos.runner --seed 7 --duration 120 --hosts 4
+
+Starts Azurite (on a data folder that survives its restarts), a `FaultyProxy` in front of its blob
+and table ports (the hosts see only the proxy), a live emulated workload (new segments, shard
+counts cycling through `--shards`, each segment `Publishing` then finalized), and the hosts. Then
+it applies the schedule of `schedule.make_schedule(seed)`, stops the faults, lets the hosts catch
+up, and checks the invariants of `invariants.py`, the state table with `cfp verify`, and the
+lease table at rest. The lease table is sampled every 0.25 s for the whole run. It prints a summary
+(faults, events, duplicates delivered to observers, takeover times); a failing run prints the
+seed and the fault timeline, and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow.dataset as ds
+from azure.storage.blob.aio import BlobServiceClient
+
+from leases import Lease, LeaseError, TableLeaseStore
+from processor.changefeed.emulator.azurite import ROOT, Azurite
+from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
+from processor.changefeed.errors import FeedError
+from processor.changefeed.layout import SEGMENT_INTERVAL
+from processor.connection import ENV_VAR, azurite_connection_string
+from tests.chaos.invariants import (
+    Delivery,
+    backward_moves,
+    exactly_once,
+    late_deliveries,
+    rest_problems,
+)
+from tests.chaos.proxy import FaultyProxy
+from tests.chaos.schedule import KINDS, Fault, make_schedule
+from tests.helpers import read_all
+
+PROCESSOR = "chaos"
+TABLE = "chaosleases"
+SAMPLE_EVERY_S = 0.25
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    workdir: Path
+    seed: int = 1
+    duration_s: float = 60.0
+    hosts: int = 4
+    expiry_s: float = 4.0
+    kinds: tuple[str, ...] = KINDS
+    segment_seconds: float = 15.0
+    rate: float = 15.0
+    shards: tuple[int, ...] = (2, 3, 4, 3)
+    settle_s: float = 300.0
+
+
+@dataclass
+class Report:
+    config: ChaosConfig
+    timeline: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    applied: Counter[str] = field(default_factory=Counter)
+    events: int = 0
+    delivered: int = 0
+    takeovers: list[float] = field(default_factory=list)
+    settle_s: float = 0.0
+
+    def note(self, started: float, text: str) -> None:
+        self.timeline.append(f"[{time.monotonic() - started:7.1f}s] {text}")
+
+    def render(self) -> str:
+        c = self.config
+        takeovers = (
+            f"{len(self.takeovers)}, median {statistics.median(self.takeovers):.1f}s, "
+            f"max {max(self.takeovers):.1f}s (expiry {c.expiry_s:g}s)"
+            if self.takeovers
+            else "none measured"
+        )
+        lines = [
+            f"chaos: seed {c.seed}, {c.duration_s:g}s of faults, {c.hosts} hosts, "
+            f"shards {','.join(map(str, c.shards))}",
+            f"  faults applied:      {sum(self.applied.values())} "
+            f"({', '.join(f'{k} {n}' for k, n in sorted(self.applied.items()))})",
+            f"  events in the feed:  {self.events:,} (non-Control)",
+            f"  delivered:           {self.delivered:,} to observers, "
+            f"{max(0, self.delivered - self.events):,} duplicates "
+            f"({max(0, self.delivered - self.events) / max(1, self.events):.1%})",
+            f"  takeovers after kill/pause: {takeovers}",
+            f"  caught up after the faults in {self.settle_s:.1f}s",
+        ]
+        if self.problems:
+            lines += ["FAILED", *(f"  - {p}" for p in self.problems)]
+            lines += [f"replay: make chaos SEED={c.seed} DURATION={c.duration_s:g}", "timeline:"]
+            lines += [f"  {t}" for t in self.timeline]
+        else:
+            lines.append("  invariants: all hold")
+        return "\n".join(lines)
+
+
+class Hosts:
+    """The host processes; logs append to `workdir/hN.log` across restarts."""
+
+    def __init__(self, config: ChaosConfig, conn: str) -> None:
+        self.config = config
+        self.conn = conn
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.paused: set[int] = set()
+        self.exit_codes: list[tuple[str, int]] = []
+        self.stopping: set[int] = set()  # signalled to exit by the runner
+
+    def name(self, i: int) -> str:
+        return f"h{i}"
+
+    def start(self, i: int, *, skew_s: float = 0.0) -> None:
+        c = self.config
+        log = (c.workdir / f"{self.name(i)}.log").open("ab")
+        env = {
+            **os.environ,
+            ENV_VAR: self.conn,
+            "CFP_LOG_JSON": "1",
+            "CFP_LOG_LEVEL": "DEBUG",
+            "CFP_TEST_CLOCK_SKEW_S": str(skew_s),
+        }
+        cmd = [
+            sys.executable, "-m", "processor", "run",
+            "--processor-name", PROCESSOR, "--lease-table", TABLE, "--host-name", self.name(i),
+            "--lease-expiration", str(c.expiry_s), "--poll-interval", "0.5",
+            "--max-batch-events", "200",
+            "--observer", "spark", "--output", str(c.workdir / "tables"),
+            "--spark-master", "local[1]", "--spark-warm-up-rows", "0", "--spark-max-wait", "1",
+            "--spark-conf", "spark.ui.enabled=false",
+        ]  # fmt: skip
+        self.procs[i] = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        self.stopping.discard(i)
+
+    def exited_on_their_own(self) -> list[str]:
+        """Hosts that exited without being told to: a crash the run must report."""
+        return [
+            f"h{i} exited {p.returncode} on its own (see h{i}.log)"
+            for i, p in self.procs.items()
+            if p.poll() is not None and i not in self.stopping
+        ]
+
+    def is_up(self, i: int) -> bool:
+        """Running and not paused, nor on its way out (a restart of it is pending)."""
+        p = self.procs.get(i)
+        return (
+            p is not None and p.poll() is None and i not in self.paused and i not in self.stopping
+        )
+
+    def signal(self, i: int, sig: signal.Signals) -> None:
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            self.stopping.add(i)
+        self.procs[i].send_signal(sig)
+        if sig == signal.SIGSTOP:
+            self.paused.add(i)
+        elif sig == signal.SIGCONT:
+            self.paused.discard(i)
+
+    async def wait(self, i: int, timeout_s: float = 60.0) -> int:
+        rc = await asyncio.to_thread(self.procs[i].wait, timeout_s)
+        self.exit_codes.append((self.name(i), rc))
+        return rc
+
+    def kill_all(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def deliveries(self) -> list[Delivery]:
+        out = []
+        for i in range(self.config.hosts):
+            path = self.config.workdir / f"{self.name(i)}.log"
+            if not path.exists():
+                continue
+            for line in path.read_text().splitlines():
+                if '"batch.delivering"' not in line:
+                    continue
+                with contextlib.suppress(ValueError, KeyError):
+                    e = json.loads(line)
+                    out.append(Delivery(e["mono"], e["host"], e["lease"], e["epoch"], e["events"]))
+        return out
+
+
+class Workload:
+    """The live emulated feed, driven step by step so that Azurite can be restarted between
+    steps (`quiet` is held during each step and by a restart)."""
+
+    def __init__(self, conn: str, config: ChaosConfig) -> None:
+        self.conn = conn
+        self.config = config
+        self.quiet = asyncio.Lock()
+        self.stop = asyncio.Event()
+
+    async def run(self) -> None:
+        c = self.config
+        emu = EmulatorConfig(
+            seed=c.seed, shards=c.shards, block_events=(1, 40), chunk_bytes=64 << 10
+        )
+        per_tick = max(1, round(c.rate))
+        async with BlobServiceClient.from_connection_string(self.conn) as service:
+            emulator = Emulator(service, emu)
+            async with self.quiet:
+                begin = await emulator.setup()
+            while True:
+                async with self.quiet:
+                    await emulator.begin_segment(begin)
+                started = time.monotonic()
+                while not self.stop.is_set() and time.monotonic() - started < c.segment_seconds:
+                    share = min(0.99, (time.monotonic() - started) / c.segment_seconds)
+                    async with self.quiet:
+                        at = begin + SEGMENT_INTERVAL * share
+                        await emulator.perform(per_tick, times=[at] * per_tick)
+                        await emulator.flush()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.stop.wait(), 1.0)
+                async with self.quiet:  # finalized even when stopping: all of it is consumable
+                    await emulator.finalize_segment(begin + SEGMENT_INTERVAL - timedelta(seconds=1))
+                begin += SEGMENT_INTERVAL
+                if self.stop.is_set():
+                    return
+
+
+async def _sample(
+    store: TableLeaseStore, samples: list[tuple[float, Lease]], stop: asyncio.Event
+) -> None:
+    while not stop.is_set():
+        with contextlib.suppress(LeaseError):
+            leases = await store.list_leases()
+            t = time.monotonic()
+            samples.extend((t, x) for x in leases)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), SAMPLE_EVERY_S)
+
+
+def takeover_times(
+    samples: list[tuple[float, Lease]], faults: list[tuple[float, str]]
+) -> list[float]:
+    """For each (time, host) a host was killed or paused: how long until every lease it owned
+    then was owned at a newer epoch (by anyone, itself restarted included)."""
+    out = []
+    for t0, host in faults:
+        before: dict[str, int] = {}
+        for t, x in samples:
+            if t <= t0:
+                before[x.token] = x.epoch if x.owner == host else -1  # as last seen before t0
+        owned = {tok: epoch for tok, epoch in before.items() if epoch >= 0}
+        if not owned:
+            continue
+        pending = dict(owned)
+        for t, x in samples:
+            if t > t0 and x.token in pending and x.epoch > pending[x.token] and x.owner:
+                del pending[x.token]
+                if not pending:
+                    out.append(t - t0)
+                    break
+    return out
+
+
+def change_log_ids(workdir: Path) -> Counter[str]:
+    folder = workdir / "tables" / "changes"
+    if not folder.exists():
+        return Counter()
+    data = ds.dataset(folder, format="parquet", partitioning="hive")
+    return Counter(data.to_table(columns=["id"]).column("id").to_pylist())
+
+
+class Chaos:
+    def __init__(self, config: ChaosConfig) -> None:
+        self.config = config
+        self.report = Report(config)
+        self.azurite = Azurite(config.workdir / "azurite")
+        self.started = time.monotonic()
+        self.recoveries: list[asyncio.Task[None]] = []
+        self.kills: list[tuple[float, str]] = []
+
+    def note(self, text: str) -> None:
+        self.report.note(self.started, text)
+        print(self.report.timeline[-1], flush=True)
+
+    async def run(self) -> Report:
+        c = self.config
+        c.workdir.mkdir(parents=True, exist_ok=True)
+        self.azurite.start()
+        blob = await FaultyProxy(self.azurite.blob_port).start()
+        table = await FaultyProxy(self.azurite.table_port).start()
+        self.proxies = (blob, table)
+        direct = self.azurite.connection_string
+        self.hosts = Hosts(c, azurite_connection_string(blob_port=blob.port, table_port=table.port))
+        self.workload = Workload(direct, c)
+        samples: list[tuple[float, Lease]] = []
+        sampling = asyncio.Event()
+        try:
+            async with TableLeaseStore.from_connection_string(
+                direct, table=TABLE, processor=PROCESSOR
+            ) as store:
+                await store.open()
+                workload = asyncio.create_task(self.workload.run())
+                sampler = asyncio.create_task(_sample(store, samples, sampling))
+                for i in range(c.hosts):
+                    self.hosts.start(i)
+                self.note(f"{c.hosts} hosts started; workload running")
+                await self._storm(workload)
+                await self._settle(workload, store, direct)
+                sampling.set()
+                await sampler
+        finally:
+            self.hosts.kill_all()
+            for p in self.proxies:
+                await p.close()
+            self.azurite.stop()
+        self._check(samples)
+        return self.report
+
+    async def _storm(self, workload: asyncio.Task[None]) -> None:
+        c = self.config
+        faults = make_schedule(
+            c.seed, duration_s=c.duration_s, hosts=c.hosts, expiry_s=c.expiry_s, kinds=c.kinds
+        )
+        begin = time.monotonic()
+        for fault in faults:
+            await asyncio.sleep(max(0.0, begin + fault.at_s - time.monotonic()))
+            if workload.done():
+                workload.result()  # the workload itself failed: report it
+            self._crashes()
+            await self._apply(fault)
+        await asyncio.sleep(max(0.0, begin + c.duration_s - time.monotonic()))
+        self.note("faults stop")
+        await asyncio.gather(*self.recoveries)
+        self._crashes()
+        for p in self.proxies:
+            p.heal()
+        for i in range(c.hosts):
+            if i in self.hosts.paused:
+                self.hosts.signal(i, signal.SIGCONT)
+            if not self.hosts.is_up(i):
+                self.hosts.start(i)
+
+    def _crashes(self) -> None:
+        for crash in self.hosts.exited_on_their_own():
+            if crash not in self.report.problems:
+                self.report.problems.append(crash)
+                self.note(crash)
+
+    async def _apply(self, fault: Fault) -> None:
+        hosts, i = self.hosts, fault.host
+        host_fault = fault.kind in ("kill", "pause", "term", "skew")
+        if host_fault and not hosts.is_up(i):
+            self.note(f"skipped (h{i} is not up): {fault.describe()}")
+            return
+        self.note(fault.describe())
+        self.report.applied[fault.kind] += 1
+        if fault.kind == "kill":
+            self.kills.append((time.monotonic(), hosts.name(i)))
+            hosts.signal(i, signal.SIGKILL)
+            await hosts.wait(i)
+            self._later(fault.length_s, lambda: hosts.start(i), f"h{i} restarted")
+        elif fault.kind == "pause":
+            self.kills.append((time.monotonic(), hosts.name(i)))
+            hosts.signal(i, signal.SIGSTOP)
+            self._later(fault.length_s, lambda: hosts.signal(i, signal.SIGCONT), f"h{i} resumed")
+        elif fault.kind in ("term", "skew"):
+            hosts.signal(i, signal.SIGTERM)
+            skew = fault.skew_s
+            self.recoveries.append(asyncio.create_task(self._restart(i, fault.length_s, skew)))
+        elif fault.kind == "azurite":
+            self.recoveries.append(asyncio.create_task(self._restart_azurite(fault.length_s)))
+        elif fault.kind == "drop":
+            for p in self.proxies:
+                p.drop(fault.length_s)
+        elif fault.kind == "delay":
+            for p in self.proxies:
+                p.delay(fault.skew_s, fault.length_s)
+
+    def _later(self, delay_s: float, action: object, text: str) -> None:
+        async def later() -> None:
+            await asyncio.sleep(delay_s)
+            assert callable(action)
+            action()
+            self.note(text)
+
+        self.recoveries.append(asyncio.create_task(later()))
+
+    async def _restart(self, i: int, delay_s: float, skew_s: float) -> None:
+        rc = await self.hosts.wait(i, timeout_s=90)
+        if rc != 0:
+            self.report.problems.append(f"h{i} exited {rc} on SIGTERM")
+        await asyncio.sleep(delay_s)
+        self.hosts.start(i, skew_s=skew_s)
+        self.note(f"h{i} restarted (wall clock {skew_s:+.0f}s)")
+
+    async def _restart_azurite(self, down_s: float) -> None:
+        async with self.workload.quiet:  # no blob operation is cut in half
+            self.azurite.stop()
+            await asyncio.sleep(down_s)
+            await asyncio.to_thread(self.azurite.start)
+        self.note("azurite restarted")
+
+    async def _settle(
+        self, workload: asyncio.Task[None], store: TableLeaseStore, direct: str
+    ) -> None:
+        c = self.config
+        self.workload.stop.set()
+        await workload
+        records, _ = await read_all(direct)
+        feed_ids = {str(r["id"]) for r in records}
+        self.report.events = len(feed_ids)
+        self.note(f"workload stopped: {len(feed_ids):,} events; waiting for the hosts")
+        started = time.monotonic()
+        deadline = started + c.settle_s
+        while True:
+            leases = await store.list_leases()
+            done = leases and all(x.caught_up for x in leases)
+            if done and feed_ids <= set(await asyncio.to_thread(change_log_ids, c.workdir)):
+                break
+            if time.monotonic() > deadline:
+                self.report.problems.append(f"not caught up within {c.settle_s:g}s")
+                break
+            await asyncio.sleep(1.0)
+        self.report.settle_s = time.monotonic() - started
+        names = {self.hosts.name(i) for i in range(c.hosts)}
+        at_rest: list[str] = []
+        for _ in range(int(6 * c.expiry_s)):
+            at_rest = rest_problems(await store.list_leases(), names)
+            if not at_rest:
+                break
+            await asyncio.sleep(1.0)
+        self.report.problems += at_rest
+        self.note("caught up; stopping the hosts")
+        for i in range(c.hosts):
+            self.hosts.signal(i, signal.SIGTERM)
+        for i in range(c.hosts):
+            if (rc := await self.hosts.wait(i, timeout_s=120)) != 0:
+                self.report.problems.append(f"h{i} exited {rc} at the end")
+        self.report.problems += exactly_once(feed_ids, change_log_ids(c.workdir))
+        verify = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "processor", "verify", "--output", str(c.workdir / "tables")],
+            capture_output=True, text=True, cwd=ROOT, env={**os.environ, ENV_VAR: direct},
+        )  # fmt: skip
+        if verify.returncode != 0:
+            self.report.problems.append(f"cfp verify: {verify.stdout[-1500:]}{verify.stderr}")
+
+    def _check(self, samples: list[tuple[float, Lease]]) -> None:
+        deliveries = self.hosts.deliveries()
+        self.report.delivered = sum(d.events for d in deliveries)
+        self.report.problems += backward_moves(samples)
+        self.report.problems += late_deliveries(deliveries)
+        self.report.takeovers = takeover_times(samples, self.kills)
+        if not deliveries:
+            self.report.problems.append("no batch.delivering lines in the host logs")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("SEED", "1")))
+    parser.add_argument("--duration", type=float, default=float(os.environ.get("DURATION", "60")))
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--expiry", type=float, default=4.0)
+    parser.add_argument("--kinds", default=",".join(KINDS), help="fault kinds, comma-separated")
+    parser.add_argument("--workdir", type=Path, help="default: a fresh temporary folder")
+    args = parser.parse_args(argv)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cfp-chaos-"))
+    config = ChaosConfig(
+        workdir=workdir,
+        seed=args.seed,
+        duration_s=args.duration,
+        hosts=args.hosts,
+        expiry_s=args.expiry,
+        kinds=tuple(k for k in args.kinds.split(",") if k),
+    )
+    print(f"chaos: seed {config.seed}, work folder {workdir}", flush=True)
+    try:
+        report = asyncio.run(Chaos(config).run())
+    except (FeedError, LeaseError) as e:
+        print(f"chaos: the run itself failed: {e!r}", file=sys.stderr)
+        return 1
+    print(report.render(), flush=True)
+    return 1 if report.problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

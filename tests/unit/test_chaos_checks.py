@@ -1,0 +1,98 @@
+"""The chaos suite's own checks: a seeded schedule replays exactly, and each invariant check
+fails on the history it exists to catch."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from leases import HostId, Lease, LeaseToken
+from processor.changefeed.position import ShardPosition
+from processor.lease_position import LeasePosition
+from tests.chaos.invariants import (
+    Delivery,
+    backward_moves,
+    exactly_once,
+    late_deliveries,
+    rest_problems,
+)
+from tests.chaos.runner import takeover_times
+from tests.chaos.schedule import KINDS, make_schedule
+
+SEGMENT = "idx/segments/2026/01/01/0000/meta.json"
+
+
+def lease(token: str, offset: int, owner: str | None = "h0", epoch: int = 1) -> Lease:
+    pos = LeasePosition(SEGMENT, False, ShardPosition("log/00/2026/01/01/0000/00000.avro", offset))
+    return Lease(
+        LeaseToken(token),
+        owner=None if owner is None else HostId(owner),
+        epoch=epoch,
+        continuation=pos.to_json(),
+    )
+
+
+@given(st.integers(0, 2**32), st.floats(10, 600), st.integers(1, 8))
+def test_a_schedule_is_a_function_of_its_seed(seed: int, duration: float, hosts: int) -> None:
+    a = make_schedule(seed, duration_s=duration, hosts=hosts, expiry_s=4)
+    assert a == make_schedule(seed, duration_s=duration, hosts=hosts, expiry_s=4)
+    assert all(0 <= f.at_s < duration and 0 <= f.host < hosts for f in a)
+    assert [f.at_s for f in a] == sorted(f.at_s for f in a)
+    assert all(f.length_s > 4 for f in a if f.kind == "pause")  # past the expiry
+    assert {f.kind for f in a} <= set(KINDS)
+
+
+def test_a_long_schedule_uses_every_kind_and_unknown_kinds_are_refused() -> None:
+    assert {f.kind for f in make_schedule(1, duration_s=1200, hosts=4, expiry_s=4)} == set(KINDS)
+    with pytest.raises(ValueError, match="fault kinds"):
+        make_schedule(1, duration_s=10, hosts=1, expiry_s=4, kinds=("meteor",))
+
+
+def test_a_continuation_moving_back_is_caught() -> None:
+    fine = [(0.0, lease("00", 10)), (1.0, lease("00", 20)), (1.0, lease("01", 5))]
+    assert backward_moves(fine) == []
+    (problem,) = backward_moves([*fine, (2.0, lease("00", 15, epoch=2))])
+    assert "lease 00 moved back" in problem and "epoch 2" in problem
+
+
+def test_a_batch_after_a_newer_epoch_started_is_caught() -> None:
+    ok = [Delivery(1.0, "h0", "00", 1, 5), Delivery(2.0, "h1", "00", 2, 5)]
+    assert late_deliveries(ok) == []
+    zombie = Delivery(2.5, "h0", "00", 1, 5)
+    (problem,) = late_deliveries([*ok, zombie])
+    assert "h0 delivered at epoch 1" in problem and "h1 had started at epoch 2" in problem
+
+
+def test_missing_duplicate_and_foreign_ids_are_each_caught() -> None:
+    assert exactly_once({"a", "b"}, Counter({"a": 1, "b": 1})) == []
+    problems = exactly_once({"a", "b", "c"}, Counter({"a": 2, "b": 1, "z": 1}))
+    assert [p.split()[1] for p in problems] == ["events", "events", "ids"]
+    assert "missing" in problems[0] and "more than once" in problems[1] and "lacks" in problems[2]
+
+
+def test_at_rest_every_lease_is_owned_and_loads_are_within_one() -> None:
+    hosts = {"h0", "h1"}
+    assert rest_problems(
+        [lease("00", 0, "h0"), lease("01", 0, "h1"), lease("02", 0, None)], hosts
+    ) == ["lease 02 has no owner"]
+    within_one = [lease(f"{i:02d}", 0, "h0") for i in range(2)] + [lease("03", 0, "h1")]
+    assert rest_problems(within_one, hosts) == []
+    assert "unbalanced" in rest_problems([*within_one, lease("04", 0, "h0")], hosts)[0]
+    assert "not running" in rest_problems([lease("00", 0, "h9")], hosts)[0]
+
+
+def test_takeover_time_is_until_every_lease_of_the_victim_has_a_newer_epoch() -> None:
+    samples = [
+        (0.0, lease("00", 0, "h0", 1)),
+        (0.0, lease("01", 0, "h0", 1)),
+        (3.0, lease("00", 0, "h1", 2)),
+        (4.0, lease("01", 0, "h0", 1)),
+        (6.0, lease("01", 0, "h1", 2)),
+    ]
+    assert takeover_times(samples, [(1.0, "h0")]) == [5.0]
+    assert takeover_times(samples, [(1.0, "h7")]) == []
+    # a lease h0 no longer owned when it died does not count
+    assert takeover_times([*samples, (3.5, lease("00", 0, "h1", 2))], [(3.7, "h0")]) == [2.3]
