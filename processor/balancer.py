@@ -72,7 +72,7 @@ class Balancer:
     _tracker: ExpiryTracker | None = None
     _requested_at: dict[str, float] = field(default_factory=dict)
     _stop: asyncio.Event | None = None  # set when the host stops: a tick in flight takes nothing
-    _bad_manifests: set[str] = field(default_factory=set)  # logged once each
+    _logged_feed_problems: set[str] = field(default_factory=set)  # logged once each (paths, errors)
 
     async def run(self, stop: asyncio.Event) -> None:
         self._tracker = ExpiryTracker(self.timings.expiry_s)
@@ -151,9 +151,12 @@ class Balancer:
     async def _all_done(self, leases: list[Lease]) -> bool:
         """Every lease caught up, or parked, or waiting at the barrier for parked leases only:
         nothing more will be delivered until an operator acts, so waiting is pointless."""
-        if all(x.caught_up for x in leases):
+        if all(x.caught_up or x.parked for x in leases):
             return True
-        segments = await self.catalog.segments()
+        try:
+            segments = await self.catalog.segments()
+        except FeedCorrupt:
+            return False
         return all(
             x.caught_up or x.parked or self.book.is_stalled(x.token, segments) for x in leases
         )
@@ -174,13 +177,22 @@ class Balancer:
         return overdue
 
     async def _create_missing(self, existing: set[str]) -> list[Lease]:
-        segments = await self.catalog.segments()
+        """Rows for shards that appeared in the feed. A feed whose segment list cannot be
+        read (a malformed `segments.json`) creates none, but balancing goes on: the leases that
+        exist still move between hosts, and each parks when it needs the list itself."""
+        try:
+            segments = await self.catalog.segments()
+        except FeedCorrupt as e:
+            if str(e) not in self._logged_feed_problems:
+                log.error("feed.unreadable", error=str(e))
+            self._logged_feed_problems = {str(e)}
+            return []
         bad: dict[str, FeedCorrupt] = {}
         names = await self.catalog.shard_names(segments, bad=bad)
         for path, error in bad.items():
-            if path not in self._bad_manifests:
+            if path not in self._logged_feed_problems:
                 log.error("manifest.unreadable", manifest=path, error=str(error))
-        self._bad_manifests = set(bad)
+        self._logged_feed_problems = set(bad)
         created: list[Lease] = []
         for name in sorted(names - existing):
             row = await self.store.create_if_absent(LeaseToken(name), self.initial_continuation)

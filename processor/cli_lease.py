@@ -122,23 +122,35 @@ def move_command(
 @lease_connection_option
 @lease_table_option
 @processor_option
-@click.argument("token")
+@click.argument("tokens", nargs=-1)
+@click.option("--all-parked", is_flag=True, help="Every parked lease of the processor.")
 def resume_command(
     connection_string: str | None,
     lease_connection_string: str | None,
     lease_table: str,
     processor_name: str,
-    token: str,
+    tokens: tuple[str, ...],
+    all_parked: bool,
 ) -> None:
-    """Let hosts take a parked lease again where it stopped (after fixing the cause)."""
+    """Let hosts take parked leases again where they stopped (after fixing the cause)."""
+    if bool(tokens) == all_parked:
+        raise click.UsageError("give lease tokens or --all-parked")
     conn = connection.resolve(connection_string)
 
     async def main(stop: asyncio.Event) -> int:
         async with _store(conn, lease_connection_string, lease_table, processor_name) as store:
-            lease = _stopped(await store.get(LeaseToken(token)), token)
-            if await store.resume(lease) is None:
-                raise click.ClickException(f"lease {token} changed meanwhile: look and try again")
-        click.echo(f"lease {token} resumed at {lease.continuation}")
+            if all_parked:
+                leases = [x for x in await store.list_leases() if x.parked]
+            else:
+                leases = [_stopped(await store.get(LeaseToken(t)), t) for t in tokens]
+            for lease in leases:
+                if await store.resume(_stopped(lease, lease.token)) is None:
+                    raise click.ClickException(
+                        f"lease {lease.token} changed meanwhile: look and try again"
+                    )
+                click.echo(f"lease {lease.token} resumed at {lease.continuation}")
+        if not leases:
+            click.echo("no parked lease")
         return 0
 
     raise SystemExit(run_async(_reported(main)))

@@ -240,3 +240,26 @@ async def test_a_failing_observer_is_retried_by_default_and_loses_nothing(
     assert set(_delivered(cluster)) == ids
     retries = [e for e in cluster.log_events("h1") if e.get("event") == "observer.retry"]
     assert len(retries) == 4
+
+
+async def test_a_malformed_segments_json_parks_every_lease_until_resumed(
+    account: str, cluster: Cluster
+) -> None:
+    ids = await _feed(account)
+    path = "meta/segments.json"
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        good = await (await c.download_blob(path)).readall()
+        cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0.2"
+        cluster.start("h1", "--until-caught-up")
+        await cluster.logged("h1", "worker.started", within_s=60)  # the leases exist
+        await c.upload_blob(path, b'{"version": 0, "lastConsumable": ', overwrite=True)
+        assert await asyncio.to_thread(cluster.wait, "h1", 120) == 1
+        rows = _status(cluster)
+        assert rows and all(r["parked"] and path in r["error"] for r in rows.values())
+        await c.upload_blob(path, good, overwrite=True)  # fixed outside
+    resumed = _lease_cmd(cluster, "resume", "--all-parked")
+    assert resumed.returncode == 0 and resumed.stdout.count("resumed at") == len(rows)
+    cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
+    assert await _run_until_caught_up(cluster, "h2") == 0
+    got = _delivered(cluster)
+    assert set(got) == ids and max(got.values()) == 1
