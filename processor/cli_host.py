@@ -359,7 +359,7 @@ def status_command(
             click.echo(render_table(rows))
         if report.feed_error is not None:
             click.echo(f"cfp: the feed cannot be read: {report.feed_error}", err=True)
-        parked = [r.token for r in rows if r.parked]
+        parked = [r.lease.token for r in rows if r.lease.parked]
         if parked:
             click.echo(
                 f"cfp: {len(parked)} lease(s) parked ({', '.join(parked)}): fix the cause, then "

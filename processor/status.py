@@ -10,9 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from datetime import datetime
 
-from leases import Lease, LeaseMove, LeaseStore
+from leases import Lease, LeaseStore
 from processor.barrier import readable_segments
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, InvalidContinuation
@@ -24,39 +23,33 @@ LISTING_CONCURRENCY = 16
 
 @dataclass(frozen=True, slots=True)
 class LeaseStatus:
-    token: str
-    owner: str | None
-    epoch: int
-    next_owner: str | None
+    """A lease row as stored, its parsed position (None: not one we can read) and an estimate
+    of what is left to read (None: unknown)."""
+
+    lease: Lease
     position: LeasePosition | None
-    checkpoint_time: datetime | None
-    caught_up: bool
-    error: str
     bytes_left: int | None
-    continuation: str | None = None
-    parked: bool = False
-    moves: tuple[LeaseMove, ...] = ()
-    dead_letters: int = 0
 
     def to_json(self) -> dict[str, object]:
+        x, pos = self.lease, self.position
         return {
-            "lease": self.token,
-            "owner": self.owner,
-            "epoch": self.epoch,
-            "nextOwner": self.next_owner,
-            "segment": self.position.segment if self.position else None,
-            "segmentDone": self.position.is_segment_done if self.position else None,
-            "chunk": self.position.shard.chunk if self.position else None,
-            "offset": self.position.shard.block_offset if self.position else None,
-            "index": self.position.shard.event_index if self.position else None,
-            "lastCheckpoint": self.checkpoint_time.isoformat() if self.checkpoint_time else None,
-            "caughtUp": self.caught_up,
-            "error": self.error or None,
-            "parked": self.parked,
+            "lease": x.token,
+            "owner": x.owner,
+            "epoch": x.epoch,
+            "nextOwner": x.next_owner,
+            "segment": pos.segment if pos else None,
+            "segmentDone": pos.is_segment_done if pos else None,
+            "chunk": pos.shard.chunk if pos else None,
+            "offset": pos.shard.block_offset if pos else None,
+            "index": pos.shard.event_index if pos else None,
+            "lastCheckpoint": x.checkpoint_time.isoformat() if x.checkpoint_time else None,
+            "caughtUp": x.caught_up,
+            "error": x.error or None,
+            "parked": x.parked,
             "bytesLeft": self.bytes_left,
-            "continuation": self.continuation,
-            "deadLetters": self.dead_letters,
-            "moves": [m.to_json() for m in self.moves],
+            "continuation": x.continuation,
+            "deadLetters": x.dead_letters,
+            "moves": [m.to_json() for m in x.moves],
         }
 
 
@@ -113,21 +106,7 @@ async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusRep
             async with gate:
                 with contextlib.suppress(FeedCorrupt):
                     left = await bytes_left(catalog, lease.token, pos, segments)
-        return LeaseStatus(
-            token=lease.token,
-            owner=lease.owner,
-            epoch=lease.epoch,
-            next_owner=lease.next_owner,
-            position=pos,
-            checkpoint_time=lease.checkpoint_time,
-            caught_up=lease.caught_up,
-            error=lease.error,
-            bytes_left=left,
-            continuation=lease.continuation,
-            parked=lease.parked,
-            moves=lease.moves,
-            dead_letters=lease.dead_letters,
-        )
+        return LeaseStatus(lease, pos, left)
 
     async with asyncio.TaskGroup() as tg:
         tasks = [tg.create_task(one(lease)) for lease in leases]
@@ -155,27 +134,17 @@ def render_table(rows: list[LeaseStatus]) -> str:
                 if pos.is_segment_done
                 else f"{chunk}@{pos.shard.block_offset}#{pos.shard.event_index}"
             )
-        state = "caught up" if r.caught_up else "reading"
-        if r.error:
-            state = ("PARKED: " if r.parked else "error: ") + r.error
-        if r.next_owner:
-            state += f" (hand-over to {r.next_owner})"
-        if r.moves:
-            last = r.moves[-1]
-            skipped = "?" if last.skipped_bytes is None else _size(last.skipped_bytes)
-            state += f" (moved {len(r.moves)}x, last {last.at:%Y-%m-%d %H:%M} skipping {skipped})"
-        if r.dead_letters:
-            state += f" ({r.dead_letters} dead-lettered)"
+        x = r.lease
         lines.append(
             (
-                r.token,
-                r.owner or "(free)",
-                str(r.epoch),
+                x.token,
+                x.owner or "(free)",
+                str(x.epoch),
                 segment,
                 where,
-                r.checkpoint_time.strftime("%Y-%m-%d %H:%M:%S") if r.checkpoint_time else "-",
+                x.checkpoint_time.strftime("%Y-%m-%d %H:%M:%S") if x.checkpoint_time else "-",
                 _size(r.bytes_left),
-                state,
+                _state(x),
             )
         )
     widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
@@ -183,6 +152,21 @@ def render_table(rows: list[LeaseStatus]) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
         for row in lines
     )
+
+
+def _state(x: Lease) -> str:
+    state = "caught up" if x.caught_up else "reading"
+    if x.error:
+        state = ("PARKED: " if x.parked else "error: ") + x.error
+    if x.next_owner:
+        state += f" (hand-over to {x.next_owner})"
+    if x.moves:
+        last = x.moves[-1]
+        skipped = "?" if last.skipped_bytes is None else _size(last.skipped_bytes)
+        state += f" (moved {len(x.moves)}x, last {last.at:%Y-%m-%d %H:%M} skipping {skipped})"
+    if x.dead_letters:
+        state += f" ({x.dead_letters} dead-lettered)"
+    return state
 
 
 def _size(n: int | None) -> str:
