@@ -1,5 +1,5 @@
 """`python -m processor` is the `cfp` command."""
 
-from processor.cli import main
+from processor.entry import main
 
 main()

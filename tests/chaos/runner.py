@@ -127,6 +127,9 @@ class Hosts:
         return f"h{i}"
 
     def start(self, i: int, *, skew_s: float = 0.0) -> None:
+        old = self.procs.get(i)
+        if old is not None and old.poll() is None:  # two processes under one name: a bug here
+            raise RuntimeError(f"h{i} is still running (pid {old.pid}): not starting it twice")
         c = self.config
         log = (c.workdir / f"{self.name(i)}.log").open("ab")
         env = {

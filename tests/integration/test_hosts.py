@@ -1,6 +1,6 @@
 """Real `cfp run` processes sharing one feed through leases in Azurite's Table service.
 
-One feed of 20,000 events (4 segments, shard counts 6, 9, 6, 8: nine leases, and blobs that move
+One feed of 12,000 events (4 segments, shard counts 6, 9, 6, 8: nine leases, and blobs that move
 between shards from one segment to the next) is emulated once for the module; each test runs its
 own processor (its own lease rows) over it. Intervals are short: expiry 3 s, renew 1 s, balance
 1 s. Unless a test says otherwise, host wall clocks are skewed by +5 and -5 minutes, which must
@@ -62,10 +62,10 @@ class Feed:
 async def feed(azurite: Azurite) -> Feed:
     conn = azurite.connection_string
     records = await emulate_afresh(
-        conn, seed=11, segments=4, events_per_segment=5000, shards=(6, 9, 6, 8)
+        conn, seed=11, segments=4, events_per_segment=3000, shards=(6, 9, 6, 8)
     )
     ids = {str(r["id"]) for r in records}
-    assert len(ids) >= 20_000
+    assert len(ids) >= 12_000
     return Feed(conn, ids, per_blob(records))
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -42,3 +46,18 @@ def test_bad_emulator_settings_are_usage_errors() -> None:
 def test_help_lists_the_commands() -> None:
     out = CliRunner().invoke(main, ["--help"]).output
     assert "read" in out and "emulate" in out
+
+
+def test_a_sigterm_while_the_command_is_still_importing_exits_0() -> None:
+    """An orchestrator may stop a container right after starting it: no -15, no traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "processor", "run", "--help"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(0.3)  # the interpreter is up, the CLI's imports are still running
+    assert proc.poll() is None, "the command finished before the signal could be sent"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    assert b"Traceback" not in err
