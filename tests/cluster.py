@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -10,12 +11,12 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from leases import Lease, TableLeaseStore
+from leases import Lease, LeaseError, TableLeaseStore
 from processor.changefeed.emulator.azurite import ROOT
 from processor.connection import ENV_VAR
 from processor.lease_position import LeasePosition
@@ -205,3 +206,22 @@ class Table:
             await asyncio.sleep(0.1)
         rows = await self.leases()
         raise AssertionError(f"timed out waiting for {what}: {[(r.token, r.owner) for r in rows]}")
+
+
+@contextlib.asynccontextmanager
+async def sampled(store: TableLeaseStore, *, every_s: float = 0.2) -> AsyncIterator[Table]:
+    """The lease table, sampled every `every_s` while the block runs, so that a continuation
+    moving back is seen; a listing that fails (storage down on purpose) is skipped."""
+    view = Table(await store.open())
+
+    async def sample() -> None:
+        while True:
+            with contextlib.suppress(LeaseError):
+                await view.leases()
+            await asyncio.sleep(every_s)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        yield view
+    finally:
+        sampler.cancel()

@@ -32,6 +32,7 @@ from tests.cluster import (
     all_caught_up,
     is_balanced,
     order_violations,
+    sampled,
 )
 from tests.helpers import emulate_afresh, per_blob, read_all, run_cfp
 
@@ -87,19 +88,8 @@ async def cluster(feed: Feed, tmp_path: Path) -> AsyncIterator[Cluster]:
 @pytest.fixture
 async def table(cluster: Cluster) -> AsyncIterator[Table]:
     """The lease table, sampled every 0.2 s for the whole test (continuations never go back)."""
-    async with cluster.store() as store:
-        view = Table(await store.open())
-
-        async def sample() -> None:
-            while True:
-                await view.leases()
-                await asyncio.sleep(0.2)
-
-        sampler = asyncio.create_task(sample())
-        try:
-            yield view
-        finally:
-            sampler.cancel()
+    async with cluster.store() as store, sampled(store) as view:
+        yield view
 
 
 def start(cluster: Cluster, *names: str, skewed: bool = True) -> None:

@@ -10,7 +10,6 @@ continuation goes back, and the fencing path really ran where the fault outlaste
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import time
 from collections.abc import AsyncIterator
@@ -19,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from leases import LeaseError, TableLeaseStore
+from leases import TableLeaseStore
 from processor.changefeed.emulator.azurite import Azurite
 from processor.connection import azurite_connection_string
 from tests.chaos.proxy import FaultyProxy
-from tests.cluster import LEASE_TABLE, Cluster, Table
+from tests.cluster import LEASE_TABLE, Cluster, Table, sampled
 from tests.helpers import emulate_afresh
 
 EXPIRY_S = 3.0
@@ -114,22 +113,13 @@ async def _finish(cluster: Cluster, world: World, table: Table) -> None:
 @pytest.fixture
 async def table(cluster: Cluster, world: World) -> AsyncIterator[Table]:
     """The lease table, sampled directly (not through the proxy) every 0.2 s, outages aside."""
-    async with TableLeaseStore.from_connection_string(
-        world.azurite.connection_string, table=LEASE_TABLE, processor=cluster.processor
-    ) as store:
-        view = Table(await store.open())
-
-        async def sample() -> None:
-            while True:
-                with contextlib.suppress(LeaseError):
-                    await view.leases()
-                await asyncio.sleep(0.2)
-
-        task = asyncio.create_task(sample())
-        try:
-            yield view
-        finally:
-            task.cancel()
+    async with (
+        TableLeaseStore.from_connection_string(
+            world.azurite.connection_string, table=LEASE_TABLE, processor=cluster.processor
+        ) as store,
+        sampled(store) as view,
+    ):
+        yield view
 
 
 def _fenced(cluster: Cluster) -> int:
