@@ -160,7 +160,7 @@ def test_max_events_and_continuation_resume_exactly(account: str, tmp_path: Path
     saved = tmp_path / "c.json"
     got: list[dict[str, object]] = []
     for _ in range(20):
-        args = ["read", "--max-events", "7", "--save-continuation", str(saved)]
+        args = ["read", "--max-events", "13", "--save-continuation", str(saved)]
         if saved.exists():
             args += ["--continuation", f"@{saved}"]
         out = run_cfp(account, *args)

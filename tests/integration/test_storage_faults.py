@@ -53,14 +53,14 @@ class World:
 
 @pytest.fixture(scope="module")
 async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
-    """Azurite of its own (a test restarts it) with a feed of 4,500 events, behind proxies."""
+    """Azurite of its own (a test restarts it) with a feed of 3,000 events, behind proxies."""
     azurite = Azurite(tmp_path_factory.mktemp("azurite-faults")).start()
     try:
         records = await emulate_afresh(
             azurite.connection_string,
             seed=31,
             segments=3,
-            events_per_segment=1500,
+            events_per_segment=1000,
             shards=(3, 4, 2),
         )
         ids = {str(r["id"]) for r in records}
