@@ -56,7 +56,7 @@ def log_time(line: str) -> float:
 
 
 def run_host(conn: str, output: Path, master: str) -> tuple[float, str]:
-    env = {**os.environ, "CFP_CONNECTION_STRING": conn, "CFP_LOG_JSON": "1"}
+    env = {**os.environ, "CFP_CONNECTION_STRING": conn, "CFP_LOG_JSON": "1", "CFP_HTTP_PORT": "0"}
     command = [
         sys.executable, "-m", "processor", "run",
         "--processor-name", f"bench{int(time.time())}",

@@ -1,14 +1,15 @@
 """Leases: one per shard, kept in an Azure Table, guarded by ETags and fenced by epochs.
 
-Layout: `record` (the Lease record), `store` (the LeaseStore protocol and the shared write
-policy), `table_store` and `memory_store` (the two implementations), `expiry` (judging expiry on
-our own clock), `balancing` (the pure balancing decision), `errors`. Nothing here knows about
-the change feed or Spark.
+Layout: `record` (the Lease record), `hosts` (each host's own row), `store` (the LeaseStore
+protocol and the shared write policy), `table_store` and `memory_store` (the two
+implementations), `expiry` (judging expiry on our own clock), `balancing` (the pure balancing
+decision), `errors`. Nothing here knows about the change feed or Spark.
 """
 
 from leases.balancing import BalanceLimits, TakePlan, plan_takes
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
 from leases.expiry import ExpiryTracker, LeaseView
+from leases.hosts import HostReport
 from leases.memory_store import MemoryLeaseStore
 from leases.record import HostId, Lease, LeaseMove, LeaseToken
 from leases.store import LeaseStore
@@ -19,6 +20,7 @@ __all__ = [
     "BalanceLimits",
     "ExpiryTracker",
     "HostId",
+    "HostReport",
     "Lease",
     "LeaseCorrupt",
     "LeaseError",

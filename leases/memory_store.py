@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+from leases.hosts import HostReport
 from leases.record import Lease, LeaseToken
 from leases.store import ConditionalLeaseStore
 
@@ -17,6 +18,7 @@ class MemoryLeaseStore(ConditionalLeaseStore):
     def __init__(self) -> None:
         self._rows: dict[LeaseToken, Lease] = {}
         self._etags = itertools.count(1)
+        self._hosts: dict[str, HostReport] = {}
 
     def _stamp(self, lease: Lease) -> Lease:
         row = dataclasses.replace(lease, etag=f'W/"{next(self._etags)}"')
@@ -39,3 +41,12 @@ class MemoryLeaseStore(ConditionalLeaseStore):
         if current is None or current.etag != etag:
             return None
         return self._stamp(lease)
+
+    async def publish_host(self, report: HostReport) -> None:
+        self._hosts[report.name] = report
+
+    async def list_hosts(self) -> list[HostReport]:
+        return list(self._hosts.values())
+
+    async def delete_host(self, name: str) -> None:
+        self._hosts.pop(name, None)

@@ -24,6 +24,7 @@ from typing import Protocol
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from leases.errors import LeaseStoreUnavailable
+from leases.hosts import HostReport
 from leases.record import MAX_MOVES, HostId, Lease, LeaseMove, LeaseToken
 
 # Attempts for one store call that keeps failing transiently (then LeaseStoreUnavailable).
@@ -42,6 +43,14 @@ class LeaseStore(Protocol):
     """
 
     async def list_leases(self) -> list[Lease]: ...
+
+    async def publish_host(self, report: HostReport) -> None:
+        """Write this host's own row (see `leases.hosts`)."""
+        ...
+
+    async def list_hosts(self) -> list[HostReport]: ...
+
+    async def delete_host(self, name: str) -> None: ...
 
     async def get(self, token: LeaseToken) -> Lease | None: ...
 

@@ -36,6 +36,7 @@ from tenacity import (
 )
 
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
+from leases.hosts import HOST_ROW_PREFIX, HOST_ROWS_FROM, HostReport
 from leases.record import HostId, Lease, LeaseToken, moves_from_text, moves_to_text
 from leases.store import ConditionalLeaseStore
 
@@ -209,11 +210,49 @@ class TableLeaseStore(ConditionalLeaseStore):
     async def _list(self) -> list[Lease]:
         async def op() -> list[Lease]:
             rows = self._client.query_entities(
-                "PartitionKey eq @pk", parameters={"pk": self.processor}
+                "PartitionKey eq @pk and RowKey lt @hosts",
+                parameters={"pk": self.processor, "hosts": HOST_ROWS_FROM},
             )
             return [self._lease(e) async for e in rows]
 
         return await self._call(f"listing leases of {self.processor}", op)
+
+    # --- host rows (see leases.hosts) ---------------------------------------------------------
+
+    async def publish_host(self, report: HostReport) -> None:
+        """Write this host's row (unconditionally: only its host writes it)."""
+
+        async def op() -> None:
+            await self._client.upsert_entity(
+                report.to_entity(self.processor), mode=UpdateMode.REPLACE
+            )
+
+        await self._call(f"host row {report.name}", op)
+
+    async def list_hosts(self) -> list[HostReport]:
+        async def op() -> list[HostReport]:
+            rows = self._client.query_entities(
+                "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                parameters={
+                    "pk": self.processor,
+                    "lo": HOST_ROW_PREFIX,
+                    "hi": HOST_ROW_PREFIX[:-1] + chr(ord(HOST_ROW_PREFIX[-1]) + 1),
+                },
+            )
+            reports: list[HostReport] = []
+            async for e in rows:
+                with contextlib.suppress(KeyError, TypeError, ValueError):
+                    reports.append(HostReport.from_entity(dict(e)))
+            return reports
+
+        return await self._call(f"listing hosts of {self.processor}", op)
+
+    async def delete_host(self, name: str) -> None:
+        async def op() -> None:
+            with contextlib.suppress(ResourceNotFoundError):
+                await self._client.delete_entity(self.processor, HOST_ROW_PREFIX + name)
+
+        await self._call(f"host row {name}", op)
 
     async def _read(self, token: LeaseToken) -> Lease | None:
         async def op() -> Lease | None:

@@ -32,6 +32,7 @@ from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, FeedError
 from processor.clock import Clock
 from processor.positions import PositionBook
+from processor.progress import HostProgress
 from processor.supervisor import WorkerSupervisor
 from processor.timings import JITTER_FRACTION, Timings
 from processor.waiting import wait_any
@@ -69,6 +70,9 @@ class Balancer:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     parked: list[Lease] = field(default_factory=list)  # at the last tick
     stats: BalancerStats = field(default_factory=BalancerStats)
+    progress: HostProgress = field(default_factory=HostProgress)
+    # after every tick: None when the lease store answered, else its error (the host's health)
+    on_tick: Callable[[str | None], None] | None = None
     _tracker: ExpiryTracker | None = None
     _requested_at: dict[str, float] = field(default_factory=dict)
     _stop: asyncio.Event | None = None  # set when the host stops: a tick in flight takes nothing
@@ -78,6 +82,7 @@ class Balancer:
         self._tracker = ExpiryTracker(self.timings.expiry_s)
         self._stop = stop
         while not stop.is_set():
+            error: str | None = None
             try:
                 await self.tick()
                 self.ready.set()
@@ -85,6 +90,11 @@ class Balancer:
                 raise  # retrying cannot fix it: the host stops with the error (exit 1)
             except (LeaseError, FeedError) as e:
                 log.warning("balance.failed", error=str(e))
+                if isinstance(e, LeaseError):  # a feed error says nothing of the lease store
+                    error = str(e)
+                    self.progress.store_errors.inc()
+            if self.on_tick is not None:
+                self.on_tick(error)
             # with --until-caught-up, a lease that just caught up may be the last one: look now
             await wait_any(stop, self.caught_up, timeout_s=self._until_next_tick())
             self.caught_up.clear()
@@ -138,6 +148,9 @@ class Balancer:
             self._requested_at.pop(lease.token, None)
             self.stats.acquired += 1
             self.stats.forced += lease in forced
+            self.progress.acquired.inc()
+            if lease.owner not in (None, self.me):
+                self.progress.stolen.inc()
             log.info("lease.acquired", lease=got.token, epoch=got.epoch, was=lease.owner)
             self.supervisor.start(got)
         for lease in plan.steal:

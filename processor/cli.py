@@ -24,7 +24,7 @@ from processor.changefeed.output import json_lines
 from processor.changefeed.position import FeedPosition
 from processor.changefeed.selection import EventFilter, TimeRange
 from processor.changefeed.storage import FeedStorage
-from processor.cli_common import ByteSize, IsoTime, connection_option, fail, run_async
+from processor.cli_common import ByteSize, IsoTime, connection_option, fail, run_async, say_error
 from processor.cli_host import run_command, status_command
 from processor.cli_lease import lease_group
 from processor.cli_spark import spark_connect_command, sql_command, verify_command
@@ -170,13 +170,13 @@ def read(
                         done = reader.position
             except IncompleteRead as e:
                 for f in e.failures:
-                    click.echo(f"cfp: error: shard {f.shard}: {f.error}", err=True)
+                    say_error(f"shard {f.shard}: {f.error}")
                 click.echo(
                     f"cfp: read {printed} events; the position stops before the bad data", err=True
                 )
                 return 1
             except FeedError as e:
-                click.echo(f"cfp: error: {e}", err=True)
+                say_error(e)
                 return 1
             finally:
                 save(done)
@@ -302,7 +302,7 @@ def emulate(
                 else:
                     summary = await emulator.run_batch()
         except FeedError as e:
-            click.echo(f"cfp: error: {e}", err=True)
+            say_error(e)
             return 1
         click.echo(
             json.dumps(

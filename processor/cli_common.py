@@ -13,6 +13,7 @@ import click
 
 from observers.spark.session import DEFAULT_MASTER
 from processor import connection
+from processor.redact import redact
 
 T = TypeVar("T")
 
@@ -66,8 +67,13 @@ def run_async(main: Callable[[asyncio.Event], Coroutine[Any, Any, T]]) -> T:
     return asyncio.run(wrapper())
 
 
+def say_error(message: object) -> None:
+    """One `cfp: error:` line on stderr, with secrets masked (SDK errors may quote URLs)."""
+    click.echo(f"cfp: error: {redact(str(message))}", err=True)
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
-    click.echo(f"cfp: error: {message}", err=True)
+    say_error(message)
     raise SystemExit(code)
 
 

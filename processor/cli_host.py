@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from datetime import UTC, datetime
 
 import click
+import structlog
 
 from leases import DEFAULT_TABLE, LeaseError, TableLeaseStore
 from observers import PluginLoadError
@@ -28,6 +30,7 @@ from processor.cli_common import (
     connection_option,
     fail,
     run_async,
+    say_error,
     spark_conf_option,
     spark_master_option,
     spark_remote_option,
@@ -35,12 +38,26 @@ from processor.cli_common import (
 from processor.clock import SystemClock
 from processor.config import HostConfig, default_host_name
 from processor.dead_letter import OnObserverError
-from processor.host import open_host
+from processor.endpoints import (
+    DEFAULT_HTTP_HOST,
+    DEFAULT_HTTP_PORT,
+    EndpointError,
+    HostHealth,
+    serve,
+)
+from processor.host import host_lifecycle, open_host
+from processor.lifecycle import HostState
+from processor.progress import HostProgress
 from processor.runtime import tune_gc
-from processor.status import processor_status, render_table
+from processor.status import host_json, processor_status, render_hosts, render_table
 from processor.timings import DEFAULT_EXPIRY_S, DEFAULT_POLL_S, derive_timings
 
 DEFAULT_PROCESSOR = "default"
+# /healthz fails when no balancing tick completed for this long (ticks, at least this many s)
+STALL_AFTER_TICKS = 10
+STALL_AFTER_MIN_S = 120.0
+
+log = structlog.get_logger("cfp.run")
 
 lease_connection_option = click.option(
     "--lease-connection-string",
@@ -202,6 +219,29 @@ processor_option = click.option(
     is_flag=True,
     help="Drop the segment barrier: faster catch-up, no per-blob order across segments.",
 )
+@click.option(
+    "--http/--no-http",
+    "http_on",
+    envvar="CFP_HTTP",
+    default=True,
+    show_default=True,
+    help="Serve /healthz, /readyz, /metrics and /status.",
+)
+@click.option(
+    "--http-host",
+    envvar="CFP_HTTP_HOST",
+    default=DEFAULT_HTTP_HOST,
+    show_default=True,
+    help="Address of the HTTP endpoints (0.0.0.0 in a container).",
+)
+@click.option(
+    "--http-port",
+    envvar="CFP_HTTP_PORT",
+    type=click.IntRange(min=0, max=65535),
+    default=DEFAULT_HTTP_PORT,
+    show_default=True,
+    help="Port of the HTTP endpoints (0: any free port, logged as http.listening).",
+)
 def run_command(
     connection_string: str | None,
     lease_connection_string: str | None,
@@ -229,6 +269,9 @@ def run_command(
     start_from_now: bool,
     until_caught_up: bool,
     unordered: bool,
+    http_on: bool,
+    http_host: str,
+    http_port: int,
 ) -> None:
     """Run one host: take a fair share of the processor's leases and process their shards.
 
@@ -271,7 +314,7 @@ def run_command(
     conn = connection.resolve(connection_string)
     config = HostConfig(
         connection_string=conn,
-        lease_connection_string=lease_connection_string or conn,
+        lease_connection_string=connection.resolve_lease(lease_connection_string, conn),
         lease_table=lease_table,
         processor_name=processor_name,
         host_name=host_name or default_host_name(),  # type: ignore[arg-type]
@@ -287,32 +330,8 @@ def run_command(
         dead_letter_dir=dead_letter_dir,
     )
 
-    async def main(stop: asyncio.Event) -> int:
-        try:
-            host, store, storage = await open_host(config, clock=clock)
-        except (LeaseError, PluginLoadError) as e:
-            click.echo(f"cfp: error: {e}", err=True)
-            return 2
-        try:
-            await host.run(stop)
-            if until_caught_up and host.balancer.parked:
-                for lease in host.balancer.parked:
-                    fail_line = f"cfp: error: lease {lease.token} is parked: {lease.error}"
-                    click.echo(fail_line, err=True)
-                return 1
-        except Exception as e:
-            leaves = _leaves(e)
-            for leaf in leaves:
-                click.echo(f"cfp: error: {leaf}", err=True)
-            if not all(isinstance(leaf, LeaseError | FeedError) for leaf in leaves):
-                raise  # a bug: let the traceback show
-            return 1
-        finally:
-            await store.close()
-            await storage.close()
-        return 0
-
-    raise SystemExit(run_async(main))
+    endpoint = (http_host, http_port) if http_on else None
+    raise SystemExit(run_async(lambda stop: _serve_host(config, clock, endpoint, stop)))
 
 
 @click.command("status")
@@ -328,34 +347,40 @@ def status_command(
     processor_name: str,
     as_json: bool,
 ) -> None:
-    """Show every lease of a processor: owner, epoch, position, last checkpoint, bytes left."""
+    """Show the hosts of a processor (state, leases, last heartbeat) and every lease: owner,
+    epoch, position, last checkpoint, bytes left."""
     conn = connection.resolve(connection_string)
 
     async def main(stop: asyncio.Event) -> int:
         try:
             async with (
                 TableLeaseStore.from_connection_string(
-                    lease_connection_string or conn, table=lease_table, processor=processor_name
+                    connection.resolve_lease(lease_connection_string, conn),
+                    table=lease_table,
+                    processor=processor_name,
                 ) as store,
                 FeedStorage.from_connection_string(conn, attempts=3) as storage,
             ):
                 report = await processor_status(store, FeedCatalog(storage, refresh_s=0))
         except (LeaseError, FeedError) as e:
-            click.echo(f"cfp: error: {e}", err=True)
+            say_error(e)
             return 1
-        rows = report.leases
+        rows, now = report.leases, datetime.now(UTC)
         if as_json:
             doc = {
                 "processor": processor_name,
                 "table": lease_table,
-                "at": datetime.now(UTC).isoformat(),
+                "at": now.isoformat(),
                 "feedError": report.feed_error,
+                "hosts": [host_json(h, now) for h in report.hosts],
                 "leases": [r.to_json() for r in rows],
             }
             click.echo(json.dumps(doc, indent=2))
         elif not rows:
             click.echo(f"processor {processor_name!r} has no leases in table {lease_table!r}")
         else:
+            if report.hosts:
+                click.echo(render_hosts(report.hosts, now) + "\n")
             click.echo(render_table(rows))
         if report.feed_error is not None:
             click.echo(f"cfp: the feed cannot be read: {report.feed_error}", err=True)
@@ -369,6 +394,71 @@ def status_command(
         return 0
 
     raise SystemExit(run_async(main))
+
+
+async def _serve_host(
+    config: HostConfig, clock: SystemClock, endpoint: tuple[str, int] | None, stop: asyncio.Event
+) -> int:
+    """Serve the endpoints (when asked), open the host and run it; the exit code."""
+    timings = config.timings
+    progress = HostProgress(wall=clock.wall)
+    lifecycle = host_lifecycle(clock, progress)
+    health = HostHealth(
+        host_name=config.host_name,
+        processor=config.processor_name,
+        lifecycle=lifecycle,
+        progress=progress,
+        expiry_s=timings.expiry_s,
+        stall_after_s=max(STALL_AFTER_MIN_S, STALL_AFTER_TICKS * timings.acquire_every_s),
+        extra={"leaseTable": config.lease_table, "observer": config.observer},
+    )
+
+    url = ""
+
+    async def run_host() -> int:
+        lifecycle.move(HostState.STARTING)
+        try:
+            host, store, storage = await open_host(
+                config, clock=clock, lifecycle=lifecycle, progress=progress
+            )
+        except (LeaseError, PluginLoadError) as e:
+            lifecycle.move(HostState.FAILED_PERMANENTLY, error=str(e))
+            say_error(e)
+            return 2
+        health.loop_age_s = lambda: (
+            None if host.last_tick_at is None else clock.monotonic() - host.last_tick_at
+        )
+        health.store_silent_s = host.store_silent_s
+        host.presence.endpoint = url
+        try:
+            await host.run(stop)
+            if config.until_caught_up and host.balancer.parked:
+                for lease in host.balancer.parked:
+                    say_error(f"lease {lease.token} is parked: {lease.error}")
+                return 1
+        except Exception as e:
+            leaves = _leaves(e)
+            for leaf in leaves:
+                say_error(leaf)
+            if not all(isinstance(leaf, LeaseError | FeedError) for leaf in leaves):
+                raise  # a bug: let the traceback show
+            return 1
+        finally:
+            await store.close()
+            await storage.close()
+        return 0
+
+    async with contextlib.AsyncExitStack() as stack:
+        if endpoint is not None:
+            address, port = endpoint
+            try:
+                port = await stack.enter_async_context(serve(health, host=address, port=port))
+            except EndpointError as e:
+                say_error(e)
+                return 2
+            url = f"http://{address}:{port}"
+            log.info("http.listening", url=url, port=port)
+        return await run_host()
 
 
 def _leaves(e: BaseException) -> list[BaseException]:

@@ -20,7 +20,7 @@ from processor import connection
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedError
 from processor.changefeed.storage import FeedStorage
-from processor.cli_common import connection_option, run_async
+from processor.cli_common import connection_option, run_async, say_error
 from processor.cli_host import lease_connection_option, lease_table_option, processor_option
 from processor.lease_moves import Past, plan_move
 from processor.lease_position import LeasePosition
@@ -46,7 +46,7 @@ def _stopped(lease: Lease | None, token: str) -> Lease:
 
 def _store(conn: str, lease_conn: str | None, table: str, processor: str) -> TableLeaseStore:
     return TableLeaseStore.from_connection_string(
-        lease_conn or conn, table=table, processor=processor
+        connection.resolve_lease(lease_conn, conn), table=table, processor=processor
     )
 
 
@@ -165,7 +165,7 @@ def _reported(
         try:
             return await main(stop)
         except (LeaseError, FeedError) as e:
-            click.echo(f"cfp: error: {e}", err=True)
+            say_error(e)
             return 1
 
     return wrapped

@@ -23,6 +23,7 @@ from processor.cli_common import (
     connection_option,
     fail,
     run_async,
+    say_error,
     spark_conf_option,
     spark_master_option,
     spark_remote_option,
@@ -70,7 +71,7 @@ def verify_command(output: str, connection_string: str | None, show: int, as_jso
             state, tombstones = read_state(folder)
             account = await list_account(conn)
         except (VerifyError, ValueError) as e:  # ValueError: a malformed connection string
-            click.echo(f"cfp: error: {e}", err=True)
+            say_error(e)
             return 1
         result = compare(state, account)
         if as_json:
@@ -280,7 +281,7 @@ def spark_connect_command(
             is_ready = True
             click.echo(f"cfp: Spark Connect server ready at sc://{host}:{port}", err=True)
         elif not is_ready and time.monotonic() > deadline:
-            click.echo(f"cfp: error: the server did not listen on {host}:{port} in time", err=True)
+            say_error(f"the server did not listen on {host}:{port} in time")
             break
         time.sleep(0.2)
     if server.poll() is not None:

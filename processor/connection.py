@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from processor.redact import register_connection_string
+
 # Azurite's well-known development account (published in Azurite's documentation; not a secret).
 AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = (
@@ -33,8 +35,17 @@ DEFAULT_CONNECTION_STRING = azurite_connection_string()
 
 
 def resolve(flag_value: str | None) -> str:
-    """The flag if given, else `CFP_CONNECTION_STRING`, else the local Azurite account."""
-    return flag_value or os.environ.get(ENV_VAR) or DEFAULT_CONNECTION_STRING
+    """The flag if given, else `CFP_CONNECTION_STRING`, else the local Azurite account. Its key
+    or SAS is registered with the secret filter of logs and errors."""
+    conn_str = flag_value or os.environ.get(ENV_VAR) or DEFAULT_CONNECTION_STRING
+    register_connection_string(conn_str)
+    return conn_str
+
+
+def resolve_lease(flag_value: str | None, feed_conn_str: str) -> str:
+    """`--lease-connection-string` if given (its secrets registered too), else the feed's."""
+    register_connection_string(flag_value)
+    return flag_value or feed_conn_str
 
 
 @dataclass(frozen=True, slots=True)

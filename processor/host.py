@@ -4,8 +4,13 @@
 Host.run                  TaskGroup: a crash here stops the host (its container restarts it)
 ├── Renewer.run           renews held leases at a fixed rate; fences what it cannot renew
 ├── Balancer.run          list, observe, plan, acquire or ask for hand-over, start workers
+├── sample_lag            bytes left per owned lease, for /status and /metrics
 └── WorkerSupervisor.run  one task per owned lease: read, deliver, checkpoint, release
 ```
+
+The host's state (`Lifecycle`: starting, running, failed, draining, stopped, failed permanently)
+follows from these loops: running after the first balancing tick, failed while the lease store
+has not answered for a whole expiry, failed permanently when `run` raises.
 
 Shutdown (`stop()`, SIGTERM, SIGINT, or caught up with `--until-caught-up`): balancing stops,
 each worker finishes the batch in hand, checkpoints, closes its observer and releases its lease
@@ -31,8 +36,12 @@ from processor.clock import Clock, SystemClock
 from processor.config import HostConfig
 from processor.dead_letter import DeadLetterFolder
 from processor.held import HeldLease
+from processor.lag import LAG_SAMPLE_S, sample_lag
 from processor.lease_position import LeasePosition
+from processor.lifecycle import HostState, Lifecycle
 from processor.positions import PositionBook
+from processor.presence import Presence
+from processor.progress import HostProgress
 from processor.renewer import Renewer
 from processor.supervisor import WorkerSupervisor
 from processor.waiting import wait_any
@@ -51,9 +60,15 @@ class Host:
         observer_factory: ObserverFactory,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        lifecycle: Lifecycle | None = None,
+        progress: HostProgress | None = None,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
+        self.progress = progress or HostProgress(wall=self.clock.wall)
+        self.lifecycle = lifecycle or host_lifecycle(self.clock, self.progress)
+        self.last_tick_at: float | None = None  # monotonic; the balancing loop is alive
+        self._store_ok_at = self.clock.monotonic()
         self._stop = asyncio.Event()
         caught_up = asyncio.Event()
         t = config.timings
@@ -80,6 +95,7 @@ class Host:
             dead_letters=(
                 DeadLetterFolder(config.dead_letter_dir) if config.dead_letter_dir else None
             ),
+            progress=self.progress,
         )
         self.supervisor = WorkerSupervisor(
             self._work, clock=self.clock, fence_after_s=t.fence_after_s
@@ -101,6 +117,16 @@ class Host:
             rng=rng or random.Random(),
             on_caught_up=self.stop if config.until_caught_up else None,
             caught_up=caught_up,
+            progress=self.progress,
+            on_tick=self._after_tick,
+        )
+        self.presence = Presence(
+            store,
+            name=config.host_name,
+            lifecycle=self.lifecycle,
+            progress=self.progress,
+            clock=self.clock,
+            expiry_s=t.expiry_s,
         )
         self.renewer = Renewer(
             store, self.supervisor.held, every_s=t.renew_every_s, clock=self.clock
@@ -115,6 +141,22 @@ class Host:
         """Set after the first successful balancing tick (listed, created, planned)."""
         return self.balancer.ready
 
+    def _after_tick(self, store_error: str | None) -> None:
+        """Health from the balancing loop: running while the lease store answers; failed once
+        it has not answered for a whole lease expiry (every lease is fenced by then)."""
+        now = self.clock.monotonic()
+        self.last_tick_at = now
+        if store_error is None:
+            self._store_ok_at = now
+            if self.ready.is_set():
+                self.lifecycle.move(HostState.RUNNING)
+        elif now - self._store_ok_at >= self.config.timings.expiry_s:
+            self.lifecycle.move(HostState.FAILED, error=store_error)
+
+    def store_silent_s(self) -> float:
+        """Seconds since the lease store last answered a balancing tick."""
+        return self.clock.monotonic() - self._store_ok_at
+
     async def _work(self, held: HeldLease) -> CloseReason:
         return await run_worker(held, self.env)
 
@@ -123,11 +165,27 @@ class Host:
         with structlog.contextvars.bound_contextvars(
             host=self.config.host_name, processor=self.config.processor_name
         ):
-            async with contextlib.AsyncExitStack() as stack:
-                factory: Any = self.env.observer_factory
-                if hasattr(factory, "__aenter__"):  # e.g. one Spark session for every lease
-                    await stack.enter_async_context(factory)
-                await self._run(stop)
+            self.lifecycle.move(HostState.STARTING)
+            presence_stop = asyncio.Event()
+            t = self.config.timings
+            publishing = asyncio.create_task(
+                self.presence.run(presence_stop, every_s=t.acquire_every_s)
+            )
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    factory: Any = self.env.observer_factory
+                    if hasattr(factory, "__aenter__"):  # e.g. one Spark session for every lease
+                        await stack.enter_async_context(factory)
+                    await self._run(stop)
+            except BaseException as e:
+                self.lifecycle.move(HostState.FAILED_PERMANENTLY, error=_describe(e))
+                raise
+            else:
+                self.lifecycle.move(HostState.STOPPED)
+            finally:
+                presence_stop.set()
+                await asyncio.gather(publishing, return_exceptions=True)
+                await self.presence.finish(timeout_s=t.request_timeout_s)
 
     async def _run(self, stop: asyncio.Event | None) -> None:
         log.info("host.starting")
@@ -136,8 +194,17 @@ class Host:
             supervising = tg.create_task(self.supervisor.run())
             tg.create_task(self.renewer.run(renewer_stop))
             balancing = tg.create_task(self.balancer.run(self._stop))
+            tg.create_task(
+                sample_lag(
+                    self.progress,
+                    self.catalog,
+                    self._stop,
+                    every_s=min(LAG_SAMPLE_S, self.config.timings.acquire_every_s),
+                )
+            )
             await wait_any(self._stop, *([stop] if stop is not None else []), timeout_s=None)
             self.stop()
+            self.lifecycle.move(HostState.DRAINING)
             log.info("host.draining", leases=len(self.supervisor.tokens()))
             await balancing
             self.supervisor.close()
@@ -149,8 +216,32 @@ class Host:
         return {r.value: n for r, n in self.supervisor.closed_reasons.items()}
 
 
+def host_lifecycle(clock: Clock, progress: HostProgress) -> Lifecycle:
+    """A lifecycle whose every move is logged and shown in the `cfp_host_state` metric."""
+    lifecycle = Lifecycle(clock=clock.monotonic, since=clock.monotonic())
+
+    def changed(state: HostState) -> None:
+        progress.state.state(state.value)
+        log.info("host.state", state=state.value, error=lifecycle.error or None)
+
+    lifecycle.listeners.append(changed)
+    return lifecycle
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, BaseExceptionGroup):
+        return "; ".join(_describe(x) for x in e.exceptions)
+    if isinstance(e, asyncio.CancelledError):
+        return "cancelled"
+    return f"{type(e).__name__}: {e}"
+
+
 async def open_host(
-    config: HostConfig, *, clock: Clock | None = None
+    config: HostConfig,
+    *,
+    clock: Clock | None = None,
+    lifecycle: Lifecycle | None = None,
+    progress: HostProgress | None = None,
 ) -> tuple[Host, TableLeaseStore, FeedStorage]:
     """Build a host on Azure Tables and Blob storage from `config`; the caller closes both."""
     store = TableLeaseStore.from_connection_string(
@@ -169,5 +260,13 @@ async def open_host(
         await store.close()
         await storage.close()
         raise
-    host = Host(config, store=store, storage=storage, observer_factory=factory, clock=clock)
+    host = Host(
+        config,
+        store=store,
+        storage=storage,
+        observer_factory=factory,
+        clock=clock,
+        lifecycle=lifecycle,
+        progress=progress,
+    )
     return host, store, storage

@@ -1,4 +1,5 @@
-"""structlog set-up shared by every command: key-value lines on stderr, JSON on request."""
+"""structlog set-up shared by every command: key-value lines on a terminal, JSON lines
+otherwise (`--log-json` decides), always on stderr, always through the secret filter."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import logging
 import sys
 
 import structlog
+
+from processor.redact import redact_event
 
 
 def configure_logging(*, level: str = "INFO", json_lines: bool = False) -> None:
@@ -20,6 +23,8 @@ def configure_logging(*, level: str = "INFO", json_lines: bool = False) -> None:
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,  # tracebacks become text the filter sees
+            redact_event,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(

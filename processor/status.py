@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
+from datetime import datetime
 
-from leases import Lease, LeaseStore
+from leases import HostReport, Lease, LeaseStore
 from processor.barrier import readable_segments
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, InvalidContinuation
@@ -81,12 +82,43 @@ async def bytes_left(
 class StatusReport:
     leases: list[LeaseStatus]
     feed_error: str | None  # the feed's segment list could not be read: nothing is estimated
+    hosts: list[HostReport]
+
+
+def host_json(r: HostReport, now: datetime) -> dict[str, object]:
+    return {
+        "host": r.name,
+        "state": r.state,
+        "since": r.since.isoformat(),
+        "lastSeen": r.seen.isoformat(),
+        "silentSeconds": round(r.silent_s(now), 1),
+        "silent": r.silent_s(now) > r.expiry_s,
+        "leases": r.leases,
+        "error": r.error or None,
+        "endpoint": r.endpoint or None,
+    }
+
+
+def render_hosts(hosts: list[HostReport], now: datetime) -> str:
+    """One line per host row: its state as it last reported it, and how long ago that was."""
+    lines: list[tuple[str, ...]] = [("HOST", "STATE", "LEASES", "LAST SEEN", "ENDPOINT")]
+    for r in sorted(hosts, key=lambda r: r.name):
+        silent = r.silent_s(now)
+        state = r.state + (f": {r.error}" if r.error else "")
+        if silent > r.expiry_s and r.state not in ("failed permanently", "stopped"):
+            state = f"silent (last said {state})"
+        lines.append((r.name, state, str(r.leases), f"{silent:.0f}s ago", r.endpoint or "-"))
+    widths = [max(len(row[i]) for row in lines) for i in range(len(lines[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines
+    )
 
 
 async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusReport:
     """Every lease as stored, with what is left to read when the feed lets us estimate it (a
     broken manifest leaves that lease's estimate out, not the whole report)."""
     leases = await store.list_leases()
+    hosts = await store.list_hosts()
     feed_error: str | None = None
     try:
         segments: list[str] | None = await catalog.segments(max_age_s=0)
@@ -110,7 +142,7 @@ async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusRep
 
     async with asyncio.TaskGroup() as tg:
         tasks = [tg.create_task(one(lease)) for lease in leases]
-    return StatusReport([t.result() for t in tasks], feed_error)
+    return StatusReport([t.result() for t in tasks], feed_error, hosts)
 
 
 def render_table(rows: list[LeaseStatus]) -> str:

@@ -10,7 +10,8 @@ over, or not renewed within the fencing interval.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -34,12 +35,14 @@ from observers import (
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, FeedUnavailable, InvalidContinuation
 from processor.changefeed.position import ShardBatch
+from processor.changefeed.selection import parse_event_time
 from processor.clock import Clock
 from processor.dead_letter import DeadLetterFolder, OnObserverError
 from processor.held import HeldLease
 from processor.lease_position import LeasePosition
 from processor.lease_reader import LeaseReader, Step
 from processor.positions import PositionBook
+from processor.progress import HostProgress
 from processor.timings import Timings
 from processor.waiting import wait_any
 
@@ -66,6 +69,7 @@ class WorkerEnv:
     caught_up: asyncio.Event | None = None  # set when a lease records it is caught up
     on_observer_error: OnObserverError = OnObserverError.RETRY
     dead_letters: DeadLetterFolder | None = None  # with OnObserverError.DEAD_LETTER
+    progress: HostProgress = field(default_factory=HostProgress)  # for /status and /metrics
 
 
 class _Ended(Exception):
@@ -259,6 +263,12 @@ class Worker:
             return False
         self.batches += 1
         self.events += len(events)
+        env.progress.delivered(
+            held.token,
+            events=len(events),
+            read_bytes=batch.read_bytes,
+            last_event_time=_event_time(batch.records[-1]),
+        )
         return True
 
     async def _dead_letter(self, batch: ShardBatch, end: LeasePosition, error: str) -> None:
@@ -280,6 +290,7 @@ class Worker:
         except OSError as e:
             raise _Ended(CloseReason.OBSERVER_ERROR, f"{error}; dead letter: {e}") from e
         self._dead_ends.append(end)
+        env.progress.dead_letters.inc()
         self.log.error(
             "batch.dead_lettered", events=len(batch.records), path=str(path), error=error
         )
@@ -295,6 +306,7 @@ class Worker:
         text = position.to_json()
         env, held = self.env, self.held
         passed = sum(1 for dead in self._dead_ends if not position.is_before(dead))
+        started = env.clock.monotonic()
         while True:
             if not held.is_usable():
                 raise _Ended(CloseReason.LEASE_LOST)
@@ -315,6 +327,9 @@ class Worker:
             if result is None:
                 raise _Ended(CloseReason.LEASE_LOST)
             break
+        env.progress.checkpointed(
+            held.token, text, caught_up=caught_up, seconds=env.clock.monotonic() - started
+        )
         self.checkpointed = position
         self._dead_ends = [dead for dead in self._dead_ends if position.is_before(dead)]
         self.is_caught_up_recorded = caught_up
@@ -388,5 +403,19 @@ class Worker:
         )
 
 
+def _event_time(record: object) -> datetime | None:
+    raw = record.get("eventTime") if isinstance(record, dict) else None
+    try:
+        return parse_event_time(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+
+
 async def run_worker(held: HeldLease, env: WorkerEnv) -> CloseReason:
-    return await Worker(held, env).run()
+    env.progress.started(held.token, held.epoch, held.lease.continuation)
+    reason = CloseReason.FEED_ERROR
+    try:
+        reason = await Worker(held, env).run()
+        return reason
+    finally:
+        env.progress.ended(held.token, reason)

@@ -49,6 +49,7 @@ class Cluster:
             "CFP_TEST_OUT": str(self.out),
             "CFP_TEST_CLOCK_SKEW_S": str(skew_s),
             "CFP_LOG_JSON": "1",
+            "CFP_HTTP_PORT": "0",  # several hosts on one machine: any free port each
             **self.env,
             **env,
         }
@@ -111,6 +112,13 @@ class Cluster:
             assert time.monotonic() < deadline, f"{name} never logged {event}"
             await asyncio.sleep(0.05)
         return time.monotonic()
+
+    async def endpoint(self, name: str, *, within_s: float = 60) -> str:
+        """The base URL of host `name`'s HTTP endpoints (it logs `http.listening`)."""
+        await self.logged(name, "http.listening", within_s=within_s)
+        return next(
+            str(e["url"]) for e in self.log_events(name) if e.get("event") == "http.listening"
+        )
 
     def log_events(self, name: str) -> list[dict[str, Any]]:
         out = []

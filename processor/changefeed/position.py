@@ -73,6 +73,11 @@ class ShardBatch:
             total += b.count - (self.start.event_index if i == 0 else 0)
             self._first_after.append(total)
 
+    @property
+    def read_bytes(self) -> int:
+        """Chunk bytes this batch moves past (a block split over two batches counts once)."""
+        return max(0, self.end.block_offset - self.start.block_offset)
+
     def position_after_raw(self, r: int) -> ShardPosition:
         """The shard position just after raw record `r` (0-based within this batch)."""
         j = bisect.bisect_right(self._first_after, r)

@@ -136,6 +136,7 @@ class Hosts:
             **os.environ,
             ENV_VAR: self.conn,
             "CFP_LOG_JSON": "1",
+            "CFP_HTTP_PORT": "0",
             "CFP_LOG_LEVEL": "DEBUG",
             "CFP_TEST_CLOCK_SKEW_S": str(skew_s),
         }

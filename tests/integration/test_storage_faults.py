@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from leases import TableLeaseStore
@@ -135,12 +136,38 @@ async def test_connections_dropped_past_the_fencing_interval(
     cluster: Cluster, world: World, table: Table
 ) -> None:
     await _start_and_wait_for_a_third(cluster, world)
+    base = await cluster.endpoint("h1")
     for proxy in (world.blob, world.table):
-        proxy.drop(EXPIRY_S * 1.5)  # longer than the fencing interval (0.8 x expiry)
-    await asyncio.sleep(EXPIRY_S * 1.5)
+        proxy.drop(EXPIRY_S * 2)  # longer than the fencing interval (0.8 x expiry)
+    states = await _states_seen(base, EXPIRY_S * 2)
     assert len(cluster.running()) == 2, "a host exited during the outage"
     assert _fenced(cluster) > 0, "no lease was fenced by its own host"
+    # failed (not ready) once the lease store is silent for a whole expiry, never a restart
+    assert states[0] == "running" and "failed" in states, states
+    states = await _states_seen(base, EXPIRY_S)
+    assert states[-1] == "running", states
     await _finish(cluster, world, table)
+
+
+async def _states_seen(base: str, seconds: float) -> list[str]:
+    """The states /readyz reports over `seconds` (each change once), checking that the probes
+    agree: ready only while running (running with a silent store is not ready either: the state
+    turns to failed at the next balancing tick), alive throughout."""
+    seen: list[str] = []
+    deadline = time.monotonic() + seconds
+    async with aiohttp.ClientSession() as http:
+        while time.monotonic() < deadline:
+            async with http.get(f"{base}/readyz") as r:
+                doc = await r.json()
+                state = doc["state"]
+                assert r.status == 503 or state == "running", (r.status, doc)
+                assert r.status == 200 or state != "running" or "lease store" in doc["reason"]
+            async with http.get(f"{base}/healthz") as r:
+                assert r.status == 200
+            if not seen or seen[-1] != state:
+                seen.append(state)
+            await asyncio.sleep(0.05)
+    return seen
 
 
 async def test_every_byte_delayed(cluster: Cluster, world: World, table: Table) -> None:

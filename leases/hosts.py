@@ -1,0 +1,60 @@
+"""Host rows: each host's own report of its state, kept beside the leases for `cfp status`.
+
+A host row is written only by its host (unconditionally: nobody else writes it) and read by
+anyone. It lives in the processor's partition under a RowKey starting with `HOST_ROW_PREFIX`,
+which no lease token can start with, so lease listings leave it out with a key range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from leases.record import HostId
+
+HOST_ROW_PREFIX = "~host~"
+# every lease RowKey sorts before this; every host row at or after it
+HOST_ROWS_FROM = "~"
+
+
+@dataclass(frozen=True, slots=True)
+class HostReport:
+    name: HostId
+    state: str  # the host's lifecycle state, as the processor names it
+    since: datetime  # when it entered `state` (its own wall clock)
+    seen: datetime  # when it wrote this row (its own wall clock)
+    leases: int  # leases it works on
+    expiry_s: float  # its lease expiry: a row older than this is from a silent host
+    error: str = ""
+    endpoint: str = ""  # where its HTTP endpoints listen, if anywhere
+
+    def to_entity(self, processor: str) -> dict[str, Any]:
+        return {
+            "PartitionKey": processor,
+            "RowKey": HOST_ROW_PREFIX + self.name,
+            "State": self.state,
+            "Since": self.since,
+            "Seen": self.seen,
+            "Leases": self.leases,
+            "ExpirySeconds": self.expiry_s,
+            "Error": self.error,
+            "Endpoint": self.endpoint,
+        }
+
+    @classmethod
+    def from_entity(cls, entity: dict[str, Any]) -> HostReport:
+        return cls(
+            name=HostId(str(entity["RowKey"]).removeprefix(HOST_ROW_PREFIX)),
+            state=str(entity.get("State") or "?"),
+            since=entity["Since"],
+            seen=entity["Seen"],
+            leases=int(entity.get("Leases") or 0),
+            expiry_s=float(entity.get("ExpirySeconds") or 0.0),
+            error=str(entity.get("Error") or ""),
+            endpoint=str(entity.get("Endpoint") or ""),
+        )
+
+    def silent_s(self, now: datetime) -> float:
+        """Seconds since the row was written (as far as two wall clocks can tell)."""
+        return max(0.0, (now - self.seen).total_seconds())

@@ -1,0 +1,43 @@
+"""Sampling each owned lease's byte lag (`cfp_lag_bytes`, `/status`) every few seconds.
+
+The estimate is the one `cfp status` makes (blob sizes of what is left up to lastConsumable),
+so it costs listings: it runs on its own schedule, never inside a worker's read loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.errors import FeedError, InvalidContinuation
+from processor.lease_position import LeasePosition
+from processor.progress import HostProgress
+from processor.status import bytes_left
+from processor.waiting import wait_any
+
+log = structlog.get_logger("cfp.lag")
+
+LAG_SAMPLE_S = 10.0
+
+
+async def sample_lag(
+    progress: HostProgress, catalog: FeedCatalog, stop: asyncio.Event, *, every_s: float
+) -> None:
+    """Refresh `bytes_left` of every lease in `progress` until `stop` is set."""
+    while not await wait_any(stop, timeout_s=every_s):
+        try:
+            segments = await catalog.segments()
+        except FeedError:
+            continue  # the workers report the feed's problems; nothing to estimate now
+        for entry in list(progress.leases.values()):
+            if entry.caught_up:
+                entry.bytes_left = 0
+                continue
+            try:
+                pos = LeasePosition.from_json(entry.continuation, lease=entry.token)
+                entry.bytes_left = await bytes_left(catalog, entry.token, pos, segments)
+            except (FeedError, InvalidContinuation) as e:
+                log.debug("lag.unknown", lease=entry.token, error=str(e))
+                entry.bytes_left = None

@@ -1,0 +1,175 @@
+"""A real `cfp run` host's HTTP endpoints through its life: starting, running with metrics that
+move as work proceeds, `/status`, its row in `cfp status`, draining on SIGTERM, gone after.
+Secrets: the account key of the connection string never appears in any of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from processor.changefeed.emulator.azurite import Azurite
+from processor.connection import AZURITE_KEY
+from tests.cluster import LEASE_TABLE, Cluster
+from tests.helpers import emulate_afresh, run_cfp
+
+ARGS = (
+    "--lease-expiration", "3",
+    "--renew-interval", "1",
+    "--acquire-interval", "1",
+    "--poll-interval", "0.3",
+    "--max-batch-events", "20",
+    "--observer", "tests.plugins:PacedJsonl",
+)  # fmt: skip
+
+_processors = itertools.count()
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+async def feed(azurite: Azurite) -> str:
+    await emulate_afresh(
+        azurite.connection_string, seed=41, segments=2, events_per_segment=900, shards=(2, 3)
+    )
+    return azurite.connection_string
+
+
+@pytest.fixture
+async def cluster(feed: str, tmp_path: Path) -> AsyncIterator[Cluster]:
+    c = Cluster(
+        feed,
+        f"endpoints{next(_processors)}",
+        tmp_path,
+        args=ARGS,
+        env={"CFP_TEST_BATCH_DELAY_S": "0.4"},
+    )
+    try:
+        yield c
+    finally:
+        c.kill_all()
+
+
+async def get(http: aiohttp.ClientSession, url: str) -> tuple[int, str]:
+    async with http.get(url) as r:
+        return r.status, await r.text()
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The sum of every sample of `name` whose labels include `labels` (0 if none: a labelled
+    counter has no sample before its first increment)."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        key, _, value = line.rpartition(" ")
+        if key != name and not key.startswith(name + "{"):
+            continue
+        if all(f'{k}="{v}"' in key for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+async def until(probe: Any, what: str, *, within_s: float = 60, every_s: float = 0.05) -> Any:
+    deadline = time.monotonic() + within_s
+    while True:
+        got = await probe()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(every_s)
+
+
+async def test_endpoints_through_a_hosts_life(cluster: Cluster) -> None:
+    cluster.start("h1")
+    base = await cluster.endpoint("h1")
+    async with aiohttp.ClientSession() as http:
+        live, _ = await get(http, f"{base}/healthz")
+        assert live == 200  # alive from the start, Spark or not
+
+        async def running() -> bool:
+            return (await get(http, f"{base}/readyz"))[0] == 200
+
+        await until(running, "/readyz 200")
+        status, body = await get(http, f"{base}/status")
+        doc = json.loads(body)
+        assert status == 200 and doc["state"] == "running" and doc["host"] == "h1"
+
+        async def all_leases_owned() -> str | None:
+            text = (await get(http, f"{base}/metrics"))[1]
+            return text if metric(text, "cfp_leases_owned") == 3 else None
+
+        first = await until(all_leases_owned, "3 leases owned")
+        await asyncio.sleep(1.5)
+        later = (await get(http, f"{base}/metrics"))[1]
+        assert metric(later, "cfp_events_total") > metric(first, "cfp_events_total")
+        assert metric(later, "cfp_batches_total") > 0
+        assert metric(later, "cfp_read_bytes_total") > 0
+        assert metric(later, "cfp_checkpoint_seconds_count") > 0
+        assert metric(later, "cfp_leases_acquired_total") == 3
+        assert metric(later, "cfp_host_state", cfp_host_state="running") == 1
+        assert metric(later, "cfp_lag_seconds") > 0  # events from the past, not caught up
+        doc = json.loads((await get(http, f"{base}/status"))[1])
+        assert sorted(x["lease"] for x in doc["leases"]) == ["00", "01", "02"]
+        assert all(x["events"] >= 0 and "continuation" in x for x in doc["leases"])
+
+        # the host's own row, as `cfp status` shows it
+        shown = await asyncio.to_thread(
+            run_cfp, cluster.conn, "status", "--json", "--processor-name", cluster.processor,
+            "--lease-table", LEASE_TABLE,
+        )  # fmt: skip
+        hosts = json.loads(shown.stdout)["hosts"]
+        assert [(h["host"], h["state"], h["endpoint"]) for h in hosts] == [("h1", "running", base)]
+
+        # byte lag is sampled every second (the acquire interval): it goes down as work proceeds
+        left = metric(later, "cfp_lag_bytes")
+        assert left > 0
+
+        async def less_left() -> bool:
+            return metric((await get(http, f"{base}/metrics"))[1], "cfp_lag_bytes") < left
+
+        await until(less_left, "cfp_lag_bytes going down", within_s=10)
+
+        # SIGTERM while batches are in hand: draining, not ready, still alive
+        cluster.signal("h1", signal.SIGTERM)
+        seen: set[str] = set()
+        while cluster.procs["h1"].poll() is None:
+            try:
+                code, body = await get(http, f"{base}/readyz")
+            except aiohttp.ClientError:
+                break  # the server closed as the process ended
+            seen.add(json.loads(body)["state"])
+            if json.loads(body)["state"] == "draining":
+                assert code == 503
+                assert (await get(http, f"{base}/healthz"))[0] == 200
+            await asyncio.sleep(0.01)
+    assert "draining" in seen, seen
+    assert await asyncio.to_thread(cluster.wait, "h1") == 0
+    shown = await asyncio.to_thread(
+        run_cfp, cluster.conn, "status", "--json", "--processor-name", cluster.processor,
+        "--lease-table", LEASE_TABLE,
+    )  # fmt: skip
+    assert json.loads(shown.stdout)["hosts"] == []  # a clean stop removes the row
+    states = [e["state"] for e in cluster.log_events("h1") if e.get("event") == "host.state"]
+    assert states == ["starting", "running", "draining", "stopped"]
+    log_text = (cluster.workdir / "h1.log").read_text()
+    assert AZURITE_KEY not in log_text and AZURITE_KEY not in shown.stdout + shown.stderr
+
+
+async def test_a_taken_port_is_a_clear_error(cluster: Cluster) -> None:
+    cluster.start("h1")
+    base = await cluster.endpoint("h1")
+    port = base.rsplit(":", 1)[1]
+    cluster.start("h2", "--http-port", port)
+    assert await asyncio.to_thread(cluster.wait, "h2") == 2
+    text = (cluster.workdir / "h2.log").read_text()
+    assert f"cannot serve the HTTP endpoints on 127.0.0.1:{port}: the port is in use" in text
