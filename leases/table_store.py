@@ -66,6 +66,15 @@ def check_names(table: str, processor: str) -> None:
         )
 
 
+def client_options(request_timeout_s: float) -> dict[str, Any]:
+    """Keyword arguments for the `TableClient` of a lease store, however it authenticates."""
+    return {
+        "retry_total": 0,  # retries are ours: a conditional write is never blindly repeated
+        "connection_timeout": request_timeout_s,
+        "read_timeout": request_timeout_s,
+    }
+
+
 def to_entity(processor: str, lease: Lease) -> dict[str, Any]:
     return {
         "PartitionKey": processor,
@@ -158,11 +167,7 @@ class TableLeaseStore(ConditionalLeaseStore):
     ) -> TableLeaseStore:
         check_names(table, processor)
         client = TableClient.from_connection_string(
-            conn_str,
-            table_name=table,
-            retry_total=0,  # retries are ours: a conditional write is never blindly repeated
-            connection_timeout=request_timeout_s,
-            read_timeout=request_timeout_s,
+            conn_str, table_name=table, **client_options(request_timeout_s)
         )
         return cls(client, processor=processor, request_timeout_s=request_timeout_s)
 

@@ -62,7 +62,10 @@ def run_async(main: Callable[[asyncio.Event], Coroutine[Any, Any, T]]) -> T:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        return await main(stop)
+        try:
+            return await main(stop)
+        finally:
+            await connection.close_credentials()
 
     return asyncio.run(wrapper())
 

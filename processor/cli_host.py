@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import click
 import structlog
 
-from leases import DEFAULT_TABLE, LeaseError, TableLeaseStore
+from leases import DEFAULT_TABLE, LeaseError
 from observers import PluginLoadError
 from observers.spark.session import (
     DEFAULT_MAX_ROWS,
@@ -354,7 +354,7 @@ def status_command(
     async def main(stop: asyncio.Event) -> int:
         try:
             async with (
-                TableLeaseStore.from_connection_string(
+                connection.lease_store(
                     connection.resolve_lease(lease_connection_string, conn),
                     table=lease_table,
                     processor=processor_name,

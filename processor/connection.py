@@ -1,7 +1,14 @@
-"""Storage connection strings: the local default, the account name, and the loopback check.
+"""Storage connection strings: the local default, the account name, the loopback check, and the
+clients built from them.
 
 Connection strings carry account keys: nothing here ever logs or formats one whole. Use
 `describe()` for a safe one-line description.
+
+A connection string with neither `AccountKey` nor `SharedAccessSignature` (for example
+`BlobEndpoint=https://acct.blob.core.windows.net;TableEndpoint=https://acct.table.core.windows.net`
+or just `AccountName=acct`) means Microsoft Entra ID: the clients authenticate with
+azure-identity's `DefaultAzureCredential` (managed identity, workload identity, environment
+variables, Azure CLI ...), one credential shared by the process.
 """
 
 from __future__ import annotations
@@ -9,9 +16,22 @@ from __future__ import annotations
 import ipaddress
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from azure.data.tables.aio import TableClient
+from azure.storage.blob.aio import BlobServiceClient
+
+from leases.table_store import (
+    DEFAULT_REQUEST_TIMEOUT_S,
+    TableLeaseStore,
+    check_names,
+    client_options,
+)
 from processor.redact import register_connection_string
+
+if TYPE_CHECKING:
+    from azure.identity.aio import DefaultAzureCredential
 
 # Azurite's well-known development account (published in Azurite's documentation; not a secret).
 AZURITE_ACCOUNT = "devstoreaccount1"
@@ -52,6 +72,8 @@ def resolve_lease(flag_value: str | None, feed_conn_str: str) -> str:
 class ConnectionInfo:
     account: str
     blob_endpoint: str
+    table_endpoint: str = ""
+    has_secret: bool = True  # a key or SAS; without one, Entra ID (DefaultAzureCredential)
 
     def describe(self) -> str:
         """A description safe to log: account and endpoint, never the key."""
@@ -71,17 +93,67 @@ def parse(conn_str: str) -> ConnectionInfo:
         if sep:
             parts[key.strip().lower()] = value.strip()
     account = parts.get("accountname", "")
+    protocol = parts.get("defaultendpointsprotocol", "https")
+    suffix = parts.get("endpointsuffix", "core.windows.net")
     endpoint = parts.get("blobendpoint", "")
     if not endpoint and account:
-        protocol = parts.get("defaultendpointsprotocol", "https")
-        suffix = parts.get("endpointsuffix", "core.windows.net")
         endpoint = f"{protocol}://{account}.blob.{suffix}"
     if not endpoint:
         raise ValueError("connection string has neither AccountName nor BlobEndpoint")
     if not account:
         path = urlsplit(endpoint).path.strip("/")
-        account = path.split("/", 1)[0] if path else (urlsplit(endpoint).hostname or "")
-    return ConnectionInfo(account=account, blob_endpoint=endpoint.rstrip("/"))
+        host = urlsplit(endpoint).hostname or ""
+        account = path.split("/", 1)[0] if path else host.split(".", 1)[0]
+    table = parts.get("tableendpoint", "") or (
+        endpoint.replace(".blob.", ".table.", 1)
+        if ".blob." in endpoint
+        else f"{protocol}://{account}.table.{suffix}"
+    )
+    return ConnectionInfo(
+        account=account,
+        blob_endpoint=endpoint.rstrip("/"),
+        table_endpoint=table.rstrip("/"),
+        has_secret=bool(parts.get("accountkey") or parts.get("sharedaccesssignature")),
+    )
+
+
+_credential: DefaultAzureCredential | None = None
+
+
+def token_credential() -> DefaultAzureCredential:
+    """The process's one `DefaultAzureCredential` (made on first use, closed by
+    `close_credentials`)."""
+    global _credential  # noqa: PLW0603 - one credential per process, like one token cache
+    if _credential is None:
+        from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415 - only if used
+
+        _credential = DefaultAzureCredential()
+    return _credential
+
+
+async def close_credentials() -> None:
+    global _credential  # noqa: PLW0603
+    if _credential is not None:
+        await _credential.close()
+        _credential = None
+
+
+def blob_service(conn_str: str, **kwargs: Any) -> BlobServiceClient:
+    """A Blob service client: with the string's key or SAS, else with Entra ID."""
+    info = parse(conn_str)
+    if info.has_secret:
+        return BlobServiceClient.from_connection_string(conn_str, **kwargs)
+    return BlobServiceClient(info.blob_endpoint, credential=token_credential(), **kwargs)
+
+
+def table_client(conn_str: str, table: str, **kwargs: Any) -> TableClient:
+    """A Table client for `table`: with the string's key or SAS, else with Entra ID."""
+    info = parse(conn_str)
+    if info.has_secret:
+        return TableClient.from_connection_string(conn_str, table_name=table, **kwargs)
+    return TableClient(
+        info.table_endpoint, table_name=table, credential=token_credential(), **kwargs
+    )
 
 
 def is_loopback_endpoint(endpoint: str) -> bool:
@@ -93,3 +165,16 @@ def is_loopback_endpoint(endpoint: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def lease_store(
+    conn_str: str,
+    *,
+    table: str,
+    processor: str,
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+) -> TableLeaseStore:
+    """The lease store of `processor` in `table` of the account `conn_str` names."""
+    check_names(table, processor)
+    client = table_client(conn_str, table, **client_options(request_timeout_s))
+    return TableLeaseStore(client, processor=processor, request_timeout_s=request_timeout_s)

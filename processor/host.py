@@ -29,6 +29,7 @@ import structlog
 
 from leases import LeaseStore, TableLeaseStore
 from observers import CloseReason, ObserverFactory, load_observer_factory
+from processor import connection
 from processor.balancer import Balancer
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.storage import FeedStorage
@@ -244,7 +245,7 @@ async def open_host(
     progress: HostProgress | None = None,
 ) -> tuple[Host, TableLeaseStore, FeedStorage]:
     """Build a host on Azure Tables and Blob storage from `config`; the caller closes both."""
-    store = TableLeaseStore.from_connection_string(
+    store = connection.lease_store(
         config.lease_connection_string,
         table=config.lease_table,
         processor=config.processor_name,

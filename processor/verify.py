@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from azure.core.exceptions import AzureError
-from azure.storage.blob.aio import BlobServiceClient
+
+from processor import connection
 
 FIELDS = ("etag", "size", "content_type")
 
@@ -110,7 +111,7 @@ async def list_account(conn: str) -> list[Blob]:
     """Every blob of every container except the `$`-prefixed system containers."""
     out: list[Blob] = []
     try:
-        async with BlobServiceClient.from_connection_string(conn) as service:
+        async with connection.blob_service(conn) as service:
             async for container in service.list_containers():
                 if container.name.startswith("$"):
                     continue

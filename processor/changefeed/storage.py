@@ -28,6 +28,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from processor import connection
 from processor.changefeed.errors import (
     FeedError,
     FeedNotEnabled,
@@ -92,7 +93,7 @@ class FeedStorage:
 
     @classmethod
     def from_connection_string(cls, conn_str: str, **kwargs: int) -> FeedStorage:
-        service = BlobServiceClient.from_connection_string(
+        service = connection.blob_service(
             conn_str, retry_total=0, connection_timeout=10, read_timeout=60
         )
         return cls(service.get_container_client(CONTAINER), owner=service, **kwargs)

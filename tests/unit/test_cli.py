@@ -61,3 +61,25 @@ def test_a_sigterm_while_the_command_is_still_importing_exits_0() -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()
     assert b"Traceback" not in err
+
+
+def test_a_keyless_connection_string_means_entra_id() -> None:
+    from azure.identity.aio import DefaultAzureCredential
+
+    from processor import connection
+
+    info = connection.parse("AccountName=acct")
+    assert not info.has_secret
+    assert info.blob_endpoint == "https://acct.blob.core.windows.net"
+    assert info.table_endpoint == "https://acct.table.core.windows.net"
+    keyless = "BlobEndpoint=https://acct.blob.core.windows.net/"
+    assert connection.parse(keyless).table_endpoint == "https://acct.table.core.windows.net"
+    service = connection.blob_service(keyless)
+    table = connection.table_client(keyless, "cfpleases")
+    assert isinstance(service.credential, DefaultAzureCredential)
+    assert table.credential is service.credential  # one credential per process
+    assert service.url.startswith("https://acct.blob.core.windows.net")
+    assert table.url.startswith("https://acct.table.core.windows.net")
+    keyed = connection.azurite_connection_string()
+    assert connection.parse(keyed).has_secret
+    assert not isinstance(connection.blob_service(keyed).credential, DefaultAzureCredential)
