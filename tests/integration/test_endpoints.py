@@ -8,7 +8,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +24,7 @@ import pytest
 from processor.changefeed.emulator.azurite import Azurite
 from processor.connection import AZURITE_KEY
 from tests.cluster import LEASE_TABLE, Cluster
+from tests.deploy_files import dockerfile
 from tests.helpers import emulate_afresh, run_cfp
 
 ARGS = (
@@ -173,3 +178,53 @@ async def test_a_taken_port_is_a_clear_error(cluster: Cluster) -> None:
     assert await asyncio.to_thread(cluster.wait, "h2") == 2
     text = (cluster.workdir / "h2.log").read_text()
     assert f"cannot serve the HTTP endpoints on 127.0.0.1:{port}: the port is in use" in text
+
+
+async def test_the_images_entry_point_and_health_check_work_run_directly(
+    feed: str, tmp_path: Path
+) -> None:
+    """deploy/Dockerfile's ENTRYPOINT + CMD with its ENV, as the container would run them (only
+    the account, a free port, the log observer instead of Spark, and --until-caught-up differ),
+    and its HEALTHCHECK command against the running host."""
+    image = dockerfile()
+    port = free_port()
+    env = {
+        "PATH": os.environ["PATH"],
+        **image.env,
+        "CFP_CONNECTION_STRING": feed,
+        "CFP_PROCESSOR_NAME": f"image{next(_processors)}",
+        "CFP_LEASE_TABLE": LEASE_TABLE,
+        "CFP_HTTP_PORT": str(port),
+        "CFP_OBSERVER": "log",  # Spark's start-up is covered by test_spark.py
+        "CFP_OUTPUT": str(tmp_path / "tables"),
+        "CFP_UNTIL_CAUGHT_UP": "1",
+        "CFP_LEASE_EXPIRATION": "3",
+    }
+    command = [str(Path(sys.executable).parent / image.entrypoint[0]), *image.entrypoint[1:]]
+    log = (tmp_path / "host.log").open("wb")
+    host = subprocess.Popen([*command, *image.cmd], env=env, stdout=log, stderr=log)
+    try:
+        healthy = False
+        while host.poll() is None and not healthy:
+            check = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, *image.healthcheck[1:]],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            healthy = check.returncode == 0 and '"ok": true' in check.stdout
+            await asyncio.sleep(0.1)
+        assert healthy, (tmp_path / "host.log").read_text()[-2000:]
+        assert await asyncio.to_thread(host.wait, 120) == 0
+    finally:
+        host.kill()
+        host.wait()
+    lines = [json.loads(x) for x in (tmp_path / "host.log").read_text().splitlines()]
+    assert any(x.get("event") == "processor.caught_up" for x in lines)  # JSON logs: CFP_LOG_JSON
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

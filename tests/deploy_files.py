@@ -1,0 +1,87 @@
+"""Reading the files of deploy/ the way Docker, Compose and Kubernetes would, for the tests."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from processor import connection
+from processor.cli import main as cli
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+
+
+@dataclass
+class Dockerfile:
+    env: dict[str, str] = field(default_factory=dict)
+    entrypoint: list[str] = field(default_factory=list)
+    cmd: list[str] = field(default_factory=list)
+    healthcheck: list[str] = field(default_factory=list)
+    copies: list[str] = field(default_factory=list)
+
+
+def dockerfile() -> Dockerfile:
+    """The instructions the tests check, with line continuations joined."""
+    text = re.sub(r"\\\n", " ", (DEPLOY / "Dockerfile").read_text())
+    out = Dockerfile()
+    for line in text.splitlines():
+        word, _, rest = line.strip().partition(" ")
+        if word == "ENV":
+            out.env.update(dict(kv.split("=", 1) for kv in shlex.split(rest)))
+        elif word == "ENTRYPOINT":
+            out.entrypoint = json.loads(rest)
+        elif word == "CMD":
+            out.cmd = json.loads(rest)
+        elif word == "HEALTHCHECK":
+            out.healthcheck = json.loads(rest.split(" CMD ", 1)[1])
+        elif word == "COPY":
+            out.copies += shlex.split(rest)[:-1]
+    return out
+
+
+def compose() -> dict[str, Any]:
+    return dict(yaml.safe_load((DEPLOY / "compose.yaml").read_text()))
+
+
+def k8s() -> dict[str, dict[str, Any]]:
+    """Every manifest of deploy/k8s, by kind."""
+    docs: dict[str, dict[str, Any]] = {}
+    for path in sorted((DEPLOY / "k8s").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            docs[doc["kind"]] = doc
+    return docs
+
+
+def _commands(group: click.Group) -> Iterator[tuple[str, click.Command]]:
+    for name, command in group.commands.items():
+        yield name, command
+        if isinstance(command, click.Group):
+            yield from ((f"{name} {n}", c) for n, c in _commands(command))
+
+
+def cli_variables(command: str | None = None) -> set[str]:
+    """The CFP_* variables cfp reads: those of `command` (all commands if None) and the global
+    ones."""
+    found = {connection.ENV_VAR}
+    found |= {p.envvar for p in cli.params if isinstance(p.envvar, str)}
+    for name, c in _commands(cli):
+        if command is None or name == command:
+            found |= {p.envvar for p in c.params if isinstance(p.envvar, str)}
+    return found
+
+
+def check_cfp_args(argv: list[str]) -> None:
+    """Parse `cfp ARGS` as click would (options, types, choices) without running anything."""
+    assert argv[0] == "cfp", argv
+    name, *rest = argv[1:]
+    command = cli.commands[name]
+    with command.make_context(name, list(rest)):
+        pass
