@@ -224,6 +224,11 @@ def read(
 @click.option("--leave-last-publishing", is_flag=True, help="Do not finalize the last segment.")
 @click.option("--live", is_flag=True, help="Keep appending in real time until interrupted.")
 @click.option(
+    "--finish",
+    is_flag=True,
+    help="Live: finalize the open segment on stop (everything written becomes consumable).",
+)
+@click.option(
     "--rate",
     type=click.FloatRange(min=0.1),
     default=20.0,
@@ -257,6 +262,7 @@ def emulate(
     concurrency: int,
     leave_last_publishing: bool,
     live: bool,
+    finish: bool,
     rate: float,
     segment_seconds: float,
     duration: float | None,
@@ -297,7 +303,7 @@ def emulate(
                     if duration is not None:
                         asyncio.get_running_loop().call_later(duration, stop.set)
                     summary = await emulator.run_live(
-                        stop, rate_per_s=rate, segment_seconds=segment_seconds
+                        stop, rate_per_s=rate, segment_seconds=segment_seconds, finish=finish
                     )
                 else:
                     summary = await emulator.run_batch()

@@ -98,7 +98,9 @@ async def test_layout_manifests_and_chunks(account: str) -> None:
         assert any(n.endswith("/00001.avro") for n in names)  # roll-over happened
 
 
-async def test_live_mode_keeps_the_newest_segment_publishing(account: str) -> None:
+@pytest.mark.parametrize("finish", [False, True], ids=["publishing", "finish"])
+async def test_live_mode_keeps_the_newest_segment_publishing(account: str, finish: bool) -> None:
+    """Live: the newest segment stays Publishing when the run stops, unless `--finish`."""
     result = await asyncio.to_thread(
         run_cfp,
         account,
@@ -112,6 +114,7 @@ async def test_live_mode_keeps_the_newest_segment_publishing(account: str) -> No
         "7",
         "--start-time",
         "2026-03-01T00:00:00Z",
+        *(["--finish"] if finish else []),
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
@@ -125,13 +128,18 @@ async def test_live_mode_keeps_the_newest_segment_publishing(account: str) -> No
         ]
         feed = parse_feed_manifest(await (await c.download_blob(SEGMENTS_JSON)).readall(), path="x")
     assert len(manifests) >= 3
-    assert statuses[-1] == "Publishing" and set(statuses[:-1]) == {"Finalized"}
     assert feed.last_consumable is not None
-    assert feed.last_consumable.hour == len(manifests) - 2
     records, _ = await read_all(account)
-    assert records and all(
-        str(r["eventTime"]) < f"2026-03-01T{len(manifests) - 1:02d}" for r in records
-    )
+    if finish:
+        assert set(statuses) == {"Finalized"}
+        assert feed.last_consumable.hour == len(manifests) - 1
+        assert any(str(r["eventTime"]) >= f"2026-03-01T{len(manifests) - 1:02d}" for r in records)
+    else:
+        assert statuses[-1] == "Publishing" and set(statuses[:-1]) == {"Finalized"}
+        assert feed.last_consumable.hour == len(manifests) - 2
+        assert records and all(
+            str(r["eventTime"]) < f"2026-03-01T{len(manifests) - 1:02d}" for r in records
+        )
 
 
 def test_emulator_refuses_non_loopback_endpoints() -> None:

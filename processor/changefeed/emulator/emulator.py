@@ -302,12 +302,14 @@ class Emulator:
         rate_per_s: float,
         segment_seconds: float,
         flush_every_s: float = 1.0,
+        finish: bool = False,
     ) -> EmulationSummary:
         """Append in real time until `stop` is set; one virtual hour lasts `segment_seconds`.
 
         The newest segment stays `Publishing`; each segment is finalized (and `lastConsumable`
         moved) when its time is up. On stop, queued records are flushed and the open segment is
-        left `Publishing`, as the service would leave it.
+        left `Publishing`, as the service would leave it, or finalized with `finish` (so that
+        everything written is consumable: a demo or a test that wants to catch up fully).
         """
         begin = await self.setup()
         if self.config.start_time is None:
@@ -330,6 +332,8 @@ class Emulator:
                         await asyncio.wait_for(stop.wait(), timeout=rest)
             if stop.is_set():
                 await self.flush()
+                if finish:
+                    await self.finalize_segment(begin + SEGMENT_INTERVAL - timedelta(seconds=1))
                 break
             await self.finalize_segment(begin + SEGMENT_INTERVAL - timedelta(seconds=1))
             log.info("emulate.segment.finalized", begin=begin.isoformat())
