@@ -79,6 +79,7 @@ class HostHealth:
             "error": life.error or None,
             "storeSilentSeconds": _rounded(self.store_silent_s()),
             "loopAgeSeconds": _rounded(self.loop_age_s()),
+            "events": self.progress.total_events,
             "leases": self.progress.to_json(),
             **self.extra,
         }

@@ -69,6 +69,7 @@ class HostProgress:
     def __init__(self, *, wall: Callable[[], datetime] | None = None) -> None:
         self._wall = wall or (lambda: datetime.now(UTC))
         self.leases: dict[LeaseToken, LeaseProgress] = {}
+        self.total_events = 0  # over every lease this host ever held (leases come and go)
         self.registry = CollectorRegistry()
         r = self.registry
         self.events = Counter(
@@ -130,6 +131,7 @@ class HostProgress:
             return
         entry.events += events
         entry.batches += 1
+        self.total_events += events
         entry.caught_up = False
         if last_event_time is not None:
             entry.last_event_time = last_event_time

@@ -127,12 +127,7 @@ async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusRep
     gate = asyncio.Semaphore(LISTING_CONCURRENCY)
 
     async def one(lease: Lease) -> LeaseStatus:
-        try:
-            pos: LeasePosition | None = LeasePosition.from_json(
-                lease.continuation, lease=lease.token
-            )
-        except InvalidContinuation:
-            pos = None
+        pos = parse_position(lease)
         left = None
         if pos is not None and segments is not None:
             async with gate:
@@ -145,27 +140,35 @@ async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusRep
     return StatusReport([t.result() for t in tasks], feed_error, hosts)
 
 
+def describe_position(pos: LeasePosition | None) -> tuple[str, str]:
+    """(segment, place in it) for people: `2026/01/01/0100`, `00000.avro@48211#3` or `done`."""
+    if pos is None:
+        return "?", "invalid continuation"
+    if pos.segment is None:
+        start = "start" if pos.start_time is None else f"from {pos.start_time:%Y-%m-%dT%H:%M}Z"
+        return "-", start
+    segment = pos.segment.removeprefix("idx/segments/").removesuffix("/meta.json")
+    if pos.is_segment_done:
+        return segment, "done"
+    if pos.shard.chunk is None:
+        return segment, "start"
+    chunk = pos.shard.chunk.rsplit("/", 1)[-1]
+    return segment, f"{chunk}@{pos.shard.block_offset}#{pos.shard.event_index}"
+
+
+def parse_position(lease: Lease) -> LeasePosition | None:
+    try:
+        return LeasePosition.from_json(lease.continuation, lease=lease.token)
+    except InvalidContinuation:
+        return None
+
+
 def render_table(rows: list[LeaseStatus]) -> str:
     """A fixed-width table for terminals."""
     header = ("LEASE", "OWNER", "EPOCH", "SEGMENT", "POSITION", "CHECKPOINTED", "LEFT", "STATE")
     lines: list[tuple[str, ...]] = [header]
     for r in rows:
-        pos = r.position
-        if pos is None:
-            segment, where = "?", "invalid continuation"
-        elif pos.segment is None:
-            segment, where = (
-                "-",
-                "start" if pos.start_time is None else f"from {pos.start_time:%Y-%m-%dT%H:%M}Z",
-            )
-        else:
-            segment = pos.segment.removeprefix("idx/segments/").removesuffix("/meta.json")
-            chunk = (pos.shard.chunk or "").rsplit("/", 1)[-1]
-            where = (
-                "done"
-                if pos.is_segment_done
-                else f"{chunk}@{pos.shard.block_offset}#{pos.shard.event_index}"
-            )
+        segment, where = describe_position(r.position)
         x = r.lease
         lines.append(
             (
@@ -175,7 +178,7 @@ def render_table(rows: list[LeaseStatus]) -> str:
                 segment,
                 where,
                 x.checkpoint_time.strftime("%Y-%m-%d %H:%M:%S") if x.checkpoint_time else "-",
-                _size(r.bytes_left),
+                size_text(r.bytes_left),
                 _state(x),
             )
         )
@@ -194,14 +197,14 @@ def _state(x: Lease) -> str:
         state += f" (hand-over to {x.next_owner})"
     if x.moves:
         last = x.moves[-1]
-        skipped = "?" if last.skipped_bytes is None else _size(last.skipped_bytes)
+        skipped = "?" if last.skipped_bytes is None else size_text(last.skipped_bytes)
         state += f" (moved {len(x.moves)}x, last {last.at:%Y-%m-%d %H:%M} skipping {skipped})"
     if x.dead_letters:
         state += f" ({x.dead_letters} dead-lettered)"
     return state
 
 
-def _size(n: int | None) -> str:
+def size_text(n: int | None) -> str:
     if n is None:
         return "?"
     value = float(n)

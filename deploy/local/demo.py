@@ -1,126 +1,326 @@
-"""`make demo`: emulate a workload in a throw-away Azurite, read the feed back, show a summary.
+"""`make demo`: the main job, on this machine, end to end, in about two minutes.
 
-Everything runs locally and is removed afterwards: an Azurite on free loopback ports with its
-data in a temporary folder, `cfp emulate` writing a few hourly segments from real blob
-operations, then `cfp read` (the library behind it) reading them back twice: once whole, once
-in two halves joined by a saved continuation token. The summary shows that both reads agree and
-that the feed explains the live listing of the account.
+1. Azurite and a Spark Connect server start on loopback (data under `.demo/`).
+2. A live emulated workload appends real blob operations; a new hourly segment every few seconds,
+   with shard counts cycling 3, 6, 4 (so leases appear as the feed grows).
+3. Three `cfp run` hosts with the Spark observer share the leases through the lease table and
+   write the change log and the current-state table through the one Spark Connect server.
+4. Midway, one host is killed with SIGKILL and a fourth one starts: the killed host's leases are
+   taken over after one lease expiry, and the batches it had in hand are delivered again (the
+   change log still holds each event once).
+5. The workload stops (its last segment finalized); the hosts catch up and drain on SIGTERM.
+6. `cfp verify` compares the state table with a live listing of the account, and `cfp sql` runs a
+   query over the tables. Everything started is stopped; the tables stay in `.demo/tables`.
+
+The terminal shows the hosts and leases as the lease table and each host's `/status` see them.
+Exit status 0 only when every event is in the change log and `cfp verify` reports EQUAL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
 import sys
-import tempfile
 import time
-from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import aiohttp  # noqa: E402
+import pyarrow.dataset as ds  # noqa: E402
 from azure.storage.blob.aio import BlobServiceClient  # noqa: E402
+from demo_view import Rates, View, render, snapshots  # noqa: E402
+from rich.console import Console  # noqa: E402
 
-from processor.changefeed.emulator.azurite import Azurite  # noqa: E402
+from leases import TableLeaseStore  # noqa: E402
+from processor.changefeed.emulator.azurite import Azurite, free_port  # noqa: E402
 from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
 from processor.changefeed.feed_reader import FeedReader  # noqa: E402
-from processor.changefeed.layout import shard_name  # noqa: E402
-from processor.changefeed.position import FeedPosition, RawRecord  # noqa: E402
 from processor.changefeed.storage import FeedStorage  # noqa: E402
 from processor.logs import configure_logging  # noqa: E402
 
-CONFIG = EmulatorConfig(seed=2026, segments=4, events_per_segment=1500, shards=(2, 3, 1, 4))
+WORKDIR = ROOT / ".demo"
+PROCESSOR, TABLE = "demo", "cfpdemo"
+EXPIRY_S = 6.0
+WORKLOAD_S = 50.0  # the workload runs this long after the hosts start
+KILL_AT_S = 18.0  # after the hosts start, once h2 owns a lease
+KILL_BY_S = 30.0  # ... or at the latest
+SEGMENT_S = 10.0  # real seconds per virtual hourly segment
+RATE = 60.0  # blob operations per second
+CATCH_UP_WITHIN_S = 120.0
+QUERY = (
+    "SELECT container, count(*) AS blobs, sum(content_length) AS bytes "
+    "FROM live GROUP BY container ORDER BY container"
+)
+CFP = str(Path(sys.executable).parent / "cfp")
+
+console = Console(highlight=False)
+if not console.is_terminal:
+    console = Console(highlight=False, width=110)
 
 
-async def read(
-    conn: str, position: FeedPosition | None, limit: int | None
-) -> tuple[list[tuple[str, str, RawRecord]], FeedPosition]:
-    out: list[tuple[str, str, RawRecord]] = []
-    async with (
-        FeedStorage.from_connection_string(conn) as storage,
-        FeedReader(storage, position=position) as reader,
-    ):
-        async for batch in reader.batches():
-            for k, r in enumerate(batch.records):
-                out.append((batch.segment, shard_name(batch.shard), r))
-                if limit is not None and len(out) == limit:
-                    return out, reader.position_after(batch, k)
-        return out, reader.position
+class Demo:
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.azurite = Azurite(WORKDIR / "azurite")
+        self.spark_port = free_port()
+        self.spark: subprocess.Popen[bytes] | None = None
+        self.hosts: dict[str, subprocess.Popen[bytes]] = {}
+        self.notes: list[str] = []
 
+    @property
+    def remote(self) -> str:
+        return f"sc://127.0.0.1:{self.spark_port}"
 
-async def live_listing(conn: str) -> dict[str, str]:
-    listing = {}
-    async with BlobServiceClient.from_connection_string(conn) as service:
-        async for c in service.list_containers():
-            if c.name.startswith("$"):
-                continue  # the feed itself is not a blob the feed describes
-            async for b in service.get_container_client(c.name).list_blobs():
-                listing[f"/blobServices/default/containers/{c.name}/blobs/{b.name}"] = (
-                    b.etag or ""
-                ).strip('"')
-    return listing
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "CFP_CONNECTION_STRING": self.azurite.connection_string}
 
+    def say(self, text: str) -> None:
+        console.print(f"[{time.monotonic() - self.started:5.1f}s] {text}")
 
-async def demo(conn: str) -> int:
-    n, per = CONFIG.segments, CONFIG.events_per_segment
-    print(f"1. emulating {n} hourly segments x {per} real blob operations ...")
-    t = time.perf_counter()
-    async with BlobServiceClient.from_connection_string(conn) as service:
-        summary = await Emulator(service, CONFIG).run_batch()
-    print(f"   done in {time.perf_counter() - t:.1f}s: {', '.join(summary.segments)}")
+    def note(self, text: str) -> None:
+        self.notes.append(f"[{time.monotonic() - self.started:5.1f}s] {text}")
 
-    print("2. reading the whole feed back ...")
-    t = time.perf_counter()
-    whole, _ = await read(conn, None, None)
-    seconds = time.perf_counter() - t
-    print(f"   {len(whole):,} events in {seconds:.2f}s ({len(whole) / seconds:,.0f} events/s)")
+    # --- the pieces -------------------------------------------------------------------------
 
-    half = len(whole) // 2
-    first, position = await read(conn, None, half)
-    token = position.to_token(account="devstoreaccount1")
-    second, _ = await read(conn, FeedPosition.from_token(token, account="devstoreaccount1"), None)
-    resumed = [r["id"] for _, _, r in first + second]
-    same = sorted(resumed) == sorted(r["id"] for _, _, r in whole)
-    print(
-        f"3. read again in two halves through a {len(token)}-byte continuation token: "
-        f"{'same events' if same else 'MISMATCH'}"
-    )
+    def start_spark_connect(self) -> None:
+        log = (WORKDIR / "spark-connect.log").open("wb")
+        self.spark = subprocess.Popen(
+            [
+                CFP, "spark-connect", "--port", str(self.spark_port), "--spark-master", "local[2]",
+                "--log-dir", str(WORKDIR / "spark-logs"),
+                "--spark-conf", "spark.sql.shuffle.partitions=4",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )  # fmt: skip
 
-    print("\n   events by type:")
-    for etype, n in sorted(Counter(str(r["eventType"]) for _, _, r in whole).items()):
-        print(f"     {etype:<24}{n:>7,}")
-    print("   events by segment and shard:")
-    by_seg: dict[str, Counter[str]] = {}
-    for seg, shard, _ in whole:
-        by_seg.setdefault(seg, Counter())[shard] += 1
-    for seg, shards in by_seg.items():
-        cells = "  ".join(f"{s}:{n:,}" for s, n in sorted(shards.items()))
-        print(f"     {seg[len('idx/segments/') : -len('/meta.json')]}   {cells}")
+    async def spark_ready(self) -> None:
+        deadline = time.monotonic() + 150
+        while True:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.spark_port), timeout=0.5),
+            ):
+                return
+            assert self.spark is not None
+            if self.spark.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Spark Connect did not start: see {WORKDIR}/spark-connect.log")
+            await asyncio.sleep(0.3)
 
-    last: dict[str, RawRecord] = {}
-    for _, _, r in whole:
-        last[str(r["subject"])] = r
-    alive = {s: str(r["data"]["etag"]) for s, r in last.items() if r["eventType"] != "BlobDeleted"}  # type: ignore[index]
-    listing = await live_listing(conn)
-    ok = alive == listing
-    print(
-        f"\n4. the feed explains the live listing: {len(listing):,} live blobs, "
-        f"{'every one matches its last event (etag)' if ok else 'MISMATCH'}"
-    )
-    return 0 if ok and same else 1
+    def start_host(self, name: str) -> None:
+        log = (WORKDIR / f"{name}.log").open("ab")
+        self.hosts[name] = subprocess.Popen(
+            [
+                CFP, "--log-json", "run",
+                "--processor-name", PROCESSOR, "--lease-table", TABLE, "--host-name", name,
+                "--observer", "spark", "--spark-remote", self.remote,
+                "--output", str(WORKDIR / "tables"), "--spark-warm-up-rows", "0",
+                "--lease-expiration", str(EXPIRY_S), "--poll-interval", "1",
+                "--http-port", "0",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )  # fmt: skip
+        self.note(f"{name} started (pid {self.hosts[name].pid})")
+
+    async def workload(self, stop: asyncio.Event) -> int:
+        config = EmulatorConfig(
+            seed=2026,
+            # hourly segments from a few hours ago: the event-time lag shown is then real
+            start_time=datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+            - timedelta(hours=6),
+            shards=(3, 6, 4),
+            block_events=(1, 40),
+            chunk_bytes=256 << 10,
+        )
+        async with BlobServiceClient.from_connection_string(
+            self.azurite.connection_string
+        ) as service:
+            summary = await Emulator(service, config).run_live(
+                stop, rate_per_s=RATE, segment_seconds=SEGMENT_S, finish=True
+            )
+        return len(summary.segments)
+
+    async def feed_ids(self) -> set[str]:
+        ids: set[str] = set()
+        async with (
+            FeedStorage.from_connection_string(self.azurite.connection_string) as storage,
+            FeedReader(storage) as reader,
+        ):
+            async for batch in reader.batches():
+                ids.update(str(r["id"]) for r in batch.records)
+        return ids
+
+    def logged_ids(self) -> set[str]:
+        folder = WORKDIR / "tables" / "changes"
+        if not folder.exists():
+            return set()
+        data = ds.dataset(folder, format="parquet", partitioning="hive")
+        return set(data.to_table(columns=["id"]).column("id").to_pylist())
+
+    def cfp(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [CFP, "--log-level", "WARNING", *args],
+            check=False,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    # --- the run ----------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        self.azurite.start()
+        self.say(
+            f"Azurite on 127.0.0.1 (blob :{self.azurite.blob_port}, "
+            f"table :{self.azurite.table_port})"
+        )
+        self.start_spark_connect()
+        self.say(f"Spark Connect server starting on {self.remote} (local[2])")
+        stop_workload = asyncio.Event()
+        workload = asyncio.create_task(self.workload(stop_workload))
+        self.say(
+            f"workload: {RATE:g} blob operations/s, a new segment every {SEGMENT_S:g}s, "
+            "shard counts 3, 6, 4"
+        )
+        await self.spark_ready()
+        self.say("Spark Connect ready; starting 3 hosts")
+        for name in ("h1", "h2", "h3"):
+            self.start_host(name)
+        hosts_at = time.monotonic()
+        killed = stopped = False
+        feed: set[str] | None = None
+        rates = Rates()
+        snap = None
+
+        def owns(host: str) -> bool:
+            return snap is not None and any(x.owner == host for x in snap.leases)
+
+        async with (
+            TableLeaseStore.from_connection_string(
+                self.azurite.connection_string, table=TABLE, processor=PROCESSOR
+            ) as store,
+            aiohttp.ClientSession() as http,
+        ):
+            await store.open()
+            with View(console) as view:
+                while True:
+                    now = time.monotonic() - hosts_at
+                    if not killed and now >= KILL_AT_S and (owns("h2") or now >= KILL_BY_S):
+                        self.hosts["h2"].send_signal(signal.SIGKILL)
+                        self.note(f"kill -9 h2: its leases wait out the {EXPIRY_S:g}s expiry")
+                        self.start_host("h4")
+                        killed = True
+                    if not stopped and now >= WORKLOAD_S:
+                        stop_workload.set()
+                        stopped = True
+                        self.note("workload stopping; its last segment is finalized")
+                    if workload.done() and feed is None:
+                        segments = workload.result()
+                        feed = await self.feed_ids()
+                        self.note(f"workload done: {segments} segments, {len(feed):,} events")
+                    snap = await snapshots(store, http)
+                    headline = f"t+{time.monotonic() - self.started:5.1f}s"
+                    if snap is not None:
+                        rates.update(snap)
+                        view.show(render(snap, rates, headline=headline, notes=self.notes))
+                        if (
+                            feed is not None
+                            and snap.leases
+                            and all(x.caught_up for x in snap.leases)
+                            and feed <= await asyncio.to_thread(self.logged_ids)
+                        ):
+                            self.note("every event is in the change log: caught up")
+                            view.show(
+                                render(snap, rates, headline=headline, notes=self.notes),
+                                force=True,
+                            )
+                            break
+                    if now > WORKLOAD_S + CATCH_UP_WITHIN_S:
+                        raise RuntimeError("the hosts did not catch up in time (see .demo/*.log)")
+                    await asyncio.sleep(0.5)
+        assert feed is not None
+        return await self.finish(feed)
+
+    async def finish(self, feed: set[str]) -> int:
+        for proc in self.hosts.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        codes = {n: await asyncio.to_thread(p.wait, 60) for n, p in self.hosts.items()}
+        self.say(
+            "hosts stopped with SIGTERM (drained, leases released): "
+            + ", ".join(f"{n} exit {c}" for n, c in codes.items())
+        )
+        logged = self.logged_ids()
+        self.say(f"change log: {len(logged):,} distinct events of {len(feed):,} in the feed")
+        self.say("cfp verify (the state table against a live listing of the account):")
+        verify = await asyncio.to_thread(self.cfp, "verify", "--output", str(WORKDIR / "tables"))
+        console.print(verify.stdout.rstrip() or verify.stderr.rstrip(), markup=False)
+        self.say(f"cfp sql {QUERY!r}:")
+        sql = await asyncio.to_thread(
+            self.cfp,
+            "sql",
+            "--output",
+            str(WORKDIR / "tables"),
+            "--spark-remote",
+            self.remote,
+            QUERY,
+        )
+        console.print(sql.stdout.rstrip() or sql.stderr.rstrip(), markup=False)
+        console.print(
+            f"\ntables: {WORKDIR / 'tables'}/changes (change log, Parquet) and "
+            f"{WORKDIR / 'tables'}/state (current state)\n"
+            f"look again: .venv/bin/cfp sql --output {WORKDIR / 'tables'} "
+            '"SELECT * FROM changes LIMIT 5"',
+            markup=False,
+        )
+        ok = (
+            verify.returncode == 0
+            and sql.returncode == 0
+            and feed <= logged
+            and all(c == 0 for n, c in codes.items() if n != "h2")
+        )
+        return 0 if ok else 1
+
+    def stop_everything(self) -> None:
+        for proc in self.hosts.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if self.spark is not None and self.spark.poll() is None:
+            self.spark.send_signal(signal.SIGTERM)  # cfp spark-connect stops its process group
+            try:
+                self.spark.wait(60)
+            except subprocess.TimeoutExpired:
+                self.spark.kill()
+        self.azurite.stop()
 
 
 def main() -> None:
-    configure_logging(level="INFO")
-    with tempfile.TemporaryDirectory(prefix="cfp-demo-") as tmp:
-        azurite = Azurite(Path(tmp)).start()
-        try:
-            code = asyncio.run(demo(azurite.connection_string))
-        finally:
-            azurite.stop()
-    print(
-        "\nNext: `make azurite` in one terminal, `cfp emulate` and `cfp read` in another (README)."
-    )
+    configure_logging(level="WARNING")
+    shutil.rmtree(WORKDIR, ignore_errors=True)
+    WORKDIR.mkdir(parents=True)
+    demo = Demo()
+    code = 1
+    try:
+        code = asyncio.run(demo.run())
+    finally:
+        demo.stop_everything()
+    took = time.monotonic() - demo.started
+    console.print(f"\nmake demo: {'OK' if code == 0 else 'FAILED'} in {took:.0f}s")
     raise SystemExit(code)
 
 

@@ -1,0 +1,158 @@
+"""The live terminal view of `make demo`: hosts, leases, positions, lag and events/s.
+
+Everything shown comes from where an operator would look: the lease table (leases and the hosts'
+own rows) and each host's `/status` endpoint, found through its row. On a terminal it redraws in
+place (rich `Live`); otherwise it prints a snapshot every few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from leases import HostReport, Lease, TableLeaseStore
+from leases.errors import LeaseError
+from processor.status import describe_position, parse_position, size_text
+
+
+@dataclass
+class Snapshot:
+    at: float
+    leases: list[Lease]
+    hosts: list[HostReport]
+    status: dict[str, dict[str, Any]]  # host name -> its /status document
+
+    def host_events(self) -> dict[str, int]:
+        return {name: int(doc.get("events", 0)) for name, doc in self.status.items()}
+
+    def lease_status(self, token: str) -> dict[str, Any]:
+        for doc in self.status.values():
+            for x in doc.get("leases", []):
+                if x["lease"] == token:
+                    return dict(x)
+        return {}
+
+
+@dataclass
+class Rates:
+    """Events/s per host over the last few seconds, and events delivered by every host process
+    seen (a killed host's count is kept)."""
+
+    window_s: float = 3.0
+    history: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+    rates: dict[str, float] = field(default_factory=dict)
+    latest: dict[str, int] = field(default_factory=dict)
+
+    def update(self, snap: Snapshot) -> None:
+        for name, events in snap.host_events().items():
+            points = [p for p in self.history.get(name, []) if snap.at - p[0] <= self.window_s]
+            points.append((snap.at, events))
+            self.history[name] = points
+            (t0, e0), (t1, e1) = points[0], points[-1]
+            self.rates[name] = (e1 - e0) / (t1 - t0) if t1 > t0 and e1 >= e0 else 0.0
+            self.latest[name] = events
+        for name in set(self.rates) - set(snap.host_events()):
+            self.rates[name] = 0.0  # gone (killed, or drained)
+
+    def total(self) -> float:
+        return sum(self.rates.values())
+
+    def delivered(self) -> int:
+        return sum(self.latest.values())
+
+
+async def take_snapshot(store: TableLeaseStore, http: aiohttp.ClientSession) -> Snapshot:
+    leases = await store.list_leases()
+    hosts = await store.list_hosts()
+    status: dict[str, dict[str, Any]] = {}
+
+    async def fetch(h: HostReport) -> None:
+        if not h.endpoint:
+            return
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError):
+            async with http.get(f"{h.endpoint}/status", timeout=aiohttp.ClientTimeout(1)) as r:
+                status[h.name] = await r.json()
+
+    await asyncio.gather(*(fetch(h) for h in hosts))
+    return Snapshot(time.monotonic(), leases, hosts, status)
+
+
+def render(snap: Snapshot, rates: Rates, *, headline: str, notes: list[str]) -> Group:
+    hosts = Table(title="hosts", title_justify="left", expand=False)
+    for col in ("host", "state", "leases", "events/s"):
+        hosts.add_column(col, justify="right" if col in ("leases", "events/s") else "left")
+    now = datetime.now(UTC)
+    for h in sorted(snap.hosts, key=lambda h: h.name):
+        silent = h.silent_s(now) > h.expiry_s
+        state = f"silent {h.silent_s(now):.0f}s (said {h.state})" if silent else h.state
+        style = "red" if silent else {"running": "green", "draining": "yellow"}.get(h.state, "red")
+        hosts.add_row(
+            h.name, Text(state, style=style), str(h.leases), f"{rates.rates.get(h.name, 0):,.0f}"
+        )
+    leases = Table(title="leases", title_justify="left")
+    for col in ("lease", "owner", "epoch", "segment", "position", "lag", "left", "state"):
+        leases.add_column(col, justify="right" if col in ("epoch", "lag", "left") else "left")
+    for x in sorted(snap.leases, key=lambda x: x.token):
+        segment, where = describe_position(parse_position(x))
+        live = snap.lease_status(x.token)
+        lag = f"{live['lagSeconds']:,.0f}s" if live.get("lagSeconds") is not None else "-"
+        state = "caught up" if x.caught_up else ("reading" if x.owner else "free")
+        leases.add_row(
+            x.token,
+            x.owner or "-",
+            str(x.epoch),
+            segment,
+            where,
+            lag,
+            size_text(live.get("lagBytes")) if live else "-",
+            Text(state, style="green" if x.caught_up else "cyan"),
+        )
+    total = rates.delivered()
+    head = Text(f"{headline}   delivered {total:,} events, {rates.total():,.0f}/s")
+    return Group(head, hosts, leases, *(Text(n, style="bold") for n in notes[-6:]))
+
+
+class View:
+    """Redraw on a terminal, or print a snapshot every `every_s` elsewhere."""
+
+    def __init__(self, console: Console, *, every_s: float = 8.0) -> None:
+        self.console = console
+        self.every_s = every_s
+        self._printed_at = 0.0
+        self._live: Any = None
+
+    def __enter__(self) -> View:
+        if self.console.is_terminal:
+            from rich.live import Live  # noqa: PLC0415
+
+            self._live = Live(console=self.console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+    def show(self, renderable: Group, *, force: bool = False) -> None:
+        if self._live is not None:
+            self._live.update(renderable)
+        elif force or time.monotonic() - self._printed_at >= self.every_s:
+            self.console.print(renderable)
+            self._printed_at = time.monotonic()
+
+
+async def snapshots(store: TableLeaseStore, http: aiohttp.ClientSession) -> Snapshot | None:
+    """One snapshot, or None when the table did not answer this time."""
+    try:
+        return await take_snapshot(store, http)
+    except LeaseError:
+        return None
