@@ -130,6 +130,20 @@ class Cluster:
         return out
 
 
+def quick_host_args(
+    *, batch: int, expiry_s: float = 3.0, observer: str = "tests.plugins:PacedJsonl"
+) -> tuple[str, ...]:
+    """`cfp run` flags of the host tests: short intervals (renew and balance every second)."""
+    return (
+        "--lease-expiration", str(expiry_s),
+        "--renew-interval", "1",
+        "--acquire-interval", "1",
+        "--poll-interval", "0.3",
+        "--max-batch-events", str(batch),
+        "--observer", observer,
+    )  # fmt: skip
+
+
 def owners(leases: list[Lease]) -> Counter[str]:
     return Counter(lease.owner for lease in leases if lease.owner is not None)
 

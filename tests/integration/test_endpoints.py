@@ -23,18 +23,11 @@ import pytest
 
 from processor.changefeed.emulator.azurite import Azurite
 from processor.connection import AZURITE_KEY
-from tests.cluster import LEASE_TABLE, Cluster
+from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
 from tests.deploy_files import dockerfile
 from tests.helpers import emulate_afresh, run_cfp
 
-ARGS = (
-    "--lease-expiration", "3",
-    "--renew-interval", "1",
-    "--acquire-interval", "1",
-    "--poll-interval", "0.3",
-    "--max-batch-events", "20",
-    "--observer", "tests.plugins:PacedJsonl",
-)  # fmt: skip
+ARGS = quick_host_args(batch=20)
 
 _processors = itertools.count()
 

@@ -32,20 +32,14 @@ from tests.cluster import (
     all_caught_up,
     is_balanced,
     order_violations,
+    quick_host_args,
     sampled,
 )
 from tests.helpers import emulate_afresh, per_blob, read_all, run_cfp
 
-EXPIRY_S, RENEW_S, ACQUIRE_S = 3.0, 1.0, 1.0
+EXPIRY_S, ACQUIRE_S = 3.0, 1.0  # quick_host_args: renew and balance every second
 JITTER = 1.2  # a balancing tick may come up to 20 % late
-ARGS = (
-    "--lease-expiration", str(EXPIRY_S),
-    "--renew-interval", str(RENEW_S),
-    "--acquire-interval", str(ACQUIRE_S),
-    "--poll-interval", "0.3",
-    "--max-batch-events", "100",
-    "--observer", "tests.plugins:PacedJsonl",
-)  # fmt: skip
+ARGS = quick_host_args(batch=100, expiry_s=EXPIRY_S)
 SKEWS = {"h1": 300.0, "h2": -300.0, "h3": 0.0, "h4": 120.0}
 _processors = itertools.count()
 

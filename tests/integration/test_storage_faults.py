@@ -23,18 +23,11 @@ from leases import TableLeaseStore
 from processor.changefeed.emulator.azurite import Azurite
 from processor.connection import azurite_connection_string
 from tests.chaos.proxy import FaultyProxy
-from tests.cluster import LEASE_TABLE, Cluster, Table, sampled
+from tests.cluster import LEASE_TABLE, Cluster, Table, quick_host_args, sampled
 from tests.helpers import emulate_afresh
 
 EXPIRY_S = 3.0
-ARGS = (
-    "--lease-expiration", str(EXPIRY_S),
-    "--renew-interval", "1",
-    "--acquire-interval", "1",
-    "--poll-interval", "0.3",
-    "--max-batch-events", "50",
-    "--observer", "tests.plugins:PacedJsonl",
-)  # fmt: skip
+ARGS = quick_host_args(batch=50, expiry_s=EXPIRY_S)
 _processors = itertools.count()
 
 pytestmark = pytest.mark.timeout(300)

@@ -21,17 +21,10 @@ from azure.storage.blob.aio import ContainerClient
 from processor.changefeed.avro_chunk import BlockSpan, ChunkHeader, parse_header, scan_blocks
 from processor.changefeed.decode import decode_blocks
 from processor.changefeed.layout import CONTAINER
-from tests.cluster import LEASE_TABLE, Cluster
+from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
 from tests.helpers import emulate, read_all, run_cfp
 
-ARGS = (
-    "--lease-expiration", "3",
-    "--renew-interval", "1",
-    "--acquire-interval", "1",
-    "--poll-interval", "0.3",
-    "--max-batch-events", "6",
-    "--observer", "tests.plugins:PoisonJsonl",
-)  # fmt: skip
+ARGS = quick_host_args(batch=6, observer="tests.plugins:PoisonJsonl")
 BAD_LEASE = "01"
 CHUNK = "log/01/2026/01/01/0000/00000.avro"
 _processors = itertools.count()
