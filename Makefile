@@ -9,7 +9,7 @@ AZURITE_DIR ?= .azurite
 .PHONY: help install demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-spark bench-rebalance bench-balance clean
 
 help:
-	@echo "make demo       emulate a workload in a throw-away Azurite and read it back"
+	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
 	@echo "make test       lint, type-check, unit and integration tests (starts its own Azurite)"
 	@echo "make chaos      hosts, Azurite and the network failing at random (SEED=1 DURATION=60 HOSTS=4)"
 	@echo "make azurite    run Azurite in the foreground on the default ports (data in $(AZURITE_DIR)/)"
@@ -48,7 +48,7 @@ integration: install
 	$(VENV)/bin/pytest -q tests/integration
 
 test: install lint typecheck
-	$(VENV)/bin/pytest -q tests
+	$(VENV)/bin/pytest -q --durations=15 tests
 
 chaos: install
 	$(PY) -m tests.chaos.runner --seed $(or $(SEED),1) --duration $(or $(DURATION),60) --hosts $(or $(HOSTS),4)

@@ -55,6 +55,7 @@ class LeaseProgress:
             "lastEventTime": self.last_event_time.isoformat() if self.last_event_time else None,
             "lastCheckpoint": self.checkpointed_at.isoformat() if self.checkpointed_at else None,
             "caughtUp": self.caught_up,
+            "state": "caught up" if self.caught_up else "reading",
             "lagSeconds": round(self.lag_seconds(now), 3),
             "lagBytes": self.bytes_left,
         }
