@@ -137,9 +137,10 @@ async def test_connections_dropped_past_the_fencing_interval(
     assert _fenced(cluster) > 0, "no lease was fenced by its own host"
     # failed (not ready) once the lease store is silent for a whole expiry, never a restart
     assert states[0] == "running" and "failed" in states, states
-    states = await _states_seen(base, EXPIRY_S)
-    assert states[-1] == "running", states
     await _finish(cluster, world, table)
+    # and running again once it answers (the host may have caught up and exited since)
+    logged = [e["state"] for e in cluster.log_events("h1") if e.get("event") == "host.state"]
+    assert "running" in logged[logged.index("failed") :], logged
 
 
 async def _states_seen(base: str, seconds: float) -> list[str]:
