@@ -9,7 +9,7 @@ decision), `errors`. Nothing here knows about the change feed or Spark.
 from leases.balancing import BalanceLimits, TakePlan, plan_takes
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
 from leases.expiry import ExpiryTracker, LeaseView
-from leases.hosts import HostReport
+from leases.hosts import HostReport, ProcessorState
 from leases.memory_store import MemoryLeaseStore
 from leases.record import HostId, Lease, LeaseMove, LeaseToken
 from leases.store import LeaseStore
@@ -31,6 +31,7 @@ __all__ = [
     "LeaseToken",
     "LeaseView",
     "MemoryLeaseStore",
+    "ProcessorState",
     "TableLeaseStore",
     "TakePlan",
     "plan_takes",

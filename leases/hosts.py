@@ -1,8 +1,10 @@
-"""Host rows: each host's own report of its state, kept beside the leases for `cfp status`.
+"""Rows beside the leases: each host's own report of its state (for `cfp status`), and the
+processor's row (paused or not, for `cfp pause` / `cfp resume`).
 
 A host row is written only by its host (unconditionally: nobody else writes it) and read by
-anyone. It lives in the processor's partition under a RowKey starting with `HOST_ROW_PREFIX`,
-which no lease token can start with, so lease listings leave it out with a key range.
+anyone. It lives in the processor's partition under a RowKey starting with `HOST_ROW_PREFIX`.
+The processor row is written by operators and read by every host at each balancing tick. No
+lease token can start with `~`, so lease listings leave both out with a key range.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from leases.record import HostId
 
 HOST_ROW_PREFIX = "~host~"
+PROCESSOR_ROW = "~processor"
 # every lease RowKey sorts before this; every host row at or after it
 HOST_ROWS_FROM = "~"
 
@@ -58,3 +61,30 @@ class HostReport:
     def silent_s(self, now: datetime) -> float:
         """Seconds since the row was written (as far as two wall clocks can tell)."""
         return max(0.0, (now - self.seen).total_seconds())
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorState:
+    """The processor-wide switch: paused (hosts hold their leases idle) or not."""
+
+    paused: bool = False
+    since: datetime | None = None  # when it was last paused or resumed (the operator's clock)
+    reason: str = ""
+
+    def to_entity(self, processor: str) -> dict[str, Any]:
+        return {
+            "PartitionKey": processor,
+            "RowKey": PROCESSOR_ROW,
+            "Paused": self.paused,
+            "Since": self.since,
+            "Reason": self.reason,
+        }
+
+    @classmethod
+    def from_entity(cls, entity: dict[str, Any]) -> ProcessorState:
+        since = entity.get("Since")
+        return cls(
+            paused=bool(entity.get("Paused", False)),
+            since=since if isinstance(since, datetime) else None,
+            reason=str(entity.get("Reason") or ""),
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from leases.hosts import HostReport
+from leases.hosts import HostReport, ProcessorState
 from leases.record import Lease, LeaseToken
 from leases.store import ConditionalLeaseStore
 
@@ -19,6 +19,7 @@ class MemoryLeaseStore(ConditionalLeaseStore):
         self._rows: dict[LeaseToken, Lease] = {}
         self._etags = itertools.count(1)
         self._hosts: dict[str, HostReport] = {}
+        self._processor = ProcessorState()
 
     def _stamp(self, lease: Lease) -> Lease:
         row = dataclasses.replace(lease, etag=f'W/"{next(self._etags)}"')
@@ -50,3 +51,9 @@ class MemoryLeaseStore(ConditionalLeaseStore):
 
     async def delete_host(self, name: str) -> None:
         self._hosts.pop(name, None)
+
+    async def processor_state(self) -> ProcessorState:
+        return self._processor
+
+    async def set_processor_state(self, state: ProcessorState) -> None:
+        self._processor = state

@@ -24,7 +24,7 @@ from typing import Protocol
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from leases.errors import LeaseStoreUnavailable
-from leases.hosts import HostReport
+from leases.hosts import HostReport, ProcessorState
 from leases.record import MAX_MOVES, HostId, Lease, LeaseMove, LeaseToken
 
 # Attempts for one store call that keeps failing transiently (then LeaseStoreUnavailable).
@@ -51,6 +51,12 @@ class LeaseStore(Protocol):
     async def list_hosts(self) -> list[HostReport]: ...
 
     async def delete_host(self, name: str) -> None: ...
+
+    async def processor_state(self) -> ProcessorState:
+        """The processor row: paused or not (`leases.hosts`)."""
+        ...
+
+    async def set_processor_state(self, state: ProcessorState) -> None: ...
 
     async def get(self, token: LeaseToken) -> Lease | None: ...
 

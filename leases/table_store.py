@@ -36,7 +36,13 @@ from tenacity import (
 )
 
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
-from leases.hosts import HOST_ROW_PREFIX, HOST_ROWS_FROM, HostReport
+from leases.hosts import (
+    HOST_ROW_PREFIX,
+    HOST_ROWS_FROM,
+    PROCESSOR_ROW,
+    HostReport,
+    ProcessorState,
+)
 from leases.record import HostId, Lease, LeaseToken, moves_from_text, moves_to_text
 from leases.store import ConditionalLeaseStore
 
@@ -251,6 +257,26 @@ class TableLeaseStore(ConditionalLeaseStore):
             return reports
 
         return await self._call(f"listing hosts of {self.processor}", op)
+
+    async def processor_state(self) -> ProcessorState:
+        """The processor row (not paused when there is none)."""
+
+        async def op() -> ProcessorState:
+            try:
+                entity = await self._client.get_entity(self.processor, PROCESSOR_ROW)
+            except ResourceNotFoundError:
+                return ProcessorState()
+            return ProcessorState.from_entity(dict(entity))
+
+        return await self._call(f"processor row of {self.processor}", op)
+
+    async def set_processor_state(self, state: ProcessorState) -> None:
+        async def op() -> None:
+            await self._client.upsert_entity(
+                state.to_entity(self.processor), mode=UpdateMode.REPLACE
+            )
+
+        await self._call(f"processor row of {self.processor}", op)
 
     async def delete_host(self, name: str) -> None:
         async def op() -> None:

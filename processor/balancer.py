@@ -35,7 +35,7 @@ from processor.positions import PositionBook
 from processor.progress import HostProgress
 from processor.supervisor import WorkerSupervisor
 from processor.timings import JITTER_FRACTION, Timings
-from processor.waiting import wait_any
+from processor.waiting import running_event, wait_any
 
 log = structlog.get_logger("cfp.balancer")
 
@@ -68,6 +68,9 @@ class Balancer:
     on_caught_up: Callable[[], None] | None = None
     caught_up: asyncio.Event = field(default_factory=asyncio.Event)  # a lease just caught up
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+    # cleared while the processor is paused (`cfp pause`): workers hold their leases idle
+    running: asyncio.Event = field(default_factory=running_event)
+    paused: bool = False  # as of the last tick
     parked: list[Lease] = field(default_factory=list)  # at the last tick
     stats: BalancerStats = field(default_factory=BalancerStats)
     progress: HostProgress = field(default_factory=HostProgress)
@@ -117,6 +120,8 @@ class Balancer:
         self.book.update_from(leases)
         self.stats.ticks += 1
         self.parked = [x for x in leases if x.parked]
+        if await self._is_paused():
+            return  # leases stay where they are, idle; renewals go on
         if self.on_caught_up is not None and leases and await self._all_done(leases):
             log.info("processor.caught_up", leases=len(leases), parked=len(self.parked))
             self.on_caught_up()
@@ -160,6 +165,20 @@ class Balancer:
                 self._requested_at[lease.token] = self.clock.monotonic()
                 self.stats.requested += 1
                 log.info("lease.handover_requested", lease=lease.token, owner=lease.owner)
+
+    async def _is_paused(self) -> bool:
+        """Read the processor row; pause or resume this host's workers to match it."""
+        state = await self.store.processor_state()
+        if state.paused != self.paused:
+            log.info(
+                "processor.paused" if state.paused else "processor.resumed", reason=state.reason
+            )
+        self.paused = state.paused
+        if state.paused:
+            self.running.clear()
+        else:
+            self.running.set()
+        return state.paused
 
     async def _all_done(self, leases: list[Lease]) -> bool:
         """Every lease caught up, or parked, or waiting at the barrier for parked leases only:

@@ -27,6 +27,7 @@ from processor.changefeed.storage import FeedStorage
 from processor.cli_common import ByteSize, IsoTime, connection_option, fail, run_async, say_error
 from processor.cli_host import run_command, status_command
 from processor.cli_lease import lease_group
+from processor.cli_processor import pause_command, resume_command
 from processor.cli_spark import spark_connect_command, sql_command, verify_command
 from processor.logs import configure_logging
 from processor.runtime import tune_gc
@@ -329,6 +330,8 @@ def emulate(
 main.add_command(run_command)
 main.add_command(status_command)
 main.add_command(lease_group)
+main.add_command(pause_command)
+main.add_command(resume_command)
 main.add_command(verify_command)
 main.add_command(sql_command)
 main.add_command(spark_connect_command)

@@ -372,6 +372,13 @@ def status_command(
                 "table": lease_table,
                 "at": now.isoformat(),
                 "feedError": report.feed_error,
+                "paused": report.processor.paused,
+                "pausedSince": (
+                    report.processor.since.isoformat()
+                    if report.processor.paused and report.processor.since
+                    else None
+                ),
+                "pauseReason": report.processor.reason or None,
                 "hosts": [host_json(h, now) for h in report.hosts],
                 "leases": [r.to_json() for r in rows],
             }
@@ -379,6 +386,14 @@ def status_command(
         elif not rows:
             click.echo(f"processor {processor_name!r} has no leases in table {lease_table!r}")
         else:
+            if report.processor.paused:
+                since = report.processor.since
+                click.echo(
+                    f"processor {processor_name!r} is PAUSED"
+                    + (f" since {since:%Y-%m-%d %H:%M:%S}Z" if since else "")
+                    + (f": {report.processor.reason}" if report.processor.reason else "")
+                    + " (`cfp resume` to go on)\n"
+                )
             if report.hosts:
                 click.echo(render_hosts(report.hosts, now) + "\n")
             click.echo(render_table(rows))

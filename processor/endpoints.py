@@ -5,8 +5,8 @@ The server starts before the host opens its lease store and starts Spark, so tha
 
 - `/healthz` (liveness): 200 unless the host failed permanently or its balancing loop has not
   completed a tick for `stall_after_s` (a hung loop: restarting the container is the cure).
-- `/readyz` (readiness): 200 while running with the lease store answering; 503 while starting,
-  draining, failed or stopped.
+- `/readyz` (readiness): 200 while running (or paused) with the lease store answering; 503
+  while starting, draining, failed or stopped.
 - `/metrics`: the host's Prometheus registry (`processor.progress`).
 - `/status`: the host's state and each lease it holds, as JSON, secrets masked.
 """
@@ -56,13 +56,13 @@ class HostHealth:
             return False, f"failed permanently: {self.lifecycle.error}"
         age = self.loop_age_s()
         stalled = age is not None and age > self.stall_after_s
-        if state in (HostState.RUNNING, HostState.FAILED) and stalled:
+        if state in (HostState.RUNNING, HostState.PAUSED, HostState.FAILED) and stalled:
             return False, f"the balancing loop has not completed a tick for {age:.0f}s"
         return True, state.value
 
     def readiness(self) -> tuple[bool, str]:
         state = self.lifecycle.state
-        if state is not HostState.RUNNING:
+        if state not in (HostState.RUNNING, HostState.PAUSED):
             return False, state.value
         silent = self.store_silent_s()
         if silent is not None and silent >= self.expiry_s:

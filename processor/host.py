@@ -45,7 +45,7 @@ from processor.presence import Presence
 from processor.progress import HostProgress
 from processor.renewer import Renewer
 from processor.supervisor import WorkerSupervisor
-from processor.waiting import wait_any
+from processor.waiting import running_event, wait_any
 from processor.worker import WorkerEnv, run_worker
 
 log = structlog.get_logger("cfp.host")
@@ -72,6 +72,7 @@ class Host:
         self._store_ok_at = self.clock.monotonic()
         self._stop = asyncio.Event()
         caught_up = asyncio.Event()
+        running = running_event()  # shared by the balancer (sets it) and the workers
         t = config.timings
         self.store = store
         self.catalog = FeedCatalog(storage, refresh_s=t.poll_s)
@@ -97,6 +98,7 @@ class Host:
                 DeadLetterFolder(config.dead_letter_dir) if config.dead_letter_dir else None
             ),
             progress=self.progress,
+            running=running,
         )
         self.supervisor = WorkerSupervisor(
             self._work, clock=self.clock, fence_after_s=t.fence_after_s
@@ -120,6 +122,7 @@ class Host:
             caught_up=caught_up,
             progress=self.progress,
             on_tick=self._after_tick,
+            running=running,
         )
         self.presence = Presence(
             store,
@@ -150,7 +153,7 @@ class Host:
         if store_error is None:
             self._store_ok_at = now
             if self.ready.is_set():
-                self.lifecycle.move(HostState.RUNNING)
+                self.lifecycle.move(HostState.PAUSED if self.balancer.paused else HostState.RUNNING)
         elif now - self._store_ok_at >= self.config.timings.expiry_s:
             self.lifecycle.move(HostState.FAILED, error=store_error)
 

@@ -3,14 +3,16 @@ between them.
 
 ```
 not started -> starting -> running <-> failed          (the lease store unreachable a while)
+                              ^  |
+                              +--+-> paused               (cfp pause / cfp resume)
                   |           |  \
                   |           |   -> draining -> stopped  (SIGTERM, caught up)
                   |           \-> failed permanently      (an error retrying cannot fix)
                   \-> failed permanently | draining
 ```
 
-`paused` is the state of a host whose processor an operator paused (`cfp pause`, issue F); it is
-listed so that the names are stable, and no host enters it yet.
+`paused`: the processor is paused (`cfp pause`): the host holds its leases idle, renewing them,
+until `cfp resume`.
 
 The table of allowed moves is data, checked by `may_move`; `Lifecycle` applies it and remembers
 when each state began.
@@ -41,10 +43,10 @@ class HostState(enum.StrEnum):
 _S = HostState
 MOVES: dict[HostState, frozenset[HostState]] = {
     _S.NOT_STARTED: frozenset({_S.STARTING, _S.FAILED_PERMANENTLY}),
-    _S.STARTING: frozenset({_S.RUNNING, _S.DRAINING, _S.FAILED, _S.FAILED_PERMANENTLY}),
+    _S.STARTING: frozenset({_S.RUNNING, _S.PAUSED, _S.DRAINING, _S.FAILED, _S.FAILED_PERMANENTLY}),
     _S.RUNNING: frozenset({_S.DRAINING, _S.PAUSED, _S.FAILED, _S.FAILED_PERMANENTLY}),
     _S.PAUSED: frozenset({_S.RUNNING, _S.DRAINING, _S.FAILED, _S.FAILED_PERMANENTLY}),
-    _S.FAILED: frozenset({_S.RUNNING, _S.DRAINING, _S.FAILED_PERMANENTLY}),
+    _S.FAILED: frozenset({_S.RUNNING, _S.PAUSED, _S.DRAINING, _S.FAILED_PERMANENTLY}),
     _S.DRAINING: frozenset({_S.STOPPED, _S.FAILED_PERMANENTLY}),
     _S.STOPPED: frozenset(),
     _S.FAILED_PERMANENTLY: frozenset(),

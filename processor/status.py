@@ -12,7 +12,7 @@ import contextlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from leases import HostReport, Lease, LeaseStore
+from leases import HostReport, Lease, LeaseStore, ProcessorState
 from processor.barrier import readable_segments
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, InvalidContinuation
@@ -83,6 +83,7 @@ class StatusReport:
     leases: list[LeaseStatus]
     feed_error: str | None  # the feed's segment list could not be read: nothing is estimated
     hosts: list[HostReport]
+    processor: ProcessorState
 
 
 def host_json(r: HostReport, now: datetime) -> dict[str, object]:
@@ -119,6 +120,7 @@ async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusRep
     broken manifest leaves that lease's estimate out, not the whole report)."""
     leases = await store.list_leases()
     hosts = await store.list_hosts()
+    state = await store.processor_state()
     feed_error: str | None = None
     try:
         segments: list[str] | None = await catalog.segments(max_age_s=0)
@@ -137,7 +139,7 @@ async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusRep
 
     async with asyncio.TaskGroup() as tg:
         tasks = [tg.create_task(one(lease)) for lease in leases]
-    return StatusReport([t.result() for t in tasks], feed_error, hosts)
+    return StatusReport([t.result() for t in tasks], feed_error, hosts, state)
 
 
 def describe_position(pos: LeasePosition | None) -> tuple[str, str]:

@@ -23,3 +23,10 @@ async def wait_any(*events: asyncio.Event, timeout_s: float | None) -> bool:
     finally:
         for w in waiters:
             w.cancel()
+
+
+def running_event() -> asyncio.Event:
+    """An event that starts set (a processor runs until a balancing tick finds it paused)."""
+    event = asyncio.Event()
+    event.set()
+    return event

@@ -44,7 +44,7 @@ from processor.lease_reader import LeaseReader, Step
 from processor.positions import PositionBook
 from processor.progress import HostProgress
 from processor.timings import Timings
-from processor.waiting import wait_any
+from processor.waiting import running_event, wait_any
 
 OBSERVER_ATTEMPTS = 5  # the default of --observer-attempts
 
@@ -70,6 +70,7 @@ class WorkerEnv:
     on_observer_error: OnObserverError = OnObserverError.RETRY
     dead_letters: DeadLetterFolder | None = None  # with OnObserverError.DEAD_LETTER
     progress: HostProgress = field(default_factory=HostProgress)  # for /status and /metrics
+    running: asyncio.Event = field(default_factory=running_event)  # cleared: processor paused
 
 
 class _Ended(Exception):
@@ -159,6 +160,12 @@ class Worker:
         held, env = self.held, self.env
         while True:
             self._check_still_ours()
+            if not env.running.is_set():  # paused: hold the lease idle, everything confirmed
+                await self._confirm_delivered()
+                await wait_any(
+                    env.stop, held.lost, held.handover, env.running, timeout_s=env.timings.poll_s
+                )
+                continue
             try:
                 step = await reader.read(may_enter=env.book.may_enter, read_ahead=ahead)
             except FeedUnavailable as e:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +35,24 @@ _processors = itertools.count()
 pytestmark = pytest.mark.timeout(180)
 
 
+@dataclass
+class Feed:
+    conn: str
+    ids: set[str]
+
+
 @pytest.fixture(scope="module")
-async def feed(azurite: Azurite) -> str:
-    await emulate_afresh(
+async def feed(azurite: Azurite) -> Feed:
+    records = await emulate_afresh(
         azurite.connection_string, seed=41, segments=2, events_per_segment=900, shards=(2, 3)
     )
-    return azurite.connection_string
+    return Feed(azurite.connection_string, {str(r["id"]) for r in records})
 
 
 @pytest.fixture
-async def cluster(feed: str, tmp_path: Path) -> AsyncIterator[Cluster]:
+async def cluster(feed: Feed, tmp_path: Path) -> AsyncIterator[Cluster]:
     c = Cluster(
-        feed,
+        feed.conn,
         f"endpoints{next(_processors)}",
         tmp_path,
         args=ARGS,
@@ -174,7 +181,7 @@ async def test_a_taken_port_is_a_clear_error(cluster: Cluster) -> None:
 
 
 async def test_the_images_entry_point_and_health_check_work_run_directly(
-    feed: str, tmp_path: Path
+    feed: Feed, tmp_path: Path
 ) -> None:
     """deploy/Dockerfile's ENTRYPOINT + CMD with its ENV, as the container would run them (only
     the account, a free port, the log observer instead of Spark, and --until-caught-up differ),
@@ -184,7 +191,7 @@ async def test_the_images_entry_point_and_health_check_work_run_directly(
     env = {
         "PATH": os.environ["PATH"],
         **image.env,
-        "CFP_CONNECTION_STRING": feed,
+        "CFP_CONNECTION_STRING": feed.conn,
         "CFP_PROCESSOR_NAME": f"image{next(_processors)}",
         "CFP_LEASE_TABLE": LEASE_TABLE,
         "CFP_HTTP_PORT": str(port),
@@ -221,3 +228,58 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+async def test_pause_holds_leases_idle_across_restarts_until_resume(
+    cluster: Cluster, feed: Feed
+) -> None:
+    for name in ("h1", "h2"):
+        cluster.start(name)
+    urls = {n: await cluster.endpoint(n) for n in ("h1", "h2")}
+
+    async def some_delivered() -> bool:
+        return len(cluster.deliveries()) >= 60
+
+    await until(some_delivered, "deliveries")
+    manage = ("--processor-name", cluster.processor, "--lease-table", LEASE_TABLE)
+    paused = await asyncio.to_thread(run_cfp, cluster.conn, "pause", *manage, "--reason", "upgrade")
+    assert paused.returncode == 0, paused.stderr
+    async with aiohttp.ClientSession() as http:
+
+        async def all_paused() -> bool:
+            for url in urls.values():
+                code, body = await get(http, f"{url}/readyz")
+                if json.loads(body)["state"] != "paused":
+                    return False
+                assert code == 200  # paused is ready: the lease store answers
+            return True
+
+        await until(all_paused, "both hosts paused", within_s=15)
+        await asyncio.sleep(1.0)  # a batch in hand when the pause was seen may still finish
+        before = len(cluster.deliveries())
+        shown = await asyncio.to_thread(run_cfp, cluster.conn, "status", "--json", *manage)
+        doc = json.loads(shown.stdout)
+        owned = {(x["lease"], x["owner"], x["epoch"]) for x in doc["leases"]}
+        assert doc["paused"] is True and doc["pauseReason"] == "upgrade"
+        assert {h["state"] for h in doc["hosts"]} == {"paused"}
+        assert all(owner for _, owner, _ in owned)  # held, not released
+
+        # a host restarted while paused starts paused (the switch is in the lease table)
+        cluster.signal("h2", signal.SIGTERM)
+        assert await asyncio.to_thread(cluster.wait, "h2") == 0
+        cluster.start("h2")
+        await cluster.logged("h2", "processor.paused", within_s=60)
+        await asyncio.sleep(3.5)  # longer than the expiry: nothing moves, nothing is delivered
+        assert len(cluster.deliveries()) == before
+        shown = await asyncio.to_thread(run_cfp, cluster.conn, "status", "--json", *manage)
+        after = {(x["lease"], x["owner"], x["epoch"]) for x in json.loads(shown.stdout)["leases"]}
+        assert {x for x in after if x[1] == "h1"} == {x for x in owned if x[1] == "h1"}
+        assert all(owner in (None, "h1") for _, owner, _ in after)  # h2's leases wait, free
+
+    resumed = await asyncio.to_thread(run_cfp, cluster.conn, "resume", *manage)
+    assert resumed.returncode == 0, resumed.stderr
+
+    async def everything() -> bool:
+        return {d["id"] for d in cluster.deliveries()} >= feed.ids
+
+    await until(everything, "every event after resume", within_s=120, every_s=0.5)

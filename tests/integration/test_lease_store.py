@@ -9,7 +9,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from leases import HostId, Lease, LeaseMove, LeaseStoreUnavailable, LeaseToken, MemoryLeaseStore
+from leases import (
+    HostId,
+    HostReport,
+    Lease,
+    LeaseMove,
+    LeaseStoreUnavailable,
+    LeaseToken,
+    MemoryLeaseStore,
+    ProcessorState,
+)
 from leases.store import ConditionalLeaseStore
 from leases.table_store import TableLeaseStore
 from processor.changefeed.emulator.azurite import Azurite
@@ -249,3 +258,30 @@ async def test_a_write_that_never_landed_is_tried_again(stores: StoreFactory) ->
     finally:
         store._replace = real_replace  # type: ignore[method-assign]
     assert calls["n"] == 2 and done is not None and done.version == held.version + 1
+
+
+async def test_host_rows_and_the_processor_row_live_beside_the_leases(
+    stores: StoreFactory,
+) -> None:
+    """Host rows and the processor row share the partition but never show up as leases; a
+    missing processor row means not paused; a host row is replaced, listed and deleted."""
+    a, b = await stores(), await stores()
+    await _owned(a, A)
+    assert (await b.processor_state()).paused is False
+    await a.set_processor_state(ProcessorState(paused=True, since=WHEN, reason="upgrade"))
+    state = await b.processor_state()
+    assert (state.paused, state.reason, state.since) == (True, "upgrade", WHEN)
+    for n in (1, 2):
+        await a.publish_host(HostReport(A, "running", WHEN, WHEN, n, 30.0, endpoint="http://x"))
+    await b.publish_host(HostReport(B, "draining", WHEN, WHEN, 0, 30.0, error="e"))
+    hosts = sorted(await a.list_hosts(), key=lambda h: h.name)
+    assert [(h.name, h.state, h.leases, h.error) for h in hosts] == [
+        (A, "running", 2, ""),
+        (B, "draining", 0, "e"),
+    ]
+    assert [x.token for x in await b.list_leases()] == [T0]  # only the lease
+    await a.delete_host(B)
+    await a.delete_host(B)  # deleting what is gone is fine
+    assert [h.name for h in await b.list_hosts()] == [A]
+    await a.set_processor_state(ProcessorState(paused=False, since=WHEN))
+    assert (await b.processor_state()).paused is False
