@@ -11,13 +11,14 @@ from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, Lea
 from leases.expiry import ExpiryTracker, LeaseView
 from leases.hosts import HostReport, ProcessorState
 from leases.memory_store import MemoryLeaseStore
-from leases.record import HostId, Lease, LeaseMove, LeaseToken
+from leases.record import Delivered, HostId, Lease, LeaseMove, LeaseToken
 from leases.store import LeaseStore
 from leases.table_store import DEFAULT_TABLE, TableLeaseStore
 
 __all__ = [
     "DEFAULT_TABLE",
     "BalanceLimits",
+    "Delivered",
     "ExpiryTracker",
     "HostId",
     "HostReport",

@@ -77,6 +77,15 @@ def moves_from_text(text: str) -> tuple[LeaseMove, ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class Delivered:
+    """What a worker delivered since its previous checkpoint, added to the lease's counters."""
+
+    events: int = 0
+    event_bytes: int = 0
+    last_event_time: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Lease:
     """One lease row.
 
@@ -97,6 +106,10 @@ class Lease:
             `--on-observer-error stop`): no host takes it until an operator moves or resumes it.
         moves: what operators did to it by hand, oldest first (the newest `MAX_MOVES`).
         dead_letters: batches its owners gave up on and wrote to the dead-letter folder.
+        last_event_time: event time of the last event delivered before the last checkpoint (for
+            the time lag shown by `cfp status`).
+        events, event_bytes: events delivered and feed bytes moved past, summed over all owners
+            (replays included): their ratio estimates the events left from the bytes left.
         etag: the store's concurrency token of this snapshot (None before it was stored).
     """
 
@@ -112,7 +125,13 @@ class Lease:
     parked: bool = False
     moves: tuple[LeaseMove, ...] = ()
     dead_letters: int = 0
+    last_event_time: datetime | None = None
+    events: int = 0
+    event_bytes: int = 0
     etag: str | None = None
+
+    def average_event_bytes(self) -> float | None:
+        return self.event_bytes / self.events if self.events else None
 
     @property
     def is_free(self) -> bool:

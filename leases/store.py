@@ -25,7 +25,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from leases.errors import LeaseStoreUnavailable
 from leases.hosts import HostReport, ProcessorState
-from leases.record import MAX_MOVES, HostId, Lease, LeaseMove, LeaseToken
+from leases.record import MAX_MOVES, Delivered, HostId, Lease, LeaseMove, LeaseToken
 
 # Attempts for one store call that keeps failing transiently (then LeaseStoreUnavailable).
 READ_ATTEMPTS = 4
@@ -84,8 +84,10 @@ class LeaseStore(Protocol):
         caught_up: bool,
         when: datetime,
         dead_letters: int = 0,
+        delivered: Delivered | None = None,
     ) -> Lease | None:
-        """Store the owner's position; `dead_letters` batches given up on are added to its count."""
+        """Store the owner's position; `dead_letters` batches given up on are added to its count
+        and `delivered` to its event counters."""
         ...
 
     async def release(self, held: Lease, *, error: str = "") -> Lease | None:
@@ -199,7 +201,9 @@ class ConditionalLeaseStore(abc.ABC):
         caught_up: bool,
         when: datetime,
         dead_letters: int = 0,
+        delivered: Delivered | None = None,
     ) -> Lease | None:
+        d = delivered or Delivered()
         return await self._as_owner(
             held,
             lambda row: dataclasses.replace(
@@ -208,6 +212,9 @@ class ConditionalLeaseStore(abc.ABC):
                 caught_up=caught_up,
                 checkpoint_time=when,
                 dead_letters=row.dead_letters + dead_letters,
+                events=row.events + d.events,
+                event_bytes=row.event_bytes + d.event_bytes,
+                last_event_time=d.last_event_time or row.last_event_time,
             ),
         )
 

@@ -26,7 +26,7 @@ from azure.core.exceptions import (
     ServiceRequestError,
     ServiceResponseError,
 )
-from azure.data.tables import UpdateMode
+from azure.data.tables import EdmType, EntityProperty, UpdateMode
 from azure.data.tables.aio import TableClient
 from tenacity import (
     AsyncRetrying,
@@ -97,6 +97,9 @@ def to_entity(processor: str, lease: Lease) -> dict[str, Any]:
         "Parked": lease.parked,
         "Moves": moves_to_text(lease.moves) if lease.moves else "",
         "DeadLetters": lease.dead_letters,
+        "LastEventTime": lease.last_event_time,
+        "Events": EntityProperty(lease.events, EdmType.INT64),
+        "EventBytes": EntityProperty(lease.event_bytes, EdmType.INT64),
     }
 
 
@@ -124,8 +127,18 @@ def from_entity(table: str, entity: dict[str, Any], etag: str) -> Lease:
         parked=bool(entity.get("Parked", False)),
         moves=moves,
         dead_letters=int(entity.get("DeadLetters") or 0),
+        last_event_time=last if isinstance(last := entity.get("LastEventTime"), datetime) else None,
+        events=_int64(entity.get("Events")),
+        event_bytes=_int64(entity.get("EventBytes")),
         etag=etag,
     )
+
+
+def _int64(value: object) -> int:
+    """An Edm.Int64 property (read back as an `EntityProperty`), or 0 when absent."""
+    if isinstance(value, EntityProperty):
+        value = value.value
+    return int(value) if isinstance(value, int | float | str) and value != "" else 0
 
 
 def _translate(e: Exception, what: str) -> LeaseError:

@@ -49,7 +49,13 @@ from processor.host import host_lifecycle, open_host
 from processor.lifecycle import HostState
 from processor.progress import HostProgress
 from processor.runtime import tune_gc
-from processor.status import host_json, processor_status, render_hosts, render_table
+from processor.status import (
+    host_json,
+    processor_status,
+    render_hosts,
+    render_table,
+    render_totals,
+)
 from processor.timings import DEFAULT_EXPIRY_S, DEFAULT_POLL_S, derive_timings
 
 DEFAULT_PROCESSOR = "default"
@@ -380,7 +386,9 @@ def status_command(
                 ),
                 "pauseReason": report.processor.reason or None,
                 "hosts": [host_json(h, now) for h in report.hosts],
-                "leases": [r.to_json() for r in rows],
+                "bytesLeft": sum(r.bytes_left or 0 for r in rows),
+                "eventsLeft": sum(r.events_left() or 0 for r in rows),
+                "leases": [r.to_json(now) for r in rows],
             }
             click.echo(json.dumps(doc, indent=2))
         elif not rows:
@@ -396,7 +404,8 @@ def status_command(
                 )
             if report.hosts:
                 click.echo(render_hosts(report.hosts, now) + "\n")
-            click.echo(render_table(rows))
+            click.echo(render_table(rows, now))
+            click.echo(render_totals(rows, now))
         if report.feed_error is not None:
             click.echo(f"cfp: the feed cannot be read: {report.feed_error}", err=True)
         parked = [r.lease.token for r in rows if r.lease.parked]

@@ -43,6 +43,16 @@ class LeaseProgress:
             return 0.0
         return max(0.0, (now - self.last_event_time).total_seconds())
 
+    def lag_events(self) -> int | None:
+        """Bytes left over this host's average bytes per delivered event on the lease."""
+        if self.bytes_left is None:
+            return None
+        if self.bytes_left == 0:
+            return 0
+        if not self.events or not self.bytes_read:
+            return None  # nothing delivered yet to take an average from
+        return round(self.bytes_left * self.events / self.bytes_read)
+
     def to_json(self, now: datetime) -> dict[str, object]:
         return {
             "lease": self.token,
@@ -58,6 +68,7 @@ class LeaseProgress:
             "state": "caught up" if self.caught_up else "reading",
             "lagSeconds": round(self.lag_seconds(now), 3),
             "lagBytes": self.bytes_left,
+            "lagEvents": self.lag_events(),
         }
 
 
@@ -191,10 +202,18 @@ class _LeaseGauges(Collector):
             "Feed bytes left up to lastConsumable, from blob sizes (sampled).",
             labels=["lease"],
         )
+        lag_e = GaugeMetricFamily(
+            "cfp_lag_events",
+            "Events left up to lastConsumable: bytes left over the average event size so far.",
+            labels=["lease"],
+        )
         for token, entry in sorted(p.leases.items()):
             lag_s.add_metric([token], entry.lag_seconds(now))
             if entry.bytes_left is not None:
                 lag_b.add_metric([token], entry.bytes_left)
+            if (events := entry.lag_events()) is not None:
+                lag_e.add_metric([token], events)
         yield owned
         yield lag_s
         yield lag_b
+        yield lag_e

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from leases import HostReport, Lease, LeaseStore, ProcessorState
 from processor.barrier import readable_segments
@@ -31,8 +31,23 @@ class LeaseStatus:
     position: LeasePosition | None
     bytes_left: int | None
 
-    def to_json(self) -> dict[str, object]:
+    def events_left(self) -> int | None:
+        """Bytes left over the lease's average event size so far (None: nothing to go by)."""
+        average = self.lease.average_event_bytes()
+        if self.bytes_left is None or average is None:
+            return None
+        return round(self.bytes_left / average)
+
+    def lag_seconds(self, now: datetime) -> float | None:
+        """Now minus the event time of the last checkpointed event; 0 when caught up."""
+        if self.lease.caught_up:
+            return 0.0
+        last = self.lease.last_event_time
+        return None if last is None else max(0.0, (now - last).total_seconds())
+
+    def to_json(self, now: datetime | None = None) -> dict[str, object]:
         x, pos = self.lease, self.position
+        lag = self.lag_seconds(now or datetime.now(UTC))
         return {
             "lease": x.token,
             "owner": x.owner,
@@ -48,6 +63,10 @@ class LeaseStatus:
             "error": x.error or None,
             "parked": x.parked,
             "bytesLeft": self.bytes_left,
+            "eventsLeft": self.events_left(),
+            "lastEventTime": x.last_event_time.isoformat() if x.last_event_time else None,
+            "lagSeconds": None if lag is None else round(lag, 1),
+            "events": x.events,
             "continuation": x.continuation,
             "deadLetters": x.dead_letters,
             "moves": [m.to_json() for m in x.moves],
@@ -165,9 +184,12 @@ def parse_position(lease: Lease) -> LeasePosition | None:
         return None
 
 
-def render_table(rows: list[LeaseStatus]) -> str:
+def render_table(rows: list[LeaseStatus], now: datetime | None = None) -> str:
     """A fixed-width table for terminals."""
-    header = ("LEASE", "OWNER", "EPOCH", "SEGMENT", "POSITION", "CHECKPOINTED", "LEFT", "STATE")
+    now = now or datetime.now(UTC)
+    header = (
+        "LEASE", "OWNER", "EPOCH", "SEGMENT", "POSITION", "CHECKPOINTED", "LEFT", "LAG", "STATE",
+    )  # fmt: skip
     lines: list[tuple[str, ...]] = [header]
     for r in rows:
         segment, where = describe_position(r.position)
@@ -180,7 +202,8 @@ def render_table(rows: list[LeaseStatus]) -> str:
                 segment,
                 where,
                 x.checkpoint_time.strftime("%Y-%m-%d %H:%M:%S") if x.checkpoint_time else "-",
-                size_text(r.bytes_left),
+                _left(r),
+                _seconds(r.lag_seconds(now)),
                 _state(x),
             )
         )
@@ -189,6 +212,34 @@ def render_table(rows: list[LeaseStatus]) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
         for row in lines
     )
+
+
+def render_totals(rows: list[LeaseStatus], now: datetime) -> str:
+    """One line: what is left over all leases, and the worst time lag."""
+    lefts = [r.bytes_left for r in rows]
+    events = [r.events_left() for r in rows]
+    lags = [lag for r in rows if (lag := r.lag_seconds(now)) is not None]
+    known = all(b is not None for b in lefts)
+    total = size_text(sum(b for b in lefts if b is not None)) + ("" if known else "+?")
+    n = sum(e for e in events if e is not None)
+    about = f", about {n:,} events" if any(e is not None for e in events) else ""
+    worst = f"; largest time lag {_seconds(max(lags))}" if lags else ""
+    return f"left up to lastConsumable: {total}{about}{worst}"
+
+
+def _left(r: LeaseStatus) -> str:
+    n = r.events_left()
+    return size_text(r.bytes_left) + ("" if n is None else f" (~{n:,} ev)")
+
+
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return "?"
+    if s < 120:
+        return f"{s:.0f}s"
+    if s < 7200:
+        return f"{s / 60:.0f}m"
+    return f"{s / 3600:.1f}h"
 
 
 def _state(x: Lease) -> str:

@@ -22,7 +22,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from leases import HostId, LeaseError, LeaseStore
+from leases import Delivered, HostId, LeaseError, LeaseStore
 from observers import (
     CloseReason,
     EventBatch,
@@ -98,6 +98,7 @@ class Worker:
         self.batches = 0
         self.events = 0
         self._dead_ends: list[LeasePosition] = []  # dead letters not yet counted in the lease
+        self._delivered = Delivered()  # since the last checkpoint, for the lease's counters
         self._confirmed = asyncio.Event()  # the observer checkpointed a mark
 
     async def run(self) -> CloseReason:
@@ -270,11 +271,13 @@ class Worker:
             return False
         self.batches += 1
         self.events += len(events)
+        last_time = _event_time(batch.records[-1])
         env.progress.delivered(
-            held.token,
-            events=len(events),
-            read_bytes=batch.read_bytes,
-            last_event_time=_event_time(batch.records[-1]),
+            held.token, events=len(events), read_bytes=batch.read_bytes, last_event_time=last_time
+        )
+        d = self._delivered
+        self._delivered = Delivered(
+            d.events + len(events), d.event_bytes + batch.read_bytes, last_time or d.last_event_time
         )
         return True
 
@@ -314,6 +317,7 @@ class Worker:
         env, held = self.env, self.held
         passed = sum(1 for dead in self._dead_ends if not position.is_before(dead))
         started = env.clock.monotonic()
+        delivered = self._delivered
         while True:
             if not held.is_usable():
                 raise _Ended(CloseReason.LEASE_LOST)
@@ -325,6 +329,7 @@ class Worker:
                         caught_up=caught_up,
                         when=env.clock.wall(),
                         dead_letters=passed,
+                        delivered=delivered,
                     )
                 )
             except LeaseError as e:
@@ -334,6 +339,11 @@ class Worker:
             if result is None:
                 raise _Ended(CloseReason.LEASE_LOST)
             break
+        self._delivered = Delivered(
+            self._delivered.events - delivered.events,
+            self._delivered.event_bytes - delivered.event_bytes,
+            None if self._delivered is delivered else self._delivered.last_event_time,
+        )
         env.progress.checkpointed(
             held.token, text, caught_up=caught_up, seconds=env.clock.monotonic() - started
         )

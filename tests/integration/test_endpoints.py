@@ -132,12 +132,20 @@ async def test_endpoints_through_a_hosts_life(cluster: Cluster) -> None:
             run_cfp, cluster.conn, "status", "--json", "--processor-name", cluster.processor,
             "--lease-table", LEASE_TABLE,
         )  # fmt: skip
-        hosts = json.loads(shown.stdout)["hosts"]
+        shown_doc = json.loads(shown.stdout)
+        hosts = shown_doc["hosts"]
         assert [(h["host"], h["state"], h["endpoint"]) for h in hosts] == [("h1", "running", base)]
+        # lag from the lease rows: time behind, and events left from bytes left
+        moving = [x for x in shown_doc["leases"] if x["events"] > 0 and not x["caughtUp"]]
+        assert moving, shown_doc["leases"]
+        assert all(x["lagSeconds"] > 0 and x["eventsLeft"] is not None for x in moving)
+        assert shown_doc["eventsLeft"] > 0
 
         # byte lag is sampled every second (the acquire interval): it goes down as work proceeds
         left = metric(later, "cfp_lag_bytes")
-        assert left > 0
+        assert left > 0 and metric(later, "cfp_lag_events") > 0
+        status_doc = json.loads((await get(http, f"{base}/status"))[1])
+        assert status_doc["lagEvents"] > 0 and status_doc["lagBytes"] > 0
 
         async def less_left() -> bool:
             return metric((await get(http, f"{base}/metrics"))[1], "cfp_lag_bytes") < left

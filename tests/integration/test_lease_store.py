@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from leases import (
+    Delivered,
     HostId,
     HostReport,
     Lease,
@@ -285,3 +286,17 @@ async def test_host_rows_and_the_processor_row_live_beside_the_leases(
     assert [h.name for h in await b.list_hosts()] == [A]
     await a.set_processor_state(ProcessorState(paused=False, since=WHEN))
     assert (await b.processor_state()).paused is False
+
+
+async def test_checkpoints_add_delivered_counters_past_32_bits(stores: StoreFactory) -> None:
+    a, b = await stores(), await stores()
+    held = await _owned(a, A)
+    big = Delivered(events=3, event_bytes=2**40, last_event_time=WHEN)
+    done = await a.checkpoint(held, "p1", caught_up=False, when=WHEN, delivered=big)
+    assert done is not None
+    later = Delivered(events=2, event_bytes=10)  # no event time: the last one is kept
+    done = await a.checkpoint(done, "p2", caught_up=False, when=WHEN, delivered=later)
+    row = await b.get(T0)
+    assert row is not None
+    assert (row.events, row.event_bytes, row.last_event_time) == (5, 2**40 + 10, WHEN)
+    assert row.average_event_bytes() == (2**40 + 10) / 5

@@ -95,3 +95,33 @@ def test_lag_is_event_time_behind_until_caught_up() -> None:
     p.ended(token, CloseReason.HANDED_OVER)
     assert p.leases == {}
     assert p.closed.labels("handed_over")._value.get() == 1
+
+
+def test_status_estimates_events_left_and_time_lag_from_the_lease_row() -> None:
+    from leases import Lease
+    from processor.status import LeaseStatus, render_totals
+
+    lease = Lease(
+        LeaseToken("00"), events=100, event_bytes=50_000, last_event_time=T0 - timedelta(hours=2)
+    )
+    row = LeaseStatus(lease, None, 10_000)
+    assert row.events_left() == 20  # 10,000 bytes at 500 bytes per event
+    assert row.lag_seconds(T0) == 7200
+    done = LeaseStatus(Lease(LeaseToken("01"), caught_up=True), None, 0)
+    assert done.events_left() is None and done.lag_seconds(T0) == 0
+    unknown = LeaseStatus(Lease(LeaseToken("02")), None, None)
+    assert unknown.lag_seconds(T0) is None
+    text = render_totals([row, done, unknown], T0)
+    assert text == "left up to lastConsumable: 9.8KiB+?, about 20 events; largest time lag 2.0h"
+
+
+def test_host_lag_in_events_uses_its_own_average() -> None:
+    p = HostProgress(wall=lambda: T0)
+    token = LeaseToken("00")
+    entry = p.started(token, 1, None)
+    entry.bytes_left = 3000
+    assert entry.lag_events() is None  # no average yet
+    p.delivered(token, events=10, read_bytes=1000, last_event_time=None)
+    assert entry.lag_events() == 30
+    entry.bytes_left = 0
+    assert entry.lag_events() == 0
