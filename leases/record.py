@@ -25,10 +25,12 @@ MAX_MOVES = 20
 
 @dataclass(frozen=True, slots=True)
 class LeaseMove:
-    """An operator moved a stopped lease by hand (past a bad block, a gap, or to a position).
+    """A jump of a lease's position: an operator's move of a stopped lease (past a bad block, a
+    gap, or to a position), or a retention gap its owner stepped over (data that no longer exists).
 
-    `skipped_bytes` is how much feed data the move jumped over, as estimated from blob sizes
-    when it was made (None when it could not be estimated). Continuations are opaque here.
+    `skipped_bytes` is how much feed data the jump passed over, as estimated from blob sizes
+    when it was made (None when it could not be estimated, as for data already deleted).
+    Continuations are opaque here.
     """
 
     at: datetime
@@ -105,6 +107,8 @@ class Lease:
         parked: the lease stopped on something retrying cannot fix (bad data, a poison batch with
             `--on-observer-error stop`): no host takes it until an operator moves or resumes it.
         moves: what operators did to it by hand, oldest first (the newest `MAX_MOVES`).
+        gaps: retention gaps its owners stepped over (position gone, continued from the earliest
+            data still present), oldest first (the newest `MAX_MOVES`).
         dead_letters: batches its owners gave up on and wrote to the dead-letter folder.
         last_event_time: event time of the last event delivered before the last checkpoint (for
             the time lag shown by `cfp status`).
@@ -124,6 +128,7 @@ class Lease:
     error: str = ""
     parked: bool = False
     moves: tuple[LeaseMove, ...] = ()
+    gaps: tuple[LeaseMove, ...] = ()
     dead_letters: int = 0
     last_event_time: datetime | None = None
     events: int = 0

@@ -85,9 +85,11 @@ class LeaseStore(Protocol):
         when: datetime,
         dead_letters: int = 0,
         delivered: Delivered | None = None,
+        gap: LeaseMove | None = None,
     ) -> Lease | None:
-        """Store the owner's position; `dead_letters` batches given up on are added to its count
-        and `delivered` to its event counters."""
+        """Store the owner's position; `dead_letters` batches given up on are added to its count,
+        `delivered` to its event counters, and `gap` (a retention gap just stepped over) to its
+        gaps."""
         ...
 
     async def release(self, held: Lease, *, error: str = "") -> Lease | None:
@@ -202,8 +204,10 @@ class ConditionalLeaseStore(abc.ABC):
         when: datetime,
         dead_letters: int = 0,
         delivered: Delivered | None = None,
+        gap: LeaseMove | None = None,
     ) -> Lease | None:
         d = delivered or Delivered()
+        gaps = () if gap is None else (gap,)
         return await self._as_owner(
             held,
             lambda row: dataclasses.replace(
@@ -215,6 +219,7 @@ class ConditionalLeaseStore(abc.ABC):
                 events=row.events + d.events,
                 event_bytes=row.event_bytes + d.event_bytes,
                 last_event_time=d.last_event_time or row.last_event_time,
+                gaps=(*row.gaps, *gaps)[-MAX_MOVES:],
             ),
         )
 

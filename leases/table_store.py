@@ -96,6 +96,7 @@ def to_entity(processor: str, lease: Lease) -> dict[str, Any]:
         "Error": lease.error,
         "Parked": lease.parked,
         "Moves": moves_to_text(lease.moves) if lease.moves else "",
+        "Gaps": moves_to_text(lease.gaps) if lease.gaps else "",
         "DeadLetters": lease.dead_letters,
         "LastEventTime": lease.last_event_time,
         "Events": EntityProperty(lease.events, EdmType.INT64),
@@ -111,8 +112,9 @@ def from_entity(table: str, entity: dict[str, Any], etag: str) -> Lease:
         raise LeaseCorrupt(table, key, "Epoch or Version is missing or not an integer") from None
     try:
         moves = moves_from_text(str(entity.get("Moves") or ""))
+        gaps = moves_from_text(str(entity.get("Gaps") or ""))
     except (KeyError, TypeError, ValueError):
-        raise LeaseCorrupt(table, key, "Moves is not a list of moves") from None
+        raise LeaseCorrupt(table, key, "Moves or Gaps is not a list of moves") from None
     when = entity.get("CheckpointTime")
     return Lease(
         token=LeaseToken(key),
@@ -126,6 +128,7 @@ def from_entity(table: str, entity: dict[str, Any], etag: str) -> Lease:
         error=str(entity.get("Error") or ""),
         parked=bool(entity.get("Parked", False)),
         moves=moves,
+        gaps=gaps,
         dead_letters=int(entity.get("DeadLetters") or 0),
         last_event_time=last if isinstance(last := entity.get("LastEventTime"), datetime) else None,
         events=_int64(entity.get("Events")),

@@ -45,6 +45,7 @@ from processor.endpoints import (
     HostHealth,
     serve,
 )
+from processor.gaps import OnGap
 from processor.host import host_lifecycle, open_host
 from processor.lifecycle import HostState
 from processor.progress import HostProgress
@@ -151,6 +152,15 @@ processor_option = click.option(
     show_default=True,
     help="A batch the observer keeps failing on: retry it for ever, stop the lease (parked "
     "until `cfp lease resume/move`), or write it to --dead-letter-dir and go on.",
+)
+@click.option(
+    "--on-gap",
+    envvar="CFP_ON_GAP",
+    type=click.Choice([g.value for g in OnGap]),
+    default=OnGap.SKIP.value,
+    show_default=True,
+    help="A lease's data deleted by retention before it was read: record the gap in the lease "
+    "and go on from the earliest data still present, or stop the lease (parked).",
 )
 @click.option(
     "--observer-attempts",
@@ -264,6 +274,7 @@ def run_command(
     spark_max_wait: float,
     spark_warm_up_rows: int,
     on_observer_error: str,
+    on_gap: str,
     observer_attempts: int,
     dead_letter_dir: str | None,
     lease_expiration: float,
@@ -332,6 +343,7 @@ def run_command(
         is_ordered=not unordered,
         spark=spark,
         on_observer_error=policy,
+        on_gap=OnGap(on_gap),
         observer_attempts=observer_attempts,
         dead_letter_dir=dead_letter_dir,
     )

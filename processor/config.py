@@ -10,6 +10,7 @@ from datetime import datetime
 from leases import HostId
 from observers.spark.session import SparkOptions
 from processor.dead_letter import OnObserverError
+from processor.gaps import OnGap
 from processor.timings import Timings
 
 
@@ -35,3 +36,4 @@ class HostConfig:
     on_observer_error: OnObserverError = OnObserverError.RETRY
     observer_attempts: int = 5  # before `stop` or `dead-letter` gives up on a batch
     dead_letter_dir: str | None = None  # with OnObserverError.DEAD_LETTER
+    on_gap: OnGap = OnGap.SKIP

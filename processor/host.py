@@ -93,6 +93,7 @@ class Host:
             observer_spec=config.observer,
             caught_up=caught_up if config.until_caught_up else None,
             on_observer_error=config.on_observer_error,
+            on_gap=config.on_gap,
             observer_attempts=config.observer_attempts,
             dead_letters=(
                 DeadLetterFolder(config.dead_letter_dir) if config.dead_letter_dir else None

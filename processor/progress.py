@@ -115,6 +115,11 @@ class HostProgress:
         self.dead_letters = Counter(
             "cfp_dead_letters", "Batches written to the dead-letter folder.", registry=r
         )
+        self.gaps = Counter(
+            "cfp_gaps",
+            "Retention gaps stepped over: a lease's data was deleted before it was read.",
+            registry=r,
+        )
         self.store_errors = Counter(
             "cfp_lease_store_errors", "Balancing ticks the lease store failed.", registry=r
         )

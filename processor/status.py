@@ -70,6 +70,7 @@ class LeaseStatus:
             "continuation": x.continuation,
             "deadLetters": x.dead_letters,
             "moves": [m.to_json() for m in x.moves],
+            "gaps": [g.to_json() for g in x.gaps],
         }
 
 
@@ -252,6 +253,8 @@ def _state(x: Lease) -> str:
         last = x.moves[-1]
         skipped = "?" if last.skipped_bytes is None else size_text(last.skipped_bytes)
         state += f" (moved {len(x.moves)}x, last {last.at:%Y-%m-%d %H:%M} skipping {skipped})"
+    if x.gaps:
+        state += f" ({len(x.gaps)} retention gap(s), last {x.gaps[-1].at:%Y-%m-%d %H:%M})"
     if x.dead_letters:
         state += f" ({x.dead_letters} dead-lettered)"
     return state

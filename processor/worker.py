@@ -22,7 +22,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from leases import Delivered, HostId, LeaseError, LeaseStore
+from leases import Delivered, HostId, LeaseError, LeaseMove, LeaseStore
 from observers import (
     CloseReason,
     EventBatch,
@@ -33,11 +33,17 @@ from observers import (
     ReplayRequired,
 )
 from processor.changefeed.catalog import FeedCatalog
-from processor.changefeed.errors import FeedCorrupt, FeedUnavailable, InvalidContinuation
+from processor.changefeed.errors import (
+    FeedCorrupt,
+    FeedUnavailable,
+    InvalidContinuation,
+    MissingChunkError,
+)
 from processor.changefeed.position import ShardBatch
 from processor.changefeed.selection import parse_event_time
 from processor.clock import Clock
 from processor.dead_letter import DeadLetterFolder, OnObserverError
+from processor.gaps import OnGap, position_after_gap
 from processor.held import HeldLease
 from processor.lease_position import LeasePosition
 from processor.lease_reader import LeaseReader, Step
@@ -69,6 +75,7 @@ class WorkerEnv:
     caught_up: asyncio.Event | None = None  # set when a lease records it is caught up
     on_observer_error: OnObserverError = OnObserverError.RETRY
     dead_letters: DeadLetterFolder | None = None  # with OnObserverError.DEAD_LETTER
+    on_gap: OnGap = OnGap.SKIP  # data at a lease's position deleted (retention)
     progress: HostProgress = field(default_factory=HostProgress)  # for /status and /metrics
     running: asyncio.Event = field(default_factory=running_event)  # cleared: processor paused
 
@@ -173,6 +180,11 @@ class Worker:
                 self.log.warning("worker.feed_unavailable", error=str(e))
                 reader.reset()
                 await wait_any(env.stop, held.lost, held.handover, timeout_s=env.timings.poll_s)
+                continue
+            except MissingChunkError as e:
+                if env.on_gap is OnGap.STOP:
+                    raise  # parked in front of the gap, like other bad data
+                await self._step_over_gap(reader, e)
                 continue
             if step.step is Step.BATCH:
                 assert step.batch is not None
@@ -305,7 +317,39 @@ class Worker:
             "batch.dead_lettered", events=len(batch.records), path=str(path), error=error
         )
 
-    async def _checkpoint(self, position: LeasePosition, *, caught_up: bool) -> None:
+    async def _step_over_gap(self, reader: LeaseReader, error: MissingChunkError) -> None:
+        """Data at the lease's position was deleted (retention): record the gap in the lease and
+        continue from the earliest data still present. Checkpointed only once every batch before
+        it is confirmed, so nothing delivered before the gap is skipped with it."""
+        env, held = self.env, self.held
+        before = reader.position
+        after = await position_after_gap(env.catalog, held.token, before, error)
+        if not before.is_before(after):
+            raise error  # nowhere to go: park rather than loop
+        while not self._all_confirmed():
+            self._check_still_ours()
+            self._confirmed.clear()
+            await wait_any(
+                self._confirmed, env.stop, held.lost, held.handover, timeout_s=env.timings.poll_s
+            )
+        gap = LeaseMove(
+            at=env.clock.wall(),
+            before=before.to_json(),
+            after=after.to_json(),
+            skipped_bytes=None,  # the data is gone: its size is unknown
+            reason="retention gap",
+            error=str(error),
+        )
+        self.log.error("lease.gap", missing=error.path, before=gap.before, after=gap.after)
+        env.progress.gaps.inc()
+        self.delivered = after
+        await self._checkpoint(after, caught_up=False, gap=gap)
+        reader.position = after
+        reader.reset()
+
+    async def _checkpoint(
+        self, position: LeasePosition, *, caught_up: bool, gap: LeaseMove | None = None
+    ) -> None:
         """Write `position` into the lease, conditional on our owner and epoch.
 
         Errors: `_Ended(LEASE_LOST)` when the store refuses (another epoch owns it) or when the
@@ -330,6 +374,7 @@ class Worker:
                         when=env.clock.wall(),
                         dead_letters=passed,
                         delivered=delivered,
+                        gap=gap,
                     )
                 )
             except LeaseError as e:

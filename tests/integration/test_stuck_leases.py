@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import signal
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -43,15 +45,14 @@ async def cluster(account: str, tmp_path: Path) -> AsyncIterator[Cluster]:
 
 async def _feed(account: str, **changes: Any) -> set[str]:
     """Emulate the feed; the ids of its non-Control events."""
-    await emulate(
-        account,
-        seed=21,
-        segments=2,
-        events_per_segment=90,
-        shards=(3, 1),
-        block_events=(4, 8),
-        **changes,
-    )
+    config: dict[str, Any] = {
+        "seed": 21,
+        "segments": 2,
+        "events_per_segment": 90,
+        "shards": (3, 1),
+        "block_events": (4, 8),
+    }
+    await emulate(account, **(config | changes))
     records, _ = await read_all(account)
     return {str(r["id"]) for r in records}
 
@@ -135,11 +136,8 @@ async def test_a_corrupt_block_parks_its_lease_and_a_move_skips_exactly_that_blo
     assert set(got) == ids - lost and max(got.values()) == 1
 
 
-async def test_a_missing_chunk_parks_its_lease_and_nothing_after_it_is_read_until_moved(
-    account: str, cluster: Cluster
-) -> None:
-    ids = await _feed(account, chunk_bytes=2048)
-    chunk_names = []
+async def _delete_a_middle_chunk(account: str, ids: set[str]) -> tuple[list[str], str, set[str]]:
+    """Delete the second chunk of BAD_LEASE's shard; (its chunk names, the gone one, its ids)."""
     async with ContainerClient.from_connection_string(account, CONTAINER) as c:
         shard = CHUNK.rsplit("/", 1)[0] + "/"
         chunk_names = [b.name async for b in c.list_blobs(name_starts_with=shard)]
@@ -155,8 +153,17 @@ async def test_a_missing_chunk_parks_its_lease_and_nothing_after_it_is_read_unti
             data, base=0, blocks=list(scan.blocks), skip=0, header=header, chunk=gone
         ).records
     } & ids
+    return chunk_names, gone, lost
 
-    assert await _run_until_caught_up(cluster, "h1") == 1
+
+async def test_a_missing_chunk_parks_its_lease_and_nothing_after_it_is_read_until_moved(
+    account: str, cluster: Cluster
+) -> None:
+    """With `--on-gap stop`: parked in front of the gap until an operator moves it."""
+    ids = await _feed(account, chunk_bytes=2048)
+    chunk_names, gone, lost = await _delete_a_middle_chunk(account, ids)
+
+    assert await _run_until_caught_up(cluster, "h1", "--on-gap", "stop") == 1
     row = _status(cluster)[BAD_LEASE]
     assert row["parked"] and gone in row["error"] and "missing" in row["error"]
     assert row["chunk"] == chunk_names[0]  # at the end of the chunk before the gap
@@ -166,8 +173,67 @@ async def test_a_missing_chunk_parks_its_lease_and_nothing_after_it_is_read_unti
     assert _lease_cmd(cluster, "move", BAD_LEASE, "--past", "chunk").returncode == 0
     row = _status(cluster)[BAD_LEASE]
     assert row["chunk"] == chunk_names[2] and row["moves"][0]["skippedBytes"] == 0
-    assert await _run_until_caught_up(cluster, "h2") == 0
+    assert await _run_until_caught_up(cluster, "h2", "--on-gap", "stop") == 0
     assert set(_delivered(cluster)) == ids - lost
+
+
+async def test_a_missing_chunk_is_recorded_as_a_gap_and_stepped_over_by_default(
+    account: str, cluster: Cluster
+) -> None:
+    ids = await _feed(account, chunk_bytes=2048)
+    chunk_names, gone, lost = await _delete_a_middle_chunk(account, ids)
+    assert await _run_until_caught_up(cluster, "h1") == 0
+    got = _delivered(cluster)
+    assert set(got) == ids - lost  # everything still present, nothing of the gone chunk
+    row = _status(cluster)[BAD_LEASE]
+    assert not row["parked"] and row["caughtUp"]
+    (gap,) = row["gaps"]
+    assert gap["reason"] == "retention gap" and gone in gap["error"]
+    assert json.loads(gap["from"])["shard"]["chunk"] == chunk_names[0]
+    assert json.loads(gap["to"])["shard"] == {"chunk": chunk_names[2], "offset": 0, "index": 0}
+    assert not any(r["gaps"] for t, r in _status(cluster).items() if t != BAD_LEASE)
+    assert any(
+        e.get("event") == "lease.gap" and e.get("missing") == gone for e in cluster.log_events("h1")
+    )
+
+
+async def test_a_segment_deleted_under_stopped_leases_is_a_gap_to_the_next_segment(
+    account: str, cluster: Cluster
+) -> None:
+    """Retention deletes the oldest segment while leases still point into it: each such lease
+    records one gap and goes on with the next segment; nothing of later segments is lost."""
+    ids = await _feed(account, segments=3, events_per_segment=300, shards=(3, 3, 3))
+    cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0.2"
+    cluster.start("h1")
+    deadline = time.monotonic() + 60
+    while len(cluster.deliveries()) < 30:
+        assert time.monotonic() < deadline, "no progress"
+        await asyncio.sleep(0.1)
+    cluster.signal("h1", signal.SIGTERM)
+    assert await asyncio.to_thread(cluster.wait, "h1") == 0
+    first = "idx/segments/2026/01/01/0000/meta.json"
+    inside = {
+        t for t, r in _status(cluster).items() if r["segment"] == first and not r["segmentDone"]
+    }
+    assert inside, "no lease stopped inside the first segment"
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        doomed = [b.name async for b in c.list_blobs(name_starts_with="log/")]
+        for name in [n for n in doomed if "/2026/01/01/0000/" in n] + [first]:
+            await c.delete_blob(name)
+    later = {
+        str(r["id"]) for r in (await read_all(account))[0]
+    }  # what is still in the feed: segments 2 and 3
+    cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
+    assert await _run_until_caught_up(cluster, "h2") == 0
+    assert later <= set(_delivered(cluster)) and later < ids
+    rows = _status(cluster)
+    for token, row in rows.items():
+        if token in inside:
+            (gap,) = row["gaps"]
+            assert json.loads(gap["to"])["segment"] == first and json.loads(gap["to"])["done"]
+            assert first in gap["error"]
+        else:
+            assert row["gaps"] == []
 
 
 async def test_an_unsafe_manifest_parks_the_leases_that_reach_it(

@@ -80,3 +80,12 @@ def test_nothing_to_move_past_is_an_error() -> None:
         past_segment(LeasePosition())
     with pytest.raises(MoveError):
         past_chunk(LeasePosition(SEGMENT, True), [])
+
+
+def test_the_gap_continues_at_the_first_chunk_after_the_missing_one() -> None:
+    from processor.gaps import first_after
+
+    names = ["log/00/x/00000.avro", "log/00/x/00002.avro", "log/00/x/00003.avro"]
+    assert first_after(names, "log/00/x/00001.avro") == "log/00/x/00002.avro"
+    assert first_after(names, "log/00/x/00003.avro") is None
+    assert first_after([], "log/00/x/00000.avro") is None
