@@ -8,9 +8,10 @@ Host.run                  TaskGroup: a crash here stops the host (its container 
 └── WorkerSupervisor.run  one task per owned lease: read, deliver, checkpoint, release
 ```
 
-The host's state (`Lifecycle`: starting, running, failed, draining, stopped, failed permanently)
-follows from these loops: running after the first balancing tick, failed while the lease store
-has not answered for a whole expiry, failed permanently when `run` raises.
+The host's state (`Lifecycle`: starting, running, paused, failed, draining, stopped, failed
+permanently) follows from these loops: running after the first balancing tick (paused while the
+processor row says so), failed while the lease store has not answered for a whole expiry, failed
+permanently when `run` raises. `Presence` writes it to the host's row for `cfp status`.
 
 Shutdown (`stop()`, SIGTERM, SIGINT, or caught up with `--until-caught-up`): balancing stops,
 each worker finishes the batch in hand, checkpoints, closes its observer and releases its lease

@@ -22,6 +22,7 @@ from processor.waiting import wait_any
 log = structlog.get_logger("cfp.presence")
 
 FORGET_AFTER_S = 3600.0
+FORGET_EVERY = 30  # publishes between looks for rows to forget (each look is a listing)
 
 
 class Presence:
@@ -66,10 +67,13 @@ class Presence:
     async def run(self, stop: asyncio.Event, *, every_s: float) -> None:
         """Publish until `stop`; store errors are logged at debug level (the balancer reports
         the store's health)."""
+        published = 0
         while not stop.is_set():
             self._changed.clear()
             await self.publish()
-            await self._forget_silent()
+            if published % FORGET_EVERY == 0:
+                await self._forget_silent()
+            published += 1
             await wait_any(stop, self._changed, timeout_s=every_s)
 
     async def publish(self) -> None:

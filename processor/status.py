@@ -17,6 +17,7 @@ from processor.barrier import readable_segments
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, InvalidContinuation
 from processor.changefeed.layout import shard_name
+from processor.changefeed.storage import BlobInfo
 from processor.lease_position import LeasePosition
 
 LISTING_CONCURRENCY = 16
@@ -74,9 +75,19 @@ class LeaseStatus:
         }
 
 
+# Chunk listings of finalized segments, which never change: (segment, shard prefix) -> blobs.
+ListingCache = dict[tuple[str, str], list[BlobInfo]]
+
+
 async def bytes_left(
-    catalog: FeedCatalog, token: str, pos: LeasePosition, segments: list[str]
+    catalog: FeedCatalog,
+    token: str,
+    pos: LeasePosition,
+    segments: list[str],
+    cache: ListingCache | None = None,
 ) -> int:
+    """Bytes of the lease's shard after `pos`, up to the newest readable segment. With `cache`,
+    finalized segments are listed once (a host samples this every few seconds)."""
     total = 0
     for segment in readable_segments(segments, pos):
         if pos.segment is not None and (
@@ -87,7 +98,12 @@ async def bytes_left(
         prefix = next((p for p in manifest.shard_prefixes if shard_name(p) == token), None)
         if prefix is None:
             continue
-        for blob in await catalog.storage.list_blobs(prefix):
+        blobs = None if cache is None else cache.get((segment, prefix))
+        if blobs is None:
+            blobs = await catalog.storage.list_blobs(prefix)
+            if cache is not None and manifest.is_finalized:
+                cache[(segment, prefix)] = blobs
+        for blob in blobs:
             if segment == pos.segment and pos.shard.chunk is not None:
                 if blob.name < pos.shard.chunk:
                     continue
