@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,14 @@ async def emulate(
     config = replace(config or EmulatorConfig(), **changes)
     async with BlobServiceClient.from_connection_string(conn) as service:
         return await Emulator(service, config).run_batch()
+
+
+@dataclass
+class Feed:
+    """An emulated feed a test module shares: its account and the ids of its events."""
+
+    conn: str
+    ids: set[str]
 
 
 async def emulate_afresh(conn: str, **changes: Any) -> list[RawRecord]:

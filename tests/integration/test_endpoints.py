@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +25,13 @@ from processor.changefeed.emulator.azurite import Azurite
 from processor.connection import AZURITE_KEY
 from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
 from tests.deploy_files import dockerfile
-from tests.helpers import emulate_afresh, run_cfp
+from tests.helpers import Feed, emulate_afresh, run_cfp
 
 ARGS = quick_host_args(batch=20)
 
 _processors = itertools.count()
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@dataclass
-class Feed:
-    conn: str
-    ids: set[str]
 
 
 @pytest.fixture(scope="module")

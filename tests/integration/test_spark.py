@@ -12,7 +12,6 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -21,16 +20,10 @@ from azure.storage.blob.aio import BlobServiceClient
 
 from processor.changefeed.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
 from tests.cluster import Cluster, Table, all_caught_up, owners
-from tests.helpers import emulate_afresh, run_cfp
+from tests.helpers import Feed, emulate_afresh, run_cfp
 
 _processors = itertools.count()
 pytestmark = pytest.mark.timeout(300)
-
-
-@dataclass
-class Feed:
-    conn: str
-    ids: set[str]
 
 
 @pytest.fixture(scope="module")
