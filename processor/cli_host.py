@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import click
 import structlog
+from click.core import ParameterSource
 
 from leases import DEFAULT_TABLE, LeaseError
 from observers import PluginLoadError
@@ -256,7 +258,8 @@ processor_option = click.option(
     type=click.IntRange(min=0, max=65535),
     default=DEFAULT_HTTP_PORT,
     show_default=True,
-    help="Port of the HTTP endpoints (0: any free port, logged as http.listening).",
+    help="Port of the HTTP endpoints (0: any free port; logged as http.listening). The default "
+    "gives way to a free port when taken; a port set by flag or variable does not.",
 )
 def run_command(
     connection_string: str | None,
@@ -348,7 +351,14 @@ def run_command(
         dead_letter_dir=dead_letter_dir,
     )
 
-    endpoint = (http_host, http_port) if http_on else None
+    # the default port gives way to a free one when taken (several hosts on one machine); a port
+    # asked for by flag or variable does not
+    source = click.get_current_context().get_parameter_source("http_port")
+    endpoint = (
+        Endpoint(http_host, http_port, strict=source is not ParameterSource.DEFAULT)
+        if http_on
+        else None
+    )
     raise SystemExit(run_async(lambda stop: _serve_host(config, clock, endpoint, stop)))
 
 
@@ -432,8 +442,15 @@ def status_command(
     raise SystemExit(run_async(main))
 
 
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+    strict: bool  # asked for explicitly: a taken port is an error, not a reason to pick another
+
+
 async def _serve_host(
-    config: HostConfig, clock: SystemClock, endpoint: tuple[str, int] | None, stop: asyncio.Event
+    config: HostConfig, clock: SystemClock, endpoint: Endpoint | None, stop: asyncio.Event
 ) -> int:
     """Serve the endpoints (when asked), open the host and run it; the exit code."""
     timings = config.timings
@@ -486,12 +503,17 @@ async def _serve_host(
 
     async with contextlib.AsyncExitStack() as stack:
         if endpoint is not None:
-            address, port = endpoint
+            address = endpoint.host
             try:
-                port = await stack.enter_async_context(serve(health, host=address, port=port))
+                port = await stack.enter_async_context(
+                    serve(health, host=address, port=endpoint.port)
+                )
             except EndpointError as e:
-                say_error(e)
-                return 2
+                if endpoint.strict or not e.port_taken:
+                    say_error(e)
+                    return 2
+                port = await stack.enter_async_context(serve(health, host=address, port=0))
+                log.warning("http.default_port_taken", wanted=endpoint.port, port=port)
             url = f"http://{address}:{port}"
             log.info("http.listening", url=url, port=port)
         return await run_host()

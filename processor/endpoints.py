@@ -34,6 +34,10 @@ DEFAULT_HTTP_PORT = 8080
 class EndpointError(Exception):
     """The endpoints cannot be served (the port is taken, the address does not exist)."""
 
+    def __init__(self, message: str, *, port_taken: bool) -> None:
+        super().__init__(message)
+        self.port_taken = port_taken
+
 
 @dataclass(slots=True)
 class HostHealth:
@@ -142,10 +146,12 @@ async def serve(health: HostHealth, *, host: str, port: int) -> AsyncIterator[in
         await site.start()
     except OSError as e:
         await runner.cleanup()
-        why = "the port is in use" if e.errno == errno.EADDRINUSE else e.strerror or str(e)
+        taken = e.errno == errno.EADDRINUSE
+        why = "the port is in use" if taken else e.strerror or str(e)
         raise EndpointError(
             f"cannot serve the HTTP endpoints on {host}:{port}: {why} "
-            "(set --http-port / CFP_HTTP_PORT, 0 for any free port, or --no-http)"
+            "(set --http-port / CFP_HTTP_PORT, 0 for any free port, or --no-http)",
+            port_taken=taken,
         ) from None
     bound = int(runner.addresses[0][1]) if runner.addresses else port
     try:

@@ -6,6 +6,7 @@ Secrets: the account key of the connection string never appears in any of it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -23,6 +24,7 @@ import pytest
 
 from processor.changefeed.emulator.azurite import Azurite
 from processor.connection import AZURITE_KEY
+from processor.endpoints import DEFAULT_HTTP_PORT
 from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
 from tests.deploy_files import dockerfile
 from tests.helpers import Feed, emulate_afresh, run_cfp
@@ -179,6 +181,16 @@ async def test_a_taken_port_is_a_clear_error(cluster: Cluster) -> None:
     assert await asyncio.to_thread(cluster.wait, "h2") == 2
     text = (cluster.workdir / "h2.log").read_text()
     assert f"cannot serve the HTTP endpoints on 127.0.0.1:{port}: the port is in use" in text
+    # the default port (no flag, no variable) gives way to a free one instead
+    with socket.socket() as blocker:
+        blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        with contextlib.suppress(OSError):  # already taken by someone else: just as good
+            blocker.bind(("127.0.0.1", DEFAULT_HTTP_PORT))
+            blocker.listen()
+        cluster.start("h3", CFP_HTTP_PORT="")
+        other = await cluster.endpoint("h3")
+    assert not other.endswith(f":{DEFAULT_HTTP_PORT}")
+    assert any(e.get("event") == "http.default_port_taken" for e in cluster.log_events("h3"))
 
 
 async def test_the_images_entry_point_and_health_check_work_run_directly(

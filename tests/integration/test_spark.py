@@ -139,6 +139,11 @@ async def test_three_hosts_write_each_event_once_and_the_state_equals_the_accoun
     assert "cfp-emu-0/written/without/the/feed.txt: missing from the state" in done.stdout
 
 
+# The kill and zombie cases run on the Spark Connect server only: the protocol they test (publish,
+# replay detection, refused checkpoints) is the sink's own and the same with an embedded session,
+# which the three-host test above and the chaos suite (local Spark per host, kills and pauses)
+# exercise; three embedded JVMs on two cores would add about two minutes to `make test`.
+@pytest.mark.parametrize("cluster", ["connect"], indirect=True)
 async def test_a_host_killed_after_a_write_before_its_checkpoints(
     cluster: Cluster, feed: Feed
 ) -> None:
@@ -158,7 +163,7 @@ async def test_a_host_killed_after_a_write_before_its_checkpoints(
     assert_state_equals_the_account(cluster, feed)
 
 
-@pytest.mark.parametrize("cluster", ["local"], indirect=True)
+@pytest.mark.parametrize("cluster", ["connect"], indirect=True)
 async def test_a_zombie_hosts_late_write_is_harmless(cluster: Cluster, feed: Feed) -> None:
     # small writes: h1 publishes one, then stops before publishing the next
     cluster.start("h1", "--spark-max-rows", "500", CFP_TEST_SPARK_PAUSE_BEFORE_PUBLISH_S="8")
