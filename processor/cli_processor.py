@@ -69,16 +69,8 @@ def pause_command(
 ) -> None:
     """Pause a processor: its hosts finish the batches in hand, checkpoint, and hold their leases
     idle until `cfp resume` (also across restarts)."""
-    raise SystemExit(
-        _set(
-            connection_string,
-            lease_connection_string,
-            lease_table,
-            processor_name,
-            paused=True,
-            reason=reason,
-        )
-    )
+    where = (connection_string, lease_connection_string, lease_table, processor_name)
+    raise SystemExit(_set(*where, paused=True, reason=reason))
 
 
 @click.command("resume")
@@ -93,13 +85,5 @@ def resume_command(
     processor_name: str,
 ) -> None:
     """Resume a paused processor: its hosts deliver again from their checkpoints."""
-    raise SystemExit(
-        _set(
-            connection_string,
-            lease_connection_string,
-            lease_table,
-            processor_name,
-            paused=False,
-            reason="",
-        )
-    )
+    where = (connection_string, lease_connection_string, lease_table, processor_name)
+    raise SystemExit(_set(*where, paused=False, reason=""))
