@@ -2,8 +2,10 @@
 
 One file per host process, shared by the observers of all its leases. A batch is written and
 flushed before `process_changes` returns, so the checkpoint that follows never runs ahead of the
-file. Lines carry `t`, the wall time of delivery in nanoseconds, for reading deliveries of several
-hosts back in order.
+file. With `--format native` (the default) a line says who delivered the event (`host`, `lease`,
+`epoch`, and `t`, the wall time of delivery in nanoseconds, for reading deliveries of several
+hosts back in order), a summary, and the record itself under `event`; with `envelope`, `debezium`
+or `ydb` a line is exactly that format's document.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import IO
 
 import orjson
 
+from observers.formats import Format, render
 from observers.protocol import ChangeEvent, PartitionContext
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -33,29 +36,36 @@ def _shared_file(path: Path) -> tuple[IO[bytes], threading.Lock]:
 
 
 class JsonlObserver:
-    def __init__(self, directory: str | Path, *, host_name: str) -> None:
+    def __init__(
+        self, directory: str | Path, *, host_name: str, fmt: Format = Format.NATIVE
+    ) -> None:
         self.path = Path(directory) / f"{_SAFE.sub('_', host_name)}.jsonl"
+        self.format = fmt
         self._file, self._lock = _shared_file(self.path)
 
     def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
         now = time.time_ns()
-        lines = b"".join(
-            orjson.dumps(
-                {
-                    "host": ctx.host_name,
-                    "lease": ctx.lease_token,
-                    "epoch": ctx.epoch,
-                    "id": e.id,
-                    "subject": e.subject,
-                    "sequencer": e.sequencer,
-                    "eventType": e.event_type,
-                    "segment": e.segment,
-                    "t": now,
-                },
-                option=orjson.OPT_APPEND_NEWLINE,
-            )
-            for e in events
-        )
+        if self.format is Format.NATIVE:
+            docs = [_delivery(ctx, e, now) for e in events]
+        else:
+            docs = [render(e, self.format) for e in events]
+        lines = b"".join(orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE) for d in docs)
         with self._lock:
             self._file.write(lines)
             self._file.flush()
+
+
+def _delivery(ctx: PartitionContext, e: ChangeEvent, now: int) -> dict[str, object]:
+    return {
+        "host": ctx.host_name,
+        "lease": ctx.lease_token,
+        "epoch": ctx.epoch,
+        "id": e.id,
+        "subject": e.subject,
+        "sequencer": e.sequencer,
+        "eventType": e.event_type,
+        "segment": e.segment,
+        "position": e.position,
+        "t": now,
+        "event": e.raw,
+    }

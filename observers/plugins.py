@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from observers.errors import PluginLoadError
+from observers.formats import Format
 from observers.jsonl import JsonlObserver
 from observers.log import LogObserver
 from observers.protocol import ChangeEvent, CloseReason, ObserverFactory, PartitionContext
@@ -21,12 +22,19 @@ from observers.spark.session import SparkOptions
 
 
 def load_observer_factory(
-    spec: str, *, host_name: str, spark: SparkOptions | None = None
+    spec: str,
+    *,
+    host_name: str,
+    spark: SparkOptions | None = None,
+    fmt: Format = Format.NATIVE,
 ) -> ObserverFactory:
     """The factory `--observer SPEC` names. Errors: `PluginLoadError` naming what is wrong.
+    `fmt` is the JSON shape of the jsonl observer's lines; no other observer takes one.
 
     A factory may also be an async context manager (the Spark one is: one session per host);
     the host enters it before the first lease and leaves it after the last."""
+    if fmt is not Format.NATIVE and not spec.startswith("jsonl:"):
+        raise PluginLoadError(spec, f"--format {fmt.value} is for the jsonl observer only")
     if spec == "log":
         return LogObserver
     if spec == "spark":
@@ -39,7 +47,7 @@ def load_observer_factory(
         directory = spec[len("jsonl:") :]
         if not directory:
             raise PluginLoadError(spec, "jsonl needs a directory: jsonl:DIR")
-        return lambda: JsonlObserver(directory, host_name=host_name)
+        return lambda: JsonlObserver(directory, host_name=host_name, fmt=fmt)
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise PluginLoadError(spec, "expected log, jsonl:DIR, spark or module:Name")

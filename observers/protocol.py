@@ -16,6 +16,16 @@ from typing import Any, Protocol, overload, runtime_checkable
 
 import structlog
 
+from observers.envelope import (
+    BACKFILL_EVENT,
+    Envelope,
+    Op,
+    ReadMethod,
+    blob_properties,
+    op_of,
+    sort_keys,
+)
+
 _SUBJECT_HEAD = "/blobServices/default/containers/"
 
 
@@ -37,7 +47,10 @@ class CloseReason(Enum):
 
 @dataclass(frozen=True, slots=True)
 class ChangeEvent:
-    """One change feed event. `raw` is the record exactly as decoded with its chunk's schema."""
+    """One change feed event. `raw` is the record exactly as decoded with its chunk's schema.
+
+    `stream_name` is the processor's name and `read_timestamp` when the host read the batch;
+    with them `envelope()` gives the normalised view (see `observers.envelope`)."""
 
     id: str
     event_type: str
@@ -50,10 +63,19 @@ class ChangeEvent:
     shard: str = ""
     segment: str = ""
     position: str = ""  # sorts like the lease's events; the same event always has the same one
+    stream_name: str = ""
+    read_timestamp: datetime | None = None
 
     @classmethod
     def from_raw(
-        cls, raw: Mapping[str, Any], *, shard: str = "", segment: str = "", position: str = ""
+        cls,
+        raw: Mapping[str, Any],
+        *,
+        shard: str = "",
+        segment: str = "",
+        position: str = "",
+        stream_name: str = "",
+        read_timestamp: datetime | None = None,
     ) -> ChangeEvent:
         subject = str(raw.get("subject") or "")
         container, blob = "", ""
@@ -74,7 +96,49 @@ class ChangeEvent:
             shard=shard,
             segment=segment,
             position=position,
+            stream_name=stream_name,
+            read_timestamp=read_timestamp,
         )
+
+    @property
+    def read_method(self) -> ReadMethod:
+        """Backfill for the initial scan's events, else the change feed."""
+        return ReadMethod.BACKFILL if self.event_type == BACKFILL_EVENT else ReadMethod.CHANGE_FEED
+
+    @property
+    def op(self) -> Op:
+        return op_of(self.event_type)
+
+    @property
+    def sort_keys(self) -> tuple[str, ...]:
+        return sort_keys(self.read_method, self.sequencer, self.id)
+
+    def envelope(self) -> Envelope:
+        """This event in the normalised shape; `payload` is the record as decoded."""
+        return Envelope(
+            stream_name=self.stream_name,
+            read_method=self.read_method,
+            object=self.container,
+            key=self.blob,
+            op=self.op,
+            uuid=self.id,
+            source_timestamp=self.event_time,
+            read_timestamp=self.read_timestamp or datetime.now(UTC),
+            sort_keys=self.sort_keys,
+            payload=self.raw,
+            source_metadata={
+                "event_type": self.event_type,
+                "sequencer": self.sequencer,
+                "shard": self.shard,
+                "segment": self.segment,
+                "position": self.position,
+                "is_deleted": self.op is Op.DELETE,
+            },
+        )
+
+    def properties(self) -> dict[str, Any]:
+        """The blob's properties this event carries (None where it carries none)."""
+        return blob_properties(self.raw)
 
 
 class EventBatch(Sequence[ChangeEvent]):
@@ -85,7 +149,15 @@ class EventBatch(Sequence[ChangeEvent]):
     per-event objects. Records are shared, not copied: observers must not change them.
     """
 
-    __slots__ = ("_events", "positions", "records", "segment", "shard")
+    __slots__ = (
+        "_events",
+        "positions",
+        "read_timestamp",
+        "records",
+        "segment",
+        "shard",
+        "stream_name",
+    )
 
     def __init__(
         self,
@@ -94,6 +166,8 @@ class EventBatch(Sequence[ChangeEvent]):
         *,
         shard: str,
         segment: str,
+        stream_name: str = "",
+        read_timestamp: datetime | None = None,
     ) -> None:
         if len(records) != len(positions):
             raise ValueError(f"{len(records)} records but {len(positions)} positions")
@@ -101,6 +175,8 @@ class EventBatch(Sequence[ChangeEvent]):
         self.positions = positions
         self.shard = shard
         self.segment = segment
+        self.stream_name = stream_name
+        self.read_timestamp = read_timestamp or datetime.now(UTC)
         self._events: list[ChangeEvent | None] = [None] * len(records)
 
     def __len__(self) -> int:
@@ -120,6 +196,8 @@ class EventBatch(Sequence[ChangeEvent]):
                 shard=self.shard,
                 segment=self.segment,
                 position=self.positions[index],
+                stream_name=self.stream_name,
+                read_timestamp=self.read_timestamp,
             )
         return event
 

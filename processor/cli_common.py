@@ -11,6 +11,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 
 import click
 
+from observers.formats import Format
 from observers.spark.session import DEFAULT_MASTER
 from processor import connection
 from processor.redact import redact
@@ -86,6 +87,20 @@ connection_option = click.option(
     default=None,
     help=f"Storage connection string (default: ${connection.ENV_VAR}, else local Azurite).",
 )
+
+
+def format_option(envvar: str | None, help_text: str) -> Callable[[Any], Any]:
+    """`--format native|envelope|debezium|ydb` (see `observers.formats`)."""
+    return click.option(
+        "--format",
+        "output_format",
+        envvar=envvar,
+        type=click.Choice([f.value for f in Format]),
+        default=Format.NATIVE.value,
+        show_default=True,
+        help=help_text,
+    )
+
 
 spark_master_option = click.option(
     "--spark-master",

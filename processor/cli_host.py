@@ -12,8 +12,9 @@ import click
 import structlog
 from click.core import ParameterSource
 
-from leases import DEFAULT_TABLE, LeaseError
+from leases import DEFAULT_TABLE, LeaseError, LeaseStore
 from observers import PluginLoadError
+from observers.formats import Format
 from observers.spark.session import (
     DEFAULT_MAX_ROWS,
     DEFAULT_MAX_WAIT_S,
@@ -25,12 +26,14 @@ from observers.spark.session import (
 )
 from processor import connection
 from processor.changefeed.catalog import FeedCatalog
-from processor.changefeed.errors import FeedError
+from processor.changefeed.errors import FeedError, InvalidContinuation
+from processor.changefeed.sdk_token import to_sdk_token, url_host
 from processor.changefeed.storage import FeedStorage
 from processor.cli_common import (
     IsoTime,
     connection_option,
     fail,
+    format_option,
     run_async,
     say_error,
     spark_conf_option,
@@ -49,9 +52,11 @@ from processor.endpoints import (
 )
 from processor.gaps import OnGap
 from processor.host import host_lifecycle, open_host
+from processor.lease_position import LeasePosition
 from processor.lifecycle import HostState
 from processor.progress import HostProgress
 from processor.runtime import tune_gc
+from processor.sdk_position import plan_sdk_position, sdk_feed_position
 from processor.status import (
     host_json,
     processor_status,
@@ -105,6 +110,11 @@ processor_option = click.option(
     default="log",
     show_default=True,
     help="log, jsonl:DIR, spark, or module:Name (a class or zero-argument factory).",
+)
+@format_option(
+    "CFP_FORMAT",
+    "--observer jsonl:DIR: the JSON shape of its lines (the record with who delivered it, the "
+    "normalised envelope, a Debezium change event, or a YDB changefeed record).",
 )
 @click.option(
     "--output",
@@ -268,6 +278,7 @@ def run_command(
     processor_name: str,
     host_name: str | None,
     observer: str,
+    output_format: str,
     output: str | None,
     spark_master: str,
     spark_remote: str | None,
@@ -349,6 +360,7 @@ def run_command(
         on_gap=OnGap(on_gap),
         observer_attempts=observer_attempts,
         dead_letter_dir=dead_letter_dir,
+        output_format=Format(output_format),
     )
 
     # the default port gives way to a free one when taken (several hosts on one machine); a port
@@ -368,12 +380,19 @@ def run_command(
 @lease_table_option
 @processor_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON document for machines.")
+@click.option(
+    "--sdk-token",
+    is_flag=True,
+    help="Print only a continuation token of the official SDKs (CursorVersion 1) for the "
+    "processor's position: an SDK resumed from it misses nothing the leases have not delivered.",
+)
 def status_command(
     connection_string: str | None,
     lease_connection_string: str | None,
     lease_table: str,
     processor_name: str,
     as_json: bool,
+    sdk_token: bool,
 ) -> None:
     """Show the hosts of a processor (state, leases, last heartbeat) and every lease: owner,
     epoch, position, last checkpoint, bytes left."""
@@ -389,6 +408,8 @@ def status_command(
                 ) as store,
                 FeedStorage.from_connection_string(conn, attempts=3) as storage,
             ):
+                if sdk_token:
+                    return await _print_sdk_token(store, FeedCatalog(storage, refresh_s=0), conn)
                 report = await processor_status(store, FeedCatalog(storage, refresh_s=0))
         except (LeaseError, FeedError) as e:
             say_error(e)
@@ -440,6 +461,23 @@ def status_command(
         return 0
 
     raise SystemExit(run_async(main))
+
+
+async def _print_sdk_token(store: LeaseStore, catalog: FeedCatalog, conn: str) -> int:
+    positions: dict[str, LeasePosition] = {}
+    for lease in await store.list_leases():
+        try:
+            positions[lease.token] = LeasePosition.from_json(lease.continuation, lease=lease.token)
+        except InvalidContinuation as e:
+            say_error(e)
+            return 1
+    plan = plan_sdk_position(positions)
+    if plan is None:
+        say_error("no lease has entered a segment yet: there is no position to hand over")
+        return 1
+    position = await sdk_feed_position(plan, catalog.shard_ends)
+    click.echo(to_sdk_token(position, host=url_host(connection.parse(conn).blob_endpoint)))
+    return 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,6 +117,12 @@ def _print_verify(result: Comparison, tombstones: int, folder: Path, show: int) 
         click.echo(f"  ... and {len(result.differences) - show:,} more (--show N)")
 
 
+ENVELOPE_VIEW = """SELECT stream_name, read_method, container AS object, blob AS key, op,
+    id AS uuid, event_time AS source_timestamp, read_timestamp, sort_keys, raw AS payload
+    FROM changes"""
+"""The change log under the envelope's field names (`observers.envelope.Envelope`)."""
+
+
 @click.command("sql")
 @output_option
 @click.argument("query")
@@ -150,8 +156,9 @@ def sql_command(
 ) -> None:
     """Run a Spark SQL QUERY over the tables for a quick look.
 
-    Views: `changes` (the change log), `state` (every blob, tombstones too) and `live` (the
-    state's live blobs). Runs in an embedded Spark session, or on --spark-remote.
+    Views: `changes` (the change log), `envelope` (the change log with the envelope's field
+    names), `state` (every blob, tombstones too) and `live` (the state's live blobs). Runs in an
+    embedded Spark session, or on --spark-remote.
     """
     try:
         options = SparkOptions(
@@ -169,8 +176,11 @@ def sql_command(
         for name, folder in (("changes", options.changes), ("state", options.state)):
             if not any(folder.glob("**/*.parquet")):
                 fail(f"{folder}: no table here (is --output the hosts' --output?)")
-            spark.read.parquet(str(folder)).createOrReplaceTempView(name)
+            # mergeSchema: change logs from before the envelope columns lack them in old files
+            reader = spark.read.option("mergeSchema", str(name == "changes").lower())
+            reader.parquet(str(folder)).createOrReplaceTempView(name)
         spark.sql("SELECT * FROM state WHERE NOT deleted").createOrReplaceTempView("live")
+        spark.sql(ENVELOPE_VIEW).createOrReplaceTempView("envelope")
         try:
             rows = spark.sql(query).limit(limit + 1).toArrow()
         except PySparkException as e:

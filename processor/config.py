@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from leases import HostId
+from observers.formats import Format
 from observers.spark.session import SparkOptions
 from processor.dead_letter import OnObserverError
 from processor.gaps import OnGap
@@ -37,3 +38,4 @@ class HostConfig:
     observer_attempts: int = 5  # before `stop` or `dead-letter` gives up on a batch
     dead_letter_dir: str | None = None  # with OnObserverError.DEAD_LETTER
     on_gap: OnGap = OnGap.SKIP
+    output_format: Format = Format.NATIVE  # of the jsonl observer's lines

@@ -260,7 +260,10 @@ async def open_host(
     try:
         await store.open()
         factory = load_observer_factory(
-            config.observer, host_name=config.host_name, spark=config.spark
+            config.observer,
+            host_name=config.host_name,
+            spark=config.spark,
+            fmt=config.output_format,
         )
     except BaseException:
         await store.close()

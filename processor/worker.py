@@ -232,7 +232,12 @@ class Worker:
         """Hand one batch to the observer, retrying failures as `--on-observer-error` says.
         True when the observer accepted it, False when it was dead-lettered instead."""
         events = EventBatch(
-            batch.records, batch.event_keys(), shard=self.held.token, segment=batch.segment
+            batch.records,
+            batch.event_keys(),
+            shard=self.held.token,
+            segment=batch.segment,
+            stream_name=self.env.processor,
+            read_timestamp=self.env.clock.wall(),
         )
         if not events:
             return True

@@ -95,10 +95,12 @@ class Cluster:
         )
 
     def deliveries(self) -> list[dict[str, Any]]:
-        """Every delivered event, ordered by delivery time (then by line within its file)."""
+        """Every delivered event, ordered by delivery time (then by line within its file). A
+        line a host is still writing (no newline yet) is left for the next call."""
         lines: list[dict[str, Any]] = []
         for path in sorted(self.out.glob("*.jsonl")):
-            for i, text in enumerate(path.read_text().splitlines()):
+            complete = path.read_text().rpartition("\n")[0]
+            for i, text in enumerate(complete.splitlines()):
                 doc = json.loads(text)
                 doc["_line"] = i
                 lines.append(doc)

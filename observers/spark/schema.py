@@ -20,6 +20,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from observers.envelope import BACKFILL_EVENT, DELETE_EVENTS, PROPERTY_FIELDS, Op, ReadMethod
 from observers.protocol import ChangeEvent, EventBatch
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -47,22 +48,21 @@ CHANGES_SCHEMA = pa.schema(
         pa.field("segment", TIMESTAMP, nullable=False),
         pa.field("position", pa.string(), nullable=False),
         pa.field("raw", pa.string(), nullable=False),
+        pa.field("stream_name", pa.string(), nullable=False),
+        pa.field("read_method", pa.string(), nullable=False),
+        pa.field("op", pa.string(), nullable=False),
+        pa.field("read_timestamp", TIMESTAMP, nullable=False),
+        pa.field("sort_keys", pa.list_(pa.string()), nullable=False),
     ]
 )
 """One row per event. `position` orders the events of one shard (see `event_key`); `raw` is the
 record as decoded, as JSON. `segment` is the begin time of the event's segment. `tags` are the
-blob's index tags after a tag change (`data.blobTagsUpdated.current`, schema v5+), else null."""
+blob's index tags after a tag change (`data.blobTagsUpdated.current`, schema v5+), else null.
+The last five columns are the envelope's (`observers.envelope`); its other fields are columns
+under their change log names: object = container, key = blob, uuid = id, source_timestamp =
+event_time, payload = raw."""
 
-_DATA_COLUMNS = {  # column -> field of the record's `data`
-    "api": "api",
-    "etag": "etag",
-    "content_length": "contentLength",
-    "content_type": "contentType",
-    "blob_type": "blobType",
-    "tier": "blobTier",
-    "snapshot": "snapshot",
-    "version": "blobVersion",
-}
+_DATA_COLUMNS = {"api": "api", **PROPERTY_FIELDS}  # column -> field of the record's `data`
 _STRING = pa.string()
 _DATA = pa.struct(
     [
@@ -110,13 +110,20 @@ def changes_table(events: Sequence[ChangeEvent]) -> pa.Table:
     """
     if isinstance(events, EventBatch):
         return records_table(
-            events.records, events.positions, shard=events.shard, segment=events.segment
+            events.records,
+            events.positions,
+            shard=events.shard,
+            segment=events.segment,
+            stream_name=events.stream_name,
+            read_timestamp=events.read_timestamp,
         )
     return records_table(
         [e.raw for e in events],
         [e.position for e in events],
         shard=[e.shard for e in events],
         segment=[e.segment for e in events],
+        stream_name=[e.stream_name for e in events],
+        read_timestamp=[e.read_timestamp or datetime.now(UTC) for e in events],
     )
 
 
@@ -126,8 +133,11 @@ def records_table(
     *,
     shard: str | Sequence[str],
     segment: str | Sequence[str],
+    stream_name: str | Sequence[str] = "",
+    read_timestamp: datetime | Sequence[datetime] | None = None,
 ) -> pa.Table:
-    """Decoded records (with their positions, shard and segment) as rows of `CHANGES_SCHEMA`."""
+    """Decoded records (with their positions, shard and segment, the processor's name and when
+    they were read) as rows of `CHANGES_SCHEMA`."""
     n = len(records)
     parsed = _record_array(records)
     data = _field(parsed, "data")
@@ -157,9 +167,40 @@ def records_table(
     )
     columns["position"] = pa.array(positions, _STRING)
     columns["raw"] = _json_column(records)
+    columns.update(_envelope_columns(columns, n, stream_name, read_timestamp))
     return pa.Table.from_arrays(
         [columns[name] for name in CHANGES_SCHEMA.names], schema=CHANGES_SCHEMA
     )
+
+
+def _envelope_columns(
+    columns: Mapping[str, pa.Array],
+    n: int,
+    stream_name: str | Sequence[str],
+    read_timestamp: datetime | Sequence[datetime] | None,
+) -> dict[str, pa.Array]:
+    """The envelope's own columns, as `ChangeEvent.envelope()` gives them, column-wise."""
+    event_type = columns["event_type"]
+    backfill = pc.equal(event_type, BACKFILL_EVENT)
+    method = pc.if_else(backfill, ReadMethod.BACKFILL.value, ReadMethod.CHANGE_FEED.value)
+    deleted = pc.is_in(event_type, value_set=pa.array(sorted(DELETE_EVENTS)))
+    when = datetime.now(UTC) if read_timestamp is None else read_timestamp
+    rank = pc.if_else(backfill, "0", "1")
+    # sort_keys: [rank, sequencer, id] per row, interleaved from three columns in one take
+    parts = pa.concat_arrays([rank, columns["sequencer"], columns["id"]])
+    order = np.arange(3 * n, dtype=np.int64).reshape(3, n).T.ravel()
+    keys = pa.ListArray.from_arrays(
+        pa.array(np.arange(0, 3 * n + 1, 3, dtype=np.int32)), parts.take(pa.array(order))
+    )
+    return {
+        "stream_name": _repeat(stream_name, n, _STRING),
+        "read_method": method,
+        "op": pc.if_else(deleted, Op.DELETE.value, Op.UPSERT.value),
+        "read_timestamp": pa.array(
+            [when] * n if isinstance(when, datetime) else list(when), TIMESTAMP
+        ),
+        "sort_keys": keys,
+    }
 
 
 def _record_array(records: Sequence[Mapping[str, Any]]) -> pa.StructArray:

@@ -19,6 +19,7 @@ from processor.changefeed.manifests import (
     parse_feed_manifest,
     parse_segment_manifest,
 )
+from processor.changefeed.position import ShardPosition
 from processor.changefeed.selection import TimeRange, consumable_segments
 from processor.changefeed.storage import FeedStorage
 
@@ -83,6 +84,17 @@ class FeedCatalog:
             while len(self._finalized) > MANIFEST_CACHE:
                 self._finalized.popitem(last=False)
         return manifest
+
+    async def shard_ends(self, segment: str) -> dict[str, ShardPosition]:
+        """Where each shard of `segment` ends now: its last chunk at that chunk's size (a shard
+        without chunks is left out). What a finished segment's position is, shard by shard."""
+        manifest = await self.manifest(segment)
+        ends: dict[str, ShardPosition] = {}
+        for prefix in manifest.shard_prefixes:
+            chunks = [b for b in await self.storage.list_blobs(prefix) if b.name.endswith(".avro")]
+            if chunks:
+                ends[prefix] = ShardPosition(chunks[-1].name, chunks[-1].size, 0)
+        return ends
 
     async def shard_names(
         self, segments: list[str], *, bad: dict[str, FeedCorrupt] | None = None

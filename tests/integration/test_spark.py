@@ -20,7 +20,7 @@ from azure.storage.blob.aio import BlobServiceClient
 
 from processor.changefeed.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
 from tests.cluster import Cluster, Table, all_caught_up, owners
-from tests.helpers import Feed, emulate_afresh, run_cfp
+from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp
 
 _processors = itertools.count()
 pytestmark = pytest.mark.timeout(300)
@@ -137,6 +137,34 @@ async def test_three_hosts_write_each_event_once_and_the_state_equals_the_accoun
             await extra.delete_blob()
     assert done.returncode == 1, done.stdout
     assert "cfp-emu-0/written/without/the/feed.txt: missing from the state" in done.stdout
+    assert_the_change_log_carries_the_envelope(cluster, feed)
+
+
+def assert_the_change_log_carries_the_envelope(cluster: Cluster, feed: Feed) -> None:
+    """The envelope's columns, through `cfp sql`'s `envelope` view (on the cluster's Spark)."""
+    spark = (
+        cluster.args[cluster.args.index("--spark-master") :][:2]
+        if ("--spark-master" in cluster.args)
+        else cluster.args[cluster.args.index("--spark-remote") :][:2]
+    )
+    query = (
+        "SELECT stream_name, read_method, op, count(DISTINCT uuid) AS ids,"
+        " min(size(sort_keys)) AS keys, sum(CASE WHEN sort_keys[1] = get_json_object(payload,"
+        " '$.data.sequencer') AND source_timestamp <= read_timestamp THEN 1 ELSE 0 END) AS agree,"
+        " count(*) AS n FROM envelope GROUP BY stream_name, read_method, op ORDER BY op"
+    )
+    done = run_cfp(
+        feed.conn, "sql", "--output", str(cluster.workdir / "tables"), *spark, "--json", query,
+        timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = json_lines(done.stdout)
+    assert [(r["stream_name"], r["read_method"], r["op"]) for r in rows] == [
+        (cluster.processor, "change-feed", "delete"),
+        (cluster.processor, "change-feed", "upsert"),
+    ]
+    assert sum(r["ids"] for r in rows) == len(feed.ids)
+    assert all(r["keys"] == 3 and r["agree"] == r["n"] for r in rows)
 
 
 # The kill and zombie cases run on the Spark Connect server only: the protocol they test (publish,

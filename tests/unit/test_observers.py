@@ -141,10 +141,20 @@ def test_spark_output_must_be_a_path_the_host_can_link_in(tmp_path: Path) -> Non
 
 def test_an_event_batch_makes_the_same_events_lazily() -> None:
     other = {**RAW, "id": "e-2", "subject": "/blobServices/default/containers/c/blobs/x"}
-    batch = EventBatch([RAW, other], ["p0", "p1"], shard="03", segment="idx/s")
+    read_at = datetime(2026, 1, 1, tzinfo=UTC)
+    batch = EventBatch(
+        [RAW, other],
+        ["p0", "p1"],
+        shard="03",
+        segment="idx/s",
+        stream_name="proc",
+        read_timestamp=read_at,
+    )
     assert batch._events == [None, None]  # nothing made before it is asked for
     eager = [
-        ChangeEvent.from_raw(r, shard="03", segment="idx/s", position=p)
+        ChangeEvent.from_raw(
+            r, shard="03", segment="idx/s", position=p, stream_name="proc", read_timestamp=read_at
+        )
         for r, p in ((RAW, "p0"), (other, "p1"))
     ]
     assert batch[1] == eager[1] and batch._events[0] is None

@@ -1,0 +1,111 @@
+"""The normalised view of an event (the envelope), and the blob properties an event carries.
+
+Users coming from other change-data-capture systems want the same few fields whatever the
+source: which stream, read how (the change feed, or the initial scan's backfill), which object
+and key, upsert or delete, an id to deduplicate on, when it happened and when it was read, and
+keys that order the changes of one key. Pure functions; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+
+class ReadMethod(StrEnum):
+    CHANGE_FEED = "change-feed"
+    BACKFILL = "backfill"
+
+
+class Op(StrEnum):
+    UPSERT = "upsert"
+    DELETE = "delete"
+
+
+DELETE_EVENTS = frozenset({"BlobDeleted"})
+BACKFILL_EVENT = "BlobBackfill"
+"""The `eventType` of the records the initial scan makes, one per blob listed."""
+
+PROPERTY_FIELDS: Mapping[str, str] = {  # property -> field of the record's `data`
+    "etag": "etag",
+    "content_length": "contentLength",
+    "content_type": "contentType",
+    "blob_type": "blobType",
+    "tier": "blobTier",
+    "version": "blobVersion",
+    "snapshot": "snapshot",
+}
+"""The blob properties an event may carry, under the names the change log and the state table
+use; `api` is a property of the event, not of the blob, so it is not here."""
+
+_RANK = {ReadMethod.BACKFILL: "0", ReadMethod.CHANGE_FEED: "1"}
+
+
+def blob_properties(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The blob's properties as this event carries them; a field it does not carry is None
+    (the service writes "" for some absent strings: those are None too)."""
+    data = raw.get("data")
+    data = data if isinstance(data, Mapping) else {}
+    props = {name: data.get(field) for name, field in PROPERTY_FIELDS.items()}
+    for name, value in props.items():
+        if value == "":
+            props[name] = None
+    tagged = data.get("blobTagsUpdated")
+    current = tagged.get("current") if isinstance(tagged, Mapping) else None
+    props["tags"] = dict(current) if isinstance(current, Mapping) else None
+    return props
+
+
+def op_of(event_type: str) -> Op:
+    return Op.DELETE if event_type in DELETE_EVENTS else Op.UPSERT
+
+
+def sort_keys(read_method: ReadMethod, sequencer: str, uuid: str) -> tuple[str, str, str]:
+    """Keys that order the events of one blob: a backfill first, then the change feed's events
+    by sequencer (which the service makes comparable as strings for one blob name, across
+    segments); the uuid only breaks ties between copies of one event."""
+    return (_RANK[read_method], sequencer, uuid)
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One event in the normalised shape (field names as Google Datastream's where it has one)."""
+
+    stream_name: str
+    read_method: ReadMethod
+    object: str
+    key: str
+    op: Op
+    uuid: str
+    source_timestamp: datetime
+    read_timestamp: datetime
+    sort_keys: tuple[str, ...]
+    payload: Mapping[str, Any]
+    source_metadata: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stream_name": self.stream_name,
+            "read_method": self.read_method.value,
+            "object": self.object,
+            "key": self.key,
+            "op": self.op.value,
+            "uuid": self.uuid,
+            "source_timestamp": iso_utc(self.source_timestamp),
+            "read_timestamp": iso_utc(self.read_timestamp),
+            "sort_keys": list(self.sort_keys),
+            "source_metadata": dict(self.source_metadata),
+            "payload": self.payload,
+        }
+
+
+def iso_utc(when: datetime) -> str:
+    """`2026-11-23T10:00:00.123456Z`: UTC, microseconds, a `Z` (what JSON consumers parse)."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def epoch_ms(when: datetime) -> int:
+    return int(when.timestamp() * 1000)
