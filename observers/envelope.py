@@ -28,6 +28,8 @@ class Op(StrEnum):
 DELETE_EVENTS = frozenset({"BlobDeleted"})
 BACKFILL_EVENT = "BlobBackfill"
 """The `eventType` of the records the initial scan makes, one per blob listed."""
+SCAN_SEGMENT_PREFIX = "scan/"
+"""A backfill event's `segment` is this and the scan's start time (ISO 8601)."""
 
 PROPERTY_FIELDS: Mapping[str, str] = {  # property -> field of the record's `data`
     "etag": "etag",

@@ -43,6 +43,9 @@ class CloseReason(Enum):
     """`process_changes` kept failing; the batch was not checkpointed and will come again."""
     FEED_ERROR = "feed_error"
     """The shard could not be read (corrupt data, missing chunk); the lease records the error."""
+    FINISHED = "finished"
+    """The lease has delivered all it ever will (a partition of the initial scan): checkpointed
+    and released, and no host takes it again."""
 
 
 @dataclass(frozen=True, slots=True)

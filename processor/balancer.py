@@ -30,7 +30,9 @@ from leases import (
 )
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, FeedError
+from processor.changefeed.selection import TIME_SLACK
 from processor.clock import Clock
+from processor.lease_position import LeasePosition, ScanPosition, is_scan_token, scan_token
 from processor.positions import PositionBook
 from processor.progress import HostProgress
 from processor.supervisor import WorkerSupervisor
@@ -63,6 +65,7 @@ class Balancer:
     timings: Timings
     clock: Clock
     initial_continuation: str | None = None
+    scan_partitions: int = 0  # --initial-scan: partitions of a scan made with the first leases
     limits: BalanceLimits = field(default_factory=BalanceLimits)
     rng: random.Random = field(default_factory=random.Random)
     on_caught_up: Callable[[], None] | None = None
@@ -80,6 +83,7 @@ class Balancer:
     _requested_at: dict[str, float] = field(default_factory=dict)
     _stop: asyncio.Event | None = None  # set when the host stops: a tick in flight takes nothing
     _logged_feed_problems: set[str] = field(default_factory=set)  # logged once each (paths, errors)
+    _scan_skipped_logged: bool = False
 
     async def run(self, stop: asyncio.Event) -> None:
         self._tracker = ExpiryTracker(self.timings.expiry_s)
@@ -116,6 +120,7 @@ class Balancer:
     async def tick(self) -> None:
         assert self._tracker is not None
         leases = await self.store.list_leases()
+        leases += await self._create_scan(leases)
         leases += await self._create_missing({lease.token for lease in leases})
         self.book.update_from(leases)
         self.stats.ticks += 1
@@ -126,7 +131,9 @@ class Balancer:
             log.info("processor.caught_up", leases=len(leases), parked=len(self.parked))
             self.on_caught_up()
             return
-        views = self._tracker.observe(leases, self.clock.monotonic())
+        # a finished scan partition needs no owner: nobody takes it, and it counts for no host
+        active = [x for x in leases if not (is_scan_token(x.token) and x.caught_up)]
+        views = self._tracker.observe(active, self.clock.monotonic())
         held = self.supervisor.tokens()
         plan = plan_takes(views, me=self.me, limits=self.limits, rng=self.rng, held=held)
         forced = self._overdue_requests(views)
@@ -208,6 +215,38 @@ class Balancer:
                 overdue.append(v.lease)
         return overdue
 
+    async def _create_scan(self, leases: list[Lease]) -> list[Lease]:
+        """With --initial-scan: the scan's leases, made before any other lease of a processor
+        that has none (insert-if-absent, like every lease). The feed's leases then start at the
+        scan's start minus the segment slack (`initial_scan.start_time`)."""
+        if not self.scan_partitions:
+            return []
+        scans = [x for x in leases if is_scan_token(x.token)]
+        if not scans and leases:
+            if not self._scan_skipped_logged:
+                log.warning("initial_scan.skipped", reason="the processor already has leases")
+                self._scan_skipped_logged = True
+            return []
+        created: list[Lease] = []
+        if not scans:
+            started = self.clock.wall()
+            for partition in range(self.scan_partitions):
+                position = LeasePosition(
+                    scan=ScanPosition(partition, self.scan_partitions, started)
+                )
+                token = LeaseToken(scan_token(partition))
+                row = await self.store.create_if_absent(token, position.to_json())
+                if row is not None:
+                    self.stats.created += 1
+                    created.append(row)
+            if created:
+                log.info(
+                    "initial_scan.created", partitions=len(created), started=started.isoformat()
+                )
+            scans = created or [x for x in await self.store.list_leases() if is_scan_token(x.token)]
+        self.initial_continuation = feed_start_after_scan(scans)
+        return created
+
     async def _create_missing(self, existing: set[str]) -> list[Lease]:
         """Rows for shards that appeared in the feed. A feed whose segment list cannot be
         read (a malformed `segments.json`) creates none, but balancing goes on: the leases that
@@ -236,3 +275,20 @@ class Balancer:
             if row is not None:
                 created.append(row)
         return created
+
+
+def feed_start_after_scan(scans: list[Lease]) -> str | None:
+    """The continuation of a feed lease made alongside a scan: from the scan's start minus the
+    segment slack, so that every change a listing may have missed is delivered (a change older
+    than that is in the listing)."""
+    started = []
+    for lease in scans:
+        try:
+            scan = LeasePosition.from_json(lease.continuation, lease=lease.token).scan
+        except FeedError:
+            continue
+        if scan is not None:
+            started.append(scan.started_at)
+    if not started:
+        return None
+    return LeasePosition(start_time=min(started) - TIME_SLACK).to_json()

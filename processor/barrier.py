@@ -3,7 +3,9 @@
 A blob may change shard between segments, so per-blob order holds only if no lease delivers an
 event of segment S before every lease has delivered all its events of the segments before S.
 A lease has done that when its position is in S or later, or it finished the last segment before
-S that its start time lets it read.
+S that its start time lets it read. A partition of the initial scan has done that once it is
+done: no feed lease enters its first segment before the whole scan is delivered, so each blob's
+backfill event comes before any change of it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ def readable_segments(segments: Sequence[str], position: LeasePosition) -> list[
 
 def has_finished_before(position: LeasePosition, segment: str, segments: Sequence[str]) -> bool:
     """Whether a lease at `position` delivered all it has in segments before `segment`."""
+    if position.scan is not None:
+        return position.scan.done
     earlier = [s for s in readable_segments(segments, position) if s < segment]
     if not earlier:
         return True

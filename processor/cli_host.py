@@ -236,6 +236,21 @@ processor_option = click.option(
     help="For leases created now: deliver only events from now on.",
 )
 @click.option(
+    "--initial-scan",
+    envvar="CFP_INITIAL_SCAN",
+    is_flag=True,
+    help="For a processor without leases: first deliver every existing blob once as a backfill "
+    "event, then follow the feed from the scan's start minus one hour.",
+)
+@click.option(
+    "--scan-partitions",
+    envvar="CFP_SCAN_PARTITIONS",
+    type=click.IntRange(min=1, max=256),
+    default=8,
+    show_default=True,
+    help="--initial-scan: leases the scan is split into (spread over hosts like the feed's).",
+)
+@click.option(
     "--until-caught-up",
     envvar="CFP_UNTIL_CAUGHT_UP",
     is_flag=True,
@@ -298,6 +313,8 @@ def run_command(
     max_batch_events: int,
     start_time: datetime | None,
     start_from_now: bool,
+    initial_scan: bool,
+    scan_partitions: int,
     until_caught_up: bool,
     unordered: bool,
     http_on: bool,
@@ -311,6 +328,8 @@ def run_command(
     """
     if start_time is not None and start_from_now:
         fail("--start-time and --start-from-now exclude each other", 2)
+    if initial_scan and (start_time is not None or start_from_now):
+        fail("--initial-scan sets where the feed starts: drop --start-time/--start-from-now", 2)
     tune_gc()
     try:
         timings = derive_timings(
@@ -361,6 +380,8 @@ def run_command(
         observer_attempts=observer_attempts,
         dead_letter_dir=dead_letter_dir,
         output_format=Format(output_format),
+        initial_scan=initial_scan,
+        scan_partitions=scan_partitions,
     )
 
     # the default port gives way to a free one when taken (several hosts on one machine); a port

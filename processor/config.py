@@ -39,3 +39,5 @@ class HostConfig:
     dead_letter_dir: str | None = None  # with OnObserverError.DEAD_LETTER
     on_gap: OnGap = OnGap.SKIP
     output_format: Format = Format.NATIVE  # of the jsonl observer's lines
+    initial_scan: bool = False  # a processor without leases starts with a scan of the account
+    scan_partitions: int = 8

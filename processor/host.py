@@ -119,6 +119,7 @@ class Host:
             timings=t,
             clock=self.clock,
             initial_continuation=start,
+            scan_partitions=config.scan_partitions if config.initial_scan else 0,
             rng=rng or random.Random(),
             on_caught_up=self.stop if config.until_caught_up else None,
             caught_up=caught_up,

@@ -13,7 +13,7 @@ import structlog
 
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedError, InvalidContinuation
-from processor.lease_position import LeasePosition
+from processor.lease_position import LeasePosition, is_scan_token
 from processor.progress import HostProgress
 from processor.status import ListingCache, bytes_left
 from processor.waiting import wait_any
@@ -50,6 +50,8 @@ def _forget_behind(cache: ListingCache, progress: HostProgress) -> None:
     """Drop listings of segments every lease of this host is past (or all, with no lease)."""
     segments = []
     for entry in progress.leases.values():
+        if is_scan_token(entry.token):
+            continue  # a scan partition reads no segment
         try:
             segments.append(LeasePosition.from_json(entry.continuation, lease=entry.token).segment)
         except InvalidContinuation:

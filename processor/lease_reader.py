@@ -12,11 +12,12 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 from processor.barrier import readable_segments
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.layout import shard_name
-from processor.changefeed.position import ShardBatch, ShardPosition
+from processor.changefeed.position import RawRecord, ShardPosition
 from processor.changefeed.selection import EventFilter, TimeRange
 from processor.changefeed.shard_reader import DEFAULT_BATCH_EVENTS, ShardReader
 from processor.lease_position import LeasePosition
@@ -29,11 +30,38 @@ class Step(Enum):
     BLOCKED = "blocked"
 
 
+class Batch(Protocol):
+    """What a worker hands on: a shard's batch, or a batch of the initial scan."""
+
+    @property
+    def segment(self) -> str: ...
+    @property
+    def records(self) -> list[RawRecord]: ...
+    @property
+    def read_bytes(self) -> int: ...
+    def event_keys(self) -> list[str]: ...
+
+
+class Reader(Protocol):
+    """What a worker reads a lease with: its shard (`LeaseReader`) or its scan partition."""
+
+    position: LeasePosition
+
+    def reset(self) -> None: ...
+    async def read(
+        self,
+        *,
+        may_enter: Callable[[str, list[str]], bool],
+        read_ahead: asyncio.TaskGroup | None = None,
+        max_age_s: float | None = None,
+    ) -> LeaseRead: ...
+
+
 @dataclass(frozen=True, slots=True)
 class LeaseRead:
     step: Step
     position: LeasePosition  # after this step
-    batch: ShardBatch | None = None
+    batch: Batch | None = None
     waiting_for: str | None = None  # the segment a BLOCKED lease wants to enter
 
 

@@ -66,7 +66,9 @@ class PositionBook:
         """Whether lease `token` waits at the barrier only for parked leases: it can deliver
         nothing more until an operator moves or resumes them."""
         position = self._positions.get(token)
-        if position is None or not (position.segment is None or position.is_segment_done):
+        if position is None or position.scan is not None:
+            return False  # a scan partition never waits at the barrier
+        if not (position.segment is None or position.is_segment_done):
             return False
         after = position.segment or ""
         following = [s for s in readable_segments(segments, position) if s > after]

@@ -182,6 +182,14 @@ def describe_position(pos: LeasePosition | None) -> tuple[str, str]:
     """(segment, place in it) for people: `2026/01/01/0100`, `00000.avro@48211#3` or `done`."""
     if pos is None:
         return "?", "invalid continuation"
+    if pos.scan is not None:
+        scan = pos.scan
+        if scan.done:
+            return "scan", "done"
+        if scan.after is None:
+            return "scan", "start"
+        after = "/".join(scan.after)
+        return "scan", f"after {after if len(after) <= 40 else '...' + after[-37:]}"
     if pos.segment is None:
         start = "start" if pos.start_time is None else f"from {pos.start_time:%Y-%m-%dT%H:%M}Z"
         return "-", start

@@ -39,16 +39,16 @@ from processor.changefeed.errors import (
     InvalidContinuation,
     MissingChunkError,
 )
-from processor.changefeed.position import ShardBatch
 from processor.changefeed.selection import parse_event_time
 from processor.clock import Clock
 from processor.dead_letter import DeadLetterFolder, OnObserverError
 from processor.gaps import OnGap, position_after_gap
 from processor.held import HeldLease
 from processor.lease_position import LeasePosition
-from processor.lease_reader import LeaseReader, Step
+from processor.lease_reader import Batch, LeaseReader, Reader, Step
 from processor.positions import PositionBook
 from processor.progress import HostProgress
+from processor.scan_reader import ScanReader
 from processor.timings import Timings
 from processor.waiting import running_event, wait_any
 
@@ -123,12 +123,16 @@ class Worker:
         try:
             position = LeasePosition.from_json(held.lease.continuation, lease=held.token)
             self.checkpointed = self.delivered = self.batch_end = position
-            reader = LeaseReader(
-                env.catalog,
-                shard=held.token,
-                position=position,
-                batch_events=env.batch_events,
-                is_ordered=env.is_ordered,
+            reader: Reader = (
+                ScanReader(env.catalog.storage, position, batch_events=env.batch_events)
+                if position.scan is not None
+                else LeaseReader(
+                    env.catalog,
+                    shard=held.token,
+                    position=position,
+                    batch_events=env.batch_events,
+                    is_ordered=env.is_ordered,
+                )
             )
             try:
                 calls = ObserverCalls(env.observer_factory(), spec=env.observer_spec)
@@ -160,7 +164,7 @@ class Worker:
 
     async def _loop(
         self,
-        reader: LeaseReader,
+        reader: Reader,
         calls: ObserverCalls,
         ctx: PartitionContext,
         ahead: asyncio.TaskGroup,
@@ -207,6 +211,9 @@ class Worker:
                 self._confirmed.clear()
                 if not self.is_caught_up_recorded and self._all_confirmed():
                     await self._checkpoint(step.position, caught_up=True)
+                scan = step.position.scan
+                if scan is not None and scan.done and self.is_caught_up_recorded:
+                    raise _Ended(CloseReason.FINISHED)  # released; no host takes it again
                 # an observer still writing: record "caught up" as soon as it confirms
                 confirming = [] if self._all_confirmed() else [self._confirmed]
                 await wait_any(
@@ -227,7 +234,7 @@ class Worker:
             raise _Ended(CloseReason.HANDED_OVER)
 
     async def _deliver(
-        self, batch: ShardBatch, calls: ObserverCalls, ctx: PartitionContext, end: LeasePosition
+        self, batch: Batch, calls: ObserverCalls, ctx: PartitionContext, end: LeasePosition
     ) -> bool:
         """Hand one batch to the observer, retrying failures as `--on-observer-error` says.
         True when the observer accepted it, False when it was dead-lettered instead."""
@@ -298,7 +305,7 @@ class Worker:
         )
         return True
 
-    async def _dead_letter(self, batch: ShardBatch, end: LeasePosition, error: str) -> None:
+    async def _dead_letter(self, batch: Batch, end: LeasePosition, error: str) -> None:
         env, held = self.env, self.held
         assert env.dead_letters is not None, "dead-letter needs a folder"
         try:
@@ -322,7 +329,7 @@ class Worker:
             "batch.dead_lettered", events=len(batch.records), path=str(path), error=error
         )
 
-    async def _step_over_gap(self, reader: LeaseReader, error: MissingChunkError) -> None:
+    async def _step_over_gap(self, reader: Reader, error: MissingChunkError) -> None:
         """Data at the lease's position was deleted (retention): record the gap in the lease and
         continue from the earliest data still present. Checkpointed only once every batch before
         it is confirmed, so nothing delivered before the gap is skipped with it."""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -117,3 +120,12 @@ async def upload_recorded_tree(conn: str, root: Path, *, last_consumable: str) -
                 await c.upload_blob(name, data, overwrite=True)
         body = f'{{"version":0,"lastConsumable":"{last_consumable}"}}'.encode()
         await c.upload_blob("meta/segments.json", body, overwrite=True)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], *, within_s: float, what: str) -> None:
+    """Poll `check` every 0.2 s until it holds; AssertionError naming `what` after `within_s`."""
+    deadline = time.monotonic() + within_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.2)

@@ -18,6 +18,7 @@ created, never replaced.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import uuid
@@ -31,6 +32,24 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 SUFFIX = ".parquet"
+SCAN_KEY = "~"  # keys of the initial scan's events start with it (container and blob name)
+STEM_CHARS = 56  # of a scan key in a file name: at most 224 bytes of UTF-8, doubled or not
+
+
+def file_stem(key: str) -> str:
+    """The file name (without suffix) of a file whose first event has `key`.
+
+    A change feed key is a name as it is. A scan key holds a blob name: `/` and `.` are escaped
+    (`.~` and `..`, which keeps the order of names) and a key longer than `STEM_CHARS` is cut
+    there and marked with `.#` and a hash of the whole key (file names have at most 255 bytes).
+    Cut names with one prefix sort by hash among themselves, so `ChangeLog.tail` reads them all.
+    """
+    if not key.startswith(SCAN_KEY):
+        return key
+    stem = key[:STEM_CHARS].replace(".", "..").replace("/", ".~")
+    if len(key) > STEM_CHARS:
+        stem += ".#" + hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()[:16]
+    return stem
 
 
 class ChangeLogError(Exception):
@@ -126,11 +145,18 @@ class ChangeLog:
         names = self._names(lease)
         if not names:
             return None
-        last = self.lease_dir(lease) / (names[-1] + SUFFIX)
-        column = _read(last, ["position"]).column("position")
-        if len(column) == 0:
-            raise ChangeLogError(f"{last}: an empty file in the change log")
-        return str(pc.max(column).as_py())
+        group = [names[-1]]
+        if ".#" in names[-1]:  # a cut scan key: the last of its prefix may sort anywhere in it
+            prefix = names[-1][: names[-1].rindex(".#") + 2]
+            group = [n for n in names if n.startswith(prefix)]
+        tails = []
+        for name in group:
+            last = self.lease_dir(lease) / (name + SUFFIX)
+            column = _read(last, ["position"]).column("position")
+            if len(column) == 0:
+                raise ChangeLogError(f"{last}: an empty file in the change log")
+            tails.append(str(pc.max(column).as_py()))
+        return max(tails)
 
     def publish(
         self,
@@ -156,7 +182,7 @@ class ChangeLog:
                 if tail is not None and tail >= staged.last:
                     return Published(None, 0, total, tail)
                 if tail is None or tail < staged.first:
-                    target = self.lease_dir(lease) / (staged.first + SUFFIX)
+                    target = self.lease_dir(lease) / (file_stem(staged.first) + SUFFIX)
                     if self._link(staged.path, None, target):
                         return Published(target, staged.rows, 0, staged.last)
                     tail = self.tail(lease)  # another writer took this name
@@ -170,7 +196,7 @@ class ChangeLog:
             if table.num_rows == 0:
                 return Published(None, 0, total, tail)
             first, last = str(pc.min(positions).as_py()), str(pc.max(positions).as_py())
-            target = self.lease_dir(lease) / (first + SUFFIX)
+            target = self.lease_dir(lease) / (file_stem(first) + SUFFIX)
             if self._link(None, table, target):
                 return Published(target, table.num_rows, total - table.num_rows, last)
             tail = self.tail(lease)  # another writer took this name: publish what is left

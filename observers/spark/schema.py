@@ -20,7 +20,14 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from observers.envelope import BACKFILL_EVENT, DELETE_EVENTS, PROPERTY_FIELDS, Op, ReadMethod
+from observers.envelope import (
+    BACKFILL_EVENT,
+    DELETE_EVENTS,
+    PROPERTY_FIELDS,
+    SCAN_SEGMENT_PREFIX,
+    Op,
+    ReadMethod,
+)
 from observers.protocol import ChangeEvent, EventBatch
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -95,7 +102,10 @@ class BadEventError(ValueError):
 
 
 def segment_begin(segment: str) -> datetime:
-    """`idx/segments/2026/01/01/0100/meta.json` -> 2026-01-01 01:00 UTC."""
+    """`idx/segments/2026/01/01/0100/meta.json` -> 2026-01-01 01:00 UTC; the initial scan's
+    `scan/<start time>` -> its start time."""
+    if segment.startswith(SCAN_SEGMENT_PREFIX):
+        return datetime.fromisoformat(segment.removeprefix(SCAN_SEGMENT_PREFIX)).astimezone(UTC)
     parts = segment.removeprefix("idx/segments/").removesuffix("/meta.json").split("/")
     year, month, day, hhmm = (int(p) for p in parts)
     return datetime(year, month, day, hhmm // 100, hhmm % 100, tzinfo=UTC)

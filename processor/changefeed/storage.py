@@ -20,6 +20,7 @@ from azure.core.exceptions import (
     ServiceRequestError,
     ServiceResponseError,
 )
+from azure.storage.blob import BlobProperties
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 from tenacity import (
     AsyncRetrying,
@@ -156,6 +157,36 @@ class FeedStorage:
             ]
 
         return await self._call(prefix, op)
+
+    async def list_containers(self) -> list[str]:
+        """The account's containers that hold users' blobs (not `$`-prefixed), in name order."""
+        assert self._owner is not None, "needs the account's service client"
+        service = self._owner
+
+        async def op() -> list[str]:
+            names = [c.name async for c in service.list_containers()]
+            return sorted(str(n) for n in names if not str(n).startswith("$"))
+
+        return await self._call("(containers)", op)
+
+    async def list_blob_page(
+        self, container: str, marker: str | None, *, page_size: int = 5000
+    ) -> tuple[list[BlobProperties], str | None]:
+        """One page of `container`'s blobs (name order, with their tags) and the marker of the
+        next page (None after the last)."""
+        assert self._owner is not None, "needs the account's service client"
+        client = self._owner.get_container_client(container)
+
+        async def op() -> tuple[list[BlobProperties], str | None]:
+            pages = client.list_blobs(include=["tags"], results_per_page=page_size).by_page(
+                continuation_token=marker
+            )
+            page = await anext(pages, None)
+            blobs = [] if page is None else [b async for b in page]
+            following: str | None = getattr(pages, "continuation_token", None)
+            return blobs, following or None
+
+        return await self._call(container, op)
 
     async def list_folders(self, prefix: str) -> list[str]:
         """The immediate "folders" under `prefix` (delimiter `/`), in name order."""

@@ -6,6 +6,7 @@ after a host is killed between a Spark write and its checkpoints, and after a pa
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 from azure.storage.blob.aio import BlobServiceClient
 
 from processor.changefeed.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
+from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
 from tests.cluster import Cluster, Table, all_caught_up, owners
 from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp
 
@@ -213,3 +215,44 @@ async def test_a_zombie_hosts_late_write_is_harmless(cluster: Cluster, feed: Fee
     assert set(cluster.stop_all().values()) == {0}
     assert_exactly_once(cluster, feed)
     assert_state_equals_the_account(cluster, feed)
+
+
+# Last in the module: the live workload below changes the account the tests above share.
+@pytest.mark.parametrize("cluster", ["connect"], indirect=True)
+async def test_an_initial_scan_during_changes_ends_with_the_state_equal(
+    cluster: Cluster, feed: Feed
+) -> None:
+    """The Spark observer runs without the barrier: feed events may reach the tables before a
+    blob's backfill, and the state table's sequencing (a backfill sorts below every change)
+    must make the order irrelevant."""
+    stop = asyncio.Event()
+    async with BlobServiceClient.from_connection_string(feed.conn) as service:
+        emulator = Emulator(service, EmulatorConfig(seed=23, shards=(4, 6, 4)))
+        live = asyncio.create_task(
+            emulator.run_live(stop, rate_per_s=60, segment_seconds=3, finish=True)
+        )
+        try:
+            for name in ("h1", "h2"):
+                cluster.start(name, "--initial-scan", "--scan-partitions", "3")
+            async with cluster.store() as store:
+                table = Table(await store.open())
+                await table.until(
+                    lambda leases: (
+                        sum(1 for x in leases if x.token.startswith("scan-")) == 3
+                        and all(x.caught_up for x in leases if x.token.startswith("scan-"))
+                    ),
+                    within_s=180,
+                    what="the scan done",
+                )
+                assert sum(emulator.summary.events.values()) > 0  # changes during the scan
+                stop.set()
+                await live
+                await table.until(all_caught_up, within_s=180, what="every lease caught up")
+            assert set(cluster.stop_all().values()) == {0}
+        finally:
+            stop.set()
+            await asyncio.gather(live, return_exceptions=True)
+    assert_state_equals_the_account(cluster, feed)
+    data = ds.dataset(cluster.workdir / "tables" / "changes", format="parquet", partitioning="hive")
+    methods = Counter(data.to_table(columns=["read_method"]).column("read_method").to_pylist())
+    assert methods["backfill"] > 0 and methods["change-feed"] > 0

@@ -1,0 +1,166 @@
+"""The pure parts of the initial scan: positions, keys, file names, the barrier, records."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from leases import Lease, LeaseToken
+from observers.envelope import ReadMethod
+from observers.protocol import ChangeEvent, EventBatch
+from observers.spark.changelog import STEM_CHARS, ChangeLog, file_stem
+from observers.spark.schema import changes_table
+from processor.balancer import feed_start_after_scan
+from processor.barrier import may_enter
+from processor.changefeed.errors import InvalidContinuation
+from processor.changefeed.position import ShardPosition
+from processor.lease_position import LeasePosition, ScanPosition, scan_token
+from processor.scan_reader import (
+    backfill_record,
+    scan_event_key,
+    scan_partition,
+    scan_segment,
+)
+from processor.status import describe_position
+
+STARTED = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
+SEGMENT = "idx/segments/2026/11/23/1000/meta.json"
+names = st.text(alphabet=st.sampled_from("ab./-_ é~z0"), min_size=1, max_size=80)
+containers = st.text(alphabet=st.sampled_from("abc-1"), min_size=1, max_size=6)
+
+
+def test_scan_positions_round_trip_and_refuse_what_we_did_not_write() -> None:
+    for scan in (
+        ScanPosition(2, 8, STARTED),
+        ScanPosition(2, 8, STARTED, ("photos", "2026/a b.jpg")),
+        ScanPosition(7, 8, STARTED, ("photos", "z"), done=True),
+    ):
+        position = LeasePosition(scan=scan, start_time=STARTED - timedelta(hours=1))
+        assert LeasePosition.from_json(position.to_json()) == position
+    for bad in ({"p": 8, "of": 8, "at": "x"}, {"p": 0, "of": 1, "at": "never"}, [1]):
+        doc = LeasePosition(segment=None).to_json()[:-1] + f',"scan":{json.dumps(bad)}}}'
+        with pytest.raises(InvalidContinuation, match="lease scan-00: scan position"):
+            LeasePosition.from_json(doc, lease="scan-00")
+
+
+@given(st.lists(st.tuples(containers, names), min_size=2, max_size=20, unique=True))
+def test_scan_positions_and_keys_sort_like_the_listing(blobs: list[tuple[str, str]]) -> None:
+    listing = sorted(blobs)  # containers by name, then blobs by name
+    positions = [LeasePosition(scan=ScanPosition(0, 1, STARTED, after)) for after in listing]
+    done = LeasePosition(scan=ScanPosition(0, 1, STARTED, listing[-1], done=True))
+    keys = [p.order_key() for p in [LeasePosition(scan=ScanPosition(0, 1, STARTED)), *positions]]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert positions[-1].is_before(done)
+    event_keys = [scan_event_key(c, b) for c, b in listing]
+    assert event_keys == sorted(event_keys)
+
+
+@given(st.lists(st.tuples(containers, names), min_size=2, max_size=30, unique=True))
+def test_file_names_of_scan_keys_keep_their_order_and_fit(blobs: list[tuple[str, str]]) -> None:
+    keys = sorted(scan_event_key(c, b) for c, b in blobs)
+    stems = [file_stem(k) for k in keys]
+    assert all("/" not in s and len(s.encode()) <= 255 - len(".parquet") for s in stems)
+    short = [s for k, s in zip(keys, stems, strict=True) if len(k) <= STEM_CHARS]
+    assert short == sorted(short)
+    assert file_stem("202611231000.00001.000000000124.000003") == (
+        "202611231000.00001.000000000124.000003"  # change feed keys are names as they are
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.text(alphabet="xy/.", min_size=1, max_size=8), min_size=1, max_size=25))
+def test_a_chain_of_long_scan_keys_publishes_each_once(tails: list[str]) -> None:
+    """Keys longer than the file name keeps share one cut name prefix: the tail must still be
+    the greatest key, so a replay adds nothing and the next batch only its new rows."""
+    prefix = "~photos " + "d/" * STEM_CHARS
+    keys = sorted({prefix + t for t in tails})
+    with tempfile.TemporaryDirectory() as folder:
+        log = ChangeLog(Path(folder))
+        for start in range(0, len(keys), 3):
+            batch = keys[: start + 3]  # each publish replays what came before
+            log.publish("scan-00", _rows(batch))
+            assert log.tail("scan-00") == batch[-1]
+        files = list(log.lease_dir("scan-00").glob("*.parquet"))
+        rows = pa.concat_tables([pa.parquet.read_table(f) for f in files])
+        assert sorted(rows.column("position").to_pylist()) == keys
+
+
+def _rows(keys: list[str]) -> pa.Table:
+    return pa.table({"id": keys, "shard": ["scan-00"] * len(keys), "position": keys})
+
+
+def test_feed_leases_wait_for_every_scan_partition() -> None:
+    segments = [SEGMENT]
+    feed = LeasePosition(start_time=STARTED - timedelta(hours=1))
+    running = LeasePosition(scan=ScanPosition(0, 2, STARTED, ("c", "b")))
+    finished = LeasePosition(scan=ScanPosition(1, 2, STARTED, done=True))
+    assert not may_enter(SEGMENT, segments, [feed, running, finished])
+    done = LeasePosition(scan=ScanPosition(0, 2, STARTED, ("c", "b"), done=True))
+    assert may_enter(SEGMENT, segments, [feed, done, finished])
+    inside = LeasePosition(SEGMENT, False, ShardPosition("log/00/2026/11/23/1000/00000.avro"))
+    assert may_enter(SEGMENT, segments, [inside, done, finished])
+
+
+def test_the_feed_starts_an_hour_before_the_earliest_scan_partition() -> None:
+    def lease(partition: int, started: datetime) -> Lease:
+        scan = ScanPosition(partition, 2, started)
+        return Lease(
+            LeaseToken(scan_token(partition)), continuation=LeasePosition(scan=scan).to_json()
+        )
+
+    later = STARTED + timedelta(seconds=3)  # another host made this partition a moment later
+    start = feed_start_after_scan([lease(0, later), lease(1, STARTED)])
+    assert start is not None
+    assert LeasePosition.from_json(start).start_time == STARTED - timedelta(hours=1)
+    assert feed_start_after_scan([]) is None
+
+
+def test_a_listed_blob_becomes_a_backfill_event() -> None:
+    blob = SimpleNamespace(
+        name="dir/cat.jpg",
+        etag='"0x8DE2A6F2E5C1A11"',
+        size=48211,
+        content_settings=SimpleNamespace(content_type="image/jpeg"),
+        blob_type=SimpleNamespace(value="BlockBlob"),
+        blob_tier="Hot",
+        version_id=None,
+        snapshot=None,
+        tags={"k": "v"},
+        last_modified=STARTED - timedelta(days=3),
+    )
+    raw = backfill_record("photos", blob)  # type: ignore[arg-type]
+    assert raw == backfill_record("photos", blob)  # type: ignore[arg-type]  # same id each time
+    scan = ScanPosition(0, 1, STARTED)
+    event = ChangeEvent.from_raw(raw, segment=scan_segment(scan), stream_name="p")
+    assert (event.container, event.blob, event.read_method) == (
+        "photos",
+        "dir/cat.jpg",
+        ReadMethod.BACKFILL,
+    )
+    assert event.properties()["etag"] == "0x8DE2A6F2E5C1A11" and event.sequencer == ""
+    assert event.event_time == STARTED - timedelta(days=3)
+    row = changes_table(
+        EventBatch([raw], [scan_event_key("photos", "dir/cat.jpg")], shard="scan-00",
+                   segment=scan_segment(scan))
+    ).to_pylist()[0]  # fmt: skip
+    assert (row["read_method"], row["segment"], row["tags"]) == (
+        "backfill",
+        STARTED,
+        [("k", "v")],
+    )
+    assert 0 <= scan_partition("photos", "dir/cat.jpg", 8) < 8
+
+
+def test_status_names_the_scan_and_where_it_stands() -> None:
+    scan = ScanPosition(1, 4, STARTED, ("photos", "dir/cat.jpg"))
+    assert describe_position(LeasePosition(scan=scan)) == ("scan", "after photos/dir/cat.jpg")
+    done = ScanPosition(1, 4, STARTED, done=True)
+    assert describe_position(LeasePosition(scan=done)) == ("scan", "done")
