@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(AZURITE): deploy/local/package.json deploy/local/package-lock.json
-	npm ci --prefix deploy/local --no-audit --no-fund --loglevel=error
+	npm ci --prefix deploy/local --prefer-offline --no-audit --no-fund --loglevel=error
 	touch $@
 
 install: $(VENV)/.installed $(AZURITE)

@@ -218,7 +218,7 @@ class Balancer:
     async def _create_scan(self, leases: list[Lease]) -> list[Lease]:
         """With --initial-scan: the scan's leases, made before any other lease of a processor
         that has none (insert-if-absent, like every lease). The feed's leases then start at the
-        scan's start minus the segment slack (`initial_scan.start_time`)."""
+        scan's start minus the segment slack (`feed_start_after_scan`)."""
         if not self.scan_partitions:
             return []
         scans = [x for x in leases if is_scan_token(x.token)]

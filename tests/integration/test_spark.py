@@ -139,7 +139,8 @@ async def test_three_hosts_write_each_event_once_and_the_state_equals_the_accoun
             await extra.delete_blob()
     assert done.returncode == 1, done.stdout
     assert "cfp-emu-0/written/without/the/feed.txt: missing from the state" in done.stdout
-    assert_the_change_log_carries_the_envelope(cluster, feed)
+    if "--spark-remote" in cluster.args:  # on the server already running: no fourth local JVM
+        assert_the_change_log_carries_the_envelope(cluster, feed)
 
 
 def assert_the_change_log_carries_the_envelope(cluster: Cluster, feed: Feed) -> None:
