@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 AZURITE := deploy/local/node_modules/.bin/azurite
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-spark bench-rebalance bench-balance clean
+.PHONY: help install demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-spark bench-rebalance bench-balance bench-formats clean
 
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
@@ -18,6 +18,7 @@ help:
 	@echo "make bench-spark      one host into local Spark vs writing the same rows from a ready table"
 	@echo "make bench-rebalance  real hosts: kill -9, SIGTERM, scale-out (time, ticks, duplicates)"
 	@echo "make bench-balance    the pure balancer at 1,000 hosts x 10,000 leases"
+	@echo "make bench-formats    what --format and the change log's envelope columns cost"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +75,9 @@ bench-rebalance: install
 
 bench-balance: $(VENV)/.installed
 	$(PY) -m bench.balance_sim
+
+bench-formats: $(VENV)/.installed
+	$(PY) -m bench.formats
 
 clean:
 	rm -rf $(VENV) deploy/local/node_modules .pytest_cache .mypy_cache .ruff_cache .bench
