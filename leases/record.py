@@ -136,7 +136,8 @@ class Lease:
     etag: str | None = None
 
     def average_event_bytes(self) -> float | None:
-        return self.event_bytes / self.events if self.events else None
+        """None when nothing was read from the feed yet (a scan partition reads no feed bytes)."""
+        return self.event_bytes / self.events if self.events and self.event_bytes else None
 
     @property
     def is_free(self) -> bool:

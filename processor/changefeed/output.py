@@ -10,6 +10,7 @@ import orjson
 
 from observers.formats import Format, render
 from observers.protocol import EventBatch
+from processor.changefeed.layout import shard_name
 from processor.changefeed.position import RawRecord, ShardBatch
 
 _dump_line = partial(orjson.dumps, option=orjson.OPT_APPEND_NEWLINE)
@@ -34,7 +35,7 @@ def formatted_lines(
     events = EventBatch(
         records,
         batch.event_keys()[: len(records)],
-        shard=batch.shard,
+        shard=shard_name(batch.shard),  # "00", as a host's events name it
         segment=batch.segment,
         stream_name=stream_name,
         read_timestamp=read_timestamp,

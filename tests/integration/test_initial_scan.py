@@ -18,8 +18,8 @@ from azure.storage.blob.aio import BlobServiceClient
 from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
 from processor.changefeed.selection import parse_event_time
 from processor.lease_position import LeasePosition, is_scan_token
-from tests.cluster import Cluster, Table, quick_host_args
-from tests.helpers import emulate, eventually
+from tests.cluster import LEASE_TABLE, Cluster, Table, quick_host_args
+from tests.helpers import emulate, eventually, run_cfp
 
 PARTITIONS = 4
 SHAPE = {"shards": (2, 3), "containers": 3, "blobs_per_container": 120}
@@ -92,6 +92,12 @@ async def test_backfill_first_then_the_feed_and_nothing_lost(account: str, tmp_p
                     return fold(cluster.deliveries()) == expected
 
                 await eventually(applied, within_s=120, what="deliveries that give the account")
+            status = await asyncio.to_thread(
+                run_cfp, account, "status", "--processor-name", "scan", "--lease-table", LEASE_TABLE
+            )
+            assert status.returncode == 0, status.stderr
+            scan_rows = [line for line in status.stdout.splitlines() if line.startswith("scan-")]
+            assert len(scan_rows) == PARTITIONS and all(" done " in r for r in scan_rows)
             assert cluster.stop_all() == {"h1": -9, "h2": 0, "h3": 0}
         finally:
             stop.set()

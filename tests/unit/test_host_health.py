@@ -111,6 +111,8 @@ def test_status_estimates_events_left_and_time_lag_from_the_lease_row() -> None:
     assert done.events_left() is None and done.lag_seconds(T0) == 0
     unknown = LeaseStatus(Lease(LeaseToken("02")), None, None)
     assert unknown.lag_seconds(T0) is None
+    scan = LeaseStatus(Lease(LeaseToken("scan-00"), events=40, event_bytes=0), None, 0)
+    assert scan.events_left() is None  # backfill events read no feed bytes: no average
     text = render_totals([row, done, unknown], T0)
     assert text == "left up to lastConsumable: 9.8KiB+?, about 20 events; largest time lag 2.0h"
 
