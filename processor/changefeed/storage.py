@@ -173,7 +173,7 @@ class FeedStorage:
         self, container: str, marker: str | None, *, page_size: int = 5000
     ) -> tuple[list[BlobProperties], str | None]:
         """One page of `container`'s blobs (name order, with their tags) and the marker of the
-        next page (None after the last)."""
+        next page (None after the last). A container deleted meanwhile has no blobs."""
         assert self._owner is not None, "needs the account's service client"
         client = self._owner.get_container_client(container)
 
@@ -181,8 +181,11 @@ class FeedStorage:
             pages = client.list_blobs(include=["tags"], results_per_page=page_size).by_page(
                 continuation_token=marker
             )
-            page = await anext(pages, None)
-            blobs = [] if page is None else [b async for b in page]
+            try:
+                page = await anext(pages, None)
+                blobs = [] if page is None else [b async for b in page]
+            except ResourceNotFoundError:
+                return [], None
             following: str | None = getattr(pages, "continuation_token", None)
             return blobs, following or None
 

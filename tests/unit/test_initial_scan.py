@@ -24,6 +24,7 @@ from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.position import ShardPosition
 from processor.lease_position import LeasePosition, ScanPosition, scan_token
 from processor.scan_reader import (
+    ScanReader,
     backfill_record,
     scan_event_key,
     scan_partition,
@@ -164,3 +165,67 @@ def test_status_names_the_scan_and_where_it_stands() -> None:
     assert describe_position(LeasePosition(scan=scan)) == ("scan", "after photos/dir/cat.jpg")
     done = ScanPosition(1, 4, STARTED, done=True)
     assert describe_position(LeasePosition(scan=done)) == ("scan", "done")
+
+
+class Listing:
+    """An account's listing in memory, two names a page (the reader's view of storage)."""
+
+    def __init__(self, blobs: dict[str, list[str]]) -> None:
+        self.blobs = blobs
+        self.pages = 0
+
+    async def list_containers(self) -> list[str]:
+        return sorted(self.blobs)
+
+    async def list_blob_page(
+        self, container: str, marker: str | None
+    ) -> tuple[list[SimpleNamespace], str | None]:
+        self.pages += 1
+        names = sorted(self.blobs.get(container, []))
+        start = int(marker or 0)
+        page = [_props(n) for n in names[start : start + 2]]
+        return page, str(start + 2) if start + 2 < len(names) else None
+
+
+def _props(name: str) -> SimpleNamespace:
+    return SimpleNamespace(
+        name=name, etag=f'"{name}"', size=1, content_settings=None, blob_type=None,
+        blob_tier=None, version_id=None, snapshot=None, tags=None, last_modified=STARTED,
+    )  # fmt: skip
+
+
+async def _scan(reader: ScanReader) -> list[tuple[str, str]]:
+    got: list[tuple[str, str]] = []
+    while True:
+        step = await reader.read(may_enter=lambda *_: True)
+        if step.batch is None:
+            assert step.position.scan is not None and step.position.scan.done
+            return got
+        got += [
+            tuple(r["subject"].split("/containers/")[1].split("/blobs/", 1))  # type: ignore[misc]
+            for r in step.batch.records
+        ]
+
+
+async def test_a_scan_partition_delivers_its_share_once_and_resumes_after_its_last_blob() -> None:
+    listing = Listing({"a": [f"x{i}" for i in range(9)], "b": [f"y/{i}" for i in range(7)]})
+    everything = [(c, n) for c in sorted(listing.blobs) for n in sorted(listing.blobs[c])]
+    shares = []
+    for partition in range(3):
+        start = LeasePosition(scan=ScanPosition(partition, 3, STARTED))
+        reader = ScanReader(listing, start, batch_events=2)  # type: ignore[arg-type]
+        got = await _scan(reader)
+        assert got == [b for b in everything if scan_partition(*b, 3) == partition]
+        shares += got
+    assert sorted(shares) == everything  # every blob in exactly one partition
+
+    mine = [b for b in everything if scan_partition(*b, 3) == 0]
+    resumed = LeasePosition(scan=ScanPosition(0, 3, STARTED, mine[1]))
+    again = await _scan(ScanReader(listing, resumed, batch_events=2))  # type: ignore[arg-type]
+    assert again == mine[2:]
+
+
+async def test_containers_without_blobs_are_passed_over() -> None:
+    listing = Listing({"a": ["1", "2"], "empty": [], "c": ["3"]})
+    reader = ScanReader(listing, LeasePosition(scan=ScanPosition(0, 1, STARTED)))  # type: ignore[arg-type]
+    assert await _scan(reader) == [("a", "1"), ("a", "2"), ("c", "3")]
