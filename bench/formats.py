@@ -2,19 +2,18 @@
 
     python bench/formats.py [--events 100000] [--rounds 5]
 
-Pure CPU, no storage: made-up records shaped like the service's (creates, updates, tier and tag
-changes, deletes) in batches of 250, as a worker hands them on. Measures events/s of writing
-them as JSON lines in each format (what `cfp read --format` and the jsonl observer do), and of
-turning them into change log rows with and without the envelope's five columns. Rounds
-alternate; the best of each is reported with its ratio to native. Only ratios mean anything on
-a shared machine.
+Pure CPU, no storage: made-up records shaped like the service's (`made_up_records`: creates,
+updates, tier and tag changes, deletes), in batches of 250 as a worker hands them on. Measures
+events/s of writing them as JSON lines in each format (what `cfp read --format` and the jsonl
+observer do), and of turning them into change log rows with and without the envelope's five
+columns. Rounds alternate; the best of each is reported with its ratio to native. Only ratios
+mean anything on a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -22,6 +21,7 @@ import pyarrow as pa
 
 from observers.formats import Format
 from observers.spark import schema
+from observers.spark.sink import made_up_records
 from processor.changefeed.output import formatted_lines, json_lines
 from processor.changefeed.position import BlockSpan, ShardBatch, ShardPosition
 
@@ -34,42 +34,6 @@ TYPES = (
     "BlobTagsUpdated",
     "BlobDeleted",
 )
-
-
-def records(n: int) -> list[dict[str, object]]:
-    out: list[dict[str, object]] = []
-    for i in range(n):
-        kind = TYPES[i % len(TYPES)]
-        out.append(
-            {
-                "schemaVersion": 5,
-                "topic": "/subscriptions/0000/resourceGroups/rg/providers/Microsoft.Storage/"
-                "storageAccounts/bench",
-                "subject": f"/blobServices/default/containers/c{i % 7}/blobs/d/{i % 997}/b{i}",
-                "eventType": kind,
-                "eventTime": f"2026-11-23T10:{i // 6000 % 60:02d}:{i // 100 % 60:02d}.{i:07d}Z"[
-                    :33
-                ],
-                "id": str(uuid.UUID(int=i)),
-                "data": {
-                    "api": "PutBlob",
-                    "clientRequestId": str(uuid.UUID(int=i + 1)),
-                    "requestId": str(uuid.UUID(int=i + 2)),
-                    "etag": f"0x{i:015X}",
-                    "contentType": "application/octet-stream",
-                    "contentLength": i,
-                    "blobType": "BlockBlob",
-                    "blobTier": "Cool" if kind == "BlobTierChanged" else None,
-                    "url": "",
-                    "sequencer": f"{i:048x}",
-                    "blobTagsUpdated": {"current": {"n": str(i % 7)}}
-                    if kind == "BlobTagsUpdated"
-                    else None,
-                    "storageDiagnostics": {"bid": str(uuid.UUID(int=i + 3)), "seq": f"({i},0,0,0)"},
-                },
-            }
-        )
-    return out
 
 
 def batches(all_records: list[dict[str, object]]) -> list[ShardBatch]:
@@ -100,7 +64,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    work = batches(records(args.events))
+    work = batches(made_up_records(args.events, kinds=TYPES))
     read_at = datetime.now(UTC)
 
     def lines(fmt: Format) -> Callable[[], object]:

@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,14 +305,15 @@ async def _commit(batches: list[Pending]) -> None:
             item.done.set_result(None)
 
 
-def _made_up_changes(n: int) -> pa.Table:
-    """`n` change log rows shaped like real ones, about as wide (for warming up the writer)."""
-    records = [
+def made_up_records(n: int, *, kinds: Sequence[str] = ("BlobCreated",)) -> list[dict[str, Any]]:
+    """`n` records shaped like the service's and about as wide, of the event types `kinds` in
+    turn (for warming up the writer, and for benchmarks)."""
+    return [
         {
             "schemaVersion": 5,
             "topic": "/subscriptions/warm-up/resourceGroups/warm-up/providers/Microsoft.Storage",
             "subject": f"/blobServices/default/containers/warm-up/blobs/dir/{i % 97}/b{i}.bin",
-            "eventType": "BlobCreated",
+            "eventType": kinds[i % len(kinds)],
             "eventTime": f"2026-01-01T00:00:{i % 60:02d}.{i % 10_000_000:07d}Z",
             "id": str(uuid.UUID(int=i)),
             "data": {
@@ -331,7 +332,11 @@ def _made_up_changes(n: int) -> pa.Table:
         }
         for i in range(n)
     ]
+
+
+def _made_up_changes(n: int) -> pa.Table:
+    """`n` change log rows shaped like real ones (for warming up the writer)."""
     positions = [f"{i:038d}" for i in range(n)]
     return records_table(
-        records, positions, shard="00", segment="idx/segments/2026/01/01/0000/meta.json"
+        made_up_records(n), positions, shard="00", segment="idx/segments/2026/01/01/0000/meta.json"
     )
