@@ -67,6 +67,8 @@ def load_continuation(value: str | None, *, account: str, host: str) -> Resume:
             fail(f"continuation file {path} does not exist", 2)
         value = path.read_text()
     text = value.strip()
+    if not text:  # what --token-format sdk saves when nothing was read: the beginning
+        return Resume()
     if is_sdk_token(text):
         cursor = from_sdk_token(text, host=host)
         return Resume(cursor.position, cursor.end_time)

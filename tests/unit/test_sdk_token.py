@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -22,6 +23,7 @@ from processor.changefeed.sdk_token import (
     to_sdk_token,
     url_host,
 )
+from processor.cli_read import Resume, load_continuation
 from processor.lease_position import LeasePosition
 from processor.sdk_position import plan_sdk_position, sdk_feed_position
 
@@ -208,3 +210,12 @@ async def test_the_processor_position_uses_the_lowest_segment() -> None:
         "log/02/2020/07/30/2300/": ShardPosition("log/02/2020/07/30/2300/00003.avro", 9, 0),
     }
     assert plan_sdk_position({"00": LeasePosition()}) is None
+
+
+def test_an_empty_saved_token_starts_at_the_beginning(tmp_path: Path) -> None:
+    """What `--token-format sdk` saves when nothing was read (an SDK's empty token too)."""
+    saved = tmp_path / "token.json"
+    saved.write_text("\n")
+    assert load_continuation(f"@{saved}", account="a", host=HOST) == Resume()
+    sdk = load_continuation(token(), account="a", host=HOST)
+    assert sdk.position is not None and sdk.end_time == datetime(2020, 7, 31, tzinfo=UTC)
