@@ -126,7 +126,12 @@ class Balancer:
         self.stats.ticks += 1
         self.parked = [x for x in leases if x.parked]
         if await self._is_paused():
-            return  # leases stay where they are, idle; renewals go on
+            # leases stay where they are, idle; renewals go on. A hand-over already under way
+            # completes (its owner released the lease to us), so that no lease is left free.
+            for lease in leases:
+                if lease.owner is None and lease.next_owner == self.me and not lease.parked:
+                    await self._take(lease, forced=False)
+            return
         if self.on_caught_up is not None and leases and await self._all_done(leases):
             log.info("processor.caught_up", leases=len(leases), parked=len(self.parked))
             self.on_caught_up()
@@ -154,17 +159,7 @@ class Balancer:
         for lease in (*plan.acquire, *forced):
             if self._stopping():
                 return
-            got = await self.store.acquire(lease, self.me)
-            if got is None:
-                continue  # another host was faster, or the owner wrote: next tick decides
-            self._requested_at.pop(lease.token, None)
-            self.stats.acquired += 1
-            self.stats.forced += lease in forced
-            self.progress.acquired.inc()
-            if lease.owner not in (None, self.me):
-                self.progress.stolen.inc()
-            log.info("lease.acquired", lease=got.token, epoch=got.epoch, was=lease.owner)
-            self.supervisor.start(got)
+            await self._take(lease, forced=lease in forced)
         for lease in plan.steal:
             if self._stopping():
                 return
@@ -172,6 +167,21 @@ class Balancer:
                 self._requested_at[lease.token] = self.clock.monotonic()
                 self.stats.requested += 1
                 log.info("lease.handover_requested", lease=lease.token, owner=lease.owner)
+
+    async def _take(self, lease: Lease, *, forced: bool) -> None:
+        """Acquire `lease` and start its worker (nothing when another host was faster, or the
+        owner wrote: the next tick decides)."""
+        got = await self.store.acquire(lease, self.me)
+        if got is None:
+            return
+        self._requested_at.pop(lease.token, None)
+        self.stats.acquired += 1
+        self.stats.forced += forced
+        self.progress.acquired.inc()
+        if lease.owner not in (None, self.me):
+            self.progress.stolen.inc()
+        log.info("lease.acquired", lease=got.token, epoch=got.epoch, was=lease.owner)
+        self.supervisor.start(got)
 
     async def _is_paused(self) -> bool:
         """Read the processor row; pause or resume this host's workers to match it."""

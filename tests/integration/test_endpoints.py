@@ -268,14 +268,19 @@ async def test_pause_holds_leases_idle_across_restarts_until_resume(
             return True
 
         await until(all_paused, "both hosts paused", within_s=15)
+        status: dict[str, Any] = {}
+
+        async def all_held() -> bool:  # a hand-over under way when the pause came completes
+            shown = await asyncio.to_thread(run_cfp, cluster.conn, "status", "--json", *manage)
+            status.update(json.loads(shown.stdout))
+            return all(x["owner"] for x in status["leases"])
+
+        await until(all_held, "every lease held while paused", within_s=15)
         await asyncio.sleep(1.0)  # a batch in hand when the pause was seen may still finish
         before = len(cluster.deliveries())
-        shown = await asyncio.to_thread(run_cfp, cluster.conn, "status", "--json", *manage)
-        doc = json.loads(shown.stdout)
-        owned = {(x["lease"], x["owner"], x["epoch"]) for x in doc["leases"]}
-        assert doc["paused"] is True and doc["pauseReason"] == "upgrade"
-        assert {h["state"] for h in doc["hosts"]} == {"paused"}
-        assert all(owner for _, owner, _ in owned)  # held, not released
+        owned = {(x["lease"], x["owner"], x["epoch"]) for x in status["leases"]}
+        assert status["paused"] is True and status["pauseReason"] == "upgrade"
+        assert {h["state"] for h in status["hosts"]} == {"paused"}
 
         # a host restarted while paused starts paused (the switch is in the lease table)
         cluster.signal("h2", signal.SIGTERM)
