@@ -11,7 +11,7 @@ import os
 import sys
 import time
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -24,7 +24,7 @@ from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedError
 from processor.changefeed.feed_reader import FeedReader, IncompleteRead
 from processor.changefeed.output import formatted_lines
-from processor.changefeed.position import FeedPosition, RawRecord, ShardBatch
+from processor.changefeed.position import FeedPosition, RawRecord, ShardBatch, ShardPosition
 from processor.changefeed.sdk_token import from_sdk_token, is_sdk_token, to_sdk_token, url_host
 from processor.changefeed.selection import EventFilter, TimeRange
 from processor.changefeed.storage import FeedStorage
@@ -97,6 +97,7 @@ class ReadJob:
     save_to: Path | None
     token_format: TokenFormat
     printed: int = 0
+    _shard_ends: dict[str, dict[str, ShardPosition]] = field(default_factory=dict)
 
     async def run(self, stop: asyncio.Event) -> int:
         out = sys.stdout.buffer
@@ -165,7 +166,13 @@ class ReadJob:
             return position.to_token(account=self.account)
         if position.segment is None:
             return ""  # nothing read: an SDK starts from the beginning without a token
-        ends = await catalog.shard_ends(position.segment) if position.is_segment_done else None
+        ends = None
+        if position.is_segment_done:  # listed once per finished segment, not at every save
+            ends = self._shard_ends.get(position.segment)
+            if ends is None:
+                ends = self._shard_ends[position.segment] = await catalog.shard_ends(
+                    position.segment
+                )
         return to_sdk_token(
             position, host=self.host, end_time=self.event_filter.window.end, shard_ends=ends
         )

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -122,10 +121,13 @@ async def upload_recorded_tree(conn: str, root: Path, *, last_consumable: str) -
         await c.upload_blob("meta/segments.json", body, overwrite=True)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], *, within_s: float, what: str) -> None:
-    """Poll `check` every 0.2 s until it holds; AssertionError naming `what` after `within_s`."""
+async def until(probe: Any, what: str, *, within_s: float = 60, every_s: float = 0.05) -> Any:
+    """Await `probe()` until it returns something truthy (returned); AssertionError naming
+    `what` after `within_s`."""
     deadline = time.monotonic() + within_s
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.2)
+    while True:
+        got = await probe()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(every_s)

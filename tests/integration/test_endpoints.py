@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from processor.connection import AZURITE_KEY
 from processor.endpoints import DEFAULT_HTTP_PORT
 from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
 from tests.deploy_files import dockerfile
-from tests.helpers import Feed, emulate_afresh, run_cfp
+from tests.helpers import Feed, emulate_afresh, run_cfp, until
 
 ARGS = quick_host_args(batch=20)
 
@@ -77,16 +76,6 @@ def metric(text: str, name: str, **labels: str) -> float:
         if all(f'{k}="{v}"' in key for k, v in labels.items()):
             total += float(value)
     return total
-
-
-async def until(probe: Any, what: str, *, within_s: float = 60, every_s: float = 0.05) -> Any:
-    deadline = time.monotonic() + within_s
-    while True:
-        got = await probe()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(every_s)
 
 
 async def test_endpoints_through_a_hosts_life(cluster: Cluster) -> None:

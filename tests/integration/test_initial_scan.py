@@ -19,7 +19,7 @@ from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
 from processor.changefeed.selection import parse_event_time
 from processor.lease_position import LeasePosition, is_scan_token
 from tests.cluster import LEASE_TABLE, Cluster, Table, quick_host_args
-from tests.helpers import emulate, eventually, run_cfp
+from tests.helpers import emulate, run_cfp, until
 
 PARTITIONS = 4
 SHAPE = {"shards": (2, 3), "containers": 3, "blobs_per_container": 120}
@@ -77,13 +77,13 @@ async def test_backfill_first_then_the_feed_and_nothing_lost(account: str, tmp_p
                 async def some_backfill() -> bool:
                     return any(d["eventType"] == "BlobBackfill" for d in cluster.deliveries())
 
-                await eventually(some_backfill, within_s=60, what="a backfill delivery")
+                await until(some_backfill, "a backfill delivery", within_s=60, every_s=0.2)
                 cluster.signal("h1", signal.SIGKILL)  # mid-scan: its partitions resume elsewhere
                 cluster.start("h3")
                 await table.until(scan_done, within_s=120, what="the scan done")
                 leases = await table.leases()
                 changed_during_scan = sum(emulator.summary.events.values())
-                await asyncio.sleep(2)
+                await asyncio.sleep(2)  # the workload runs on: changes after the scan too
                 stop.set()
                 await live
                 expected = await account_blobs(account)
@@ -91,7 +91,7 @@ async def test_backfill_first_then_the_feed_and_nothing_lost(account: str, tmp_p
                 async def applied() -> bool:  # applied in delivery order: the account as it is
                     return fold(cluster.deliveries()) == expected
 
-                await eventually(applied, within_s=120, what="deliveries that give the account")
+                await until(applied, "deliveries that give the account", within_s=120, every_s=0.2)
             status = await asyncio.to_thread(
                 run_cfp, account, "status", "--processor-name", "scan", "--lease-table", LEASE_TABLE
             )

@@ -23,7 +23,7 @@ from processor.changefeed.avro_chunk import BlockSpan, ChunkHeader, parse_header
 from processor.changefeed.decode import decode_blocks
 from processor.changefeed.layout import CONTAINER
 from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
-from tests.helpers import emulate, eventually, read_all, run_cfp
+from tests.helpers import emulate, read_all, run_cfp, until
 
 ARGS = quick_host_args(batch=6, observer="tests.plugins:PoisonJsonl")
 BAD_LEASE = "01"
@@ -208,7 +208,7 @@ async def test_a_segment_deleted_under_stopped_leases_is_a_gap_to_the_next_segme
     async def some_delivered() -> bool:
         return len(cluster.deliveries()) >= 30
 
-    await eventually(some_delivered, within_s=60, what="30 deliveries")
+    await until(some_delivered, "30 deliveries", within_s=60, every_s=0.2)
     cluster.signal("h1", signal.SIGTERM)
     assert await asyncio.to_thread(cluster.wait, "h1") == 0
     first = "idx/segments/2026/01/01/0000/meta.json"
