@@ -9,7 +9,7 @@ decision), `errors`. Nothing here knows about the change feed or Spark.
 from leases.balancing import BalanceLimits, TakePlan, plan_takes
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
 from leases.expiry import ExpiryTracker, LeaseView
-from leases.hosts import HostReport, ProcessorState
+from leases.hosts import HostReport, ProcessorState, job_name, job_token
 from leases.memory_store import MemoryLeaseStore
 from leases.record import Delivered, HostId, Lease, LeaseMove, LeaseToken
 from leases.store import LeaseStore
@@ -35,5 +35,7 @@ __all__ = [
     "ProcessorState",
     "TableLeaseStore",
     "TakePlan",
+    "job_name",
+    "job_token",
     "plan_takes",
 ]

@@ -1,10 +1,13 @@
-"""Rows beside the leases: each host's own report of its state (for `cfp status`), and the
-processor's row (paused or not, for `cfp pause` / `cfp resume`).
+"""Rows beside the leases: each host's own report of its state (for `cfp status`), the
+processor's row (paused or not, for `cfp pause` / `cfp resume`), and job leases.
 
 A host row is written only by its host (unconditionally: nobody else writes it) and read by
 anyone. It lives in the processor's partition under a RowKey starting with `HOST_ROW_PREFIX`.
-The processor row is written by operators and read by every host at each balancing tick. No
-lease token can start with `~`, so lease listings leave both out with a key range.
+The processor row is written by operators and read by every host at each balancing tick. A job
+lease (`job_token`) is a lease like any other (owner, epoch, continuation, the same conditional
+writes) for work that one host of the processor does at a time, such as the Spark observer's
+state job. No lease token can start with `~`, so lease listings leave all three out with a key
+range.
 """
 
 from __future__ import annotations
@@ -13,12 +16,27 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from leases.record import HostId
+from leases.record import HostId, LeaseToken
 
 HOST_ROW_PREFIX = "~host~"
 PROCESSOR_ROW = "~processor"
-# every lease RowKey sorts before this; every host row at or after it
+JOB_ROW_PREFIX = "~job~"
+# every lease RowKey sorts before this; every other row at or after it
 HOST_ROWS_FROM = "~"
+
+
+def key_range(prefix: str) -> tuple[str, str]:
+    """The RowKeys starting with `prefix`: from it (inclusive) to the next prefix (exclusive)."""
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+def job_token(name: str) -> LeaseToken:
+    """The lease of the job `name` (one host of the processor at a time runs it)."""
+    return LeaseToken(JOB_ROW_PREFIX + name)
+
+
+def job_name(token: str) -> str:
+    return token.removeprefix(JOB_ROW_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)

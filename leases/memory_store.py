@@ -26,8 +26,8 @@ class MemoryLeaseStore(ConditionalLeaseStore):
         self._rows[lease.token] = row
         return row
 
-    async def _list(self) -> list[Lease]:
-        return list(self._rows.values())
+    async def _list(self, lo: str, hi: str) -> list[Lease]:
+        return [row for token, row in self._rows.items() if lo <= token < hi]
 
     async def _read(self, token: LeaseToken) -> Lease | None:
         return self._rows.get(token)

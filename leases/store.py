@@ -24,7 +24,7 @@ from typing import Protocol
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from leases.errors import LeaseStoreUnavailable
-from leases.hosts import HostReport, ProcessorState
+from leases.hosts import HOST_ROWS_FROM, JOB_ROW_PREFIX, HostReport, ProcessorState, key_range
 from leases.record import MAX_MOVES, Delivered, HostId, Lease, LeaseMove, LeaseToken
 
 # Attempts for one store call that keeps failing transiently (then LeaseStoreUnavailable).
@@ -43,6 +43,10 @@ class LeaseStore(Protocol):
     """
 
     async def list_leases(self) -> list[Lease]: ...
+
+    async def list_jobs(self) -> list[Lease]:
+        """The job leases of the processor (`leases.hosts.job_token`)."""
+        ...
 
     async def publish_host(self, report: HostReport) -> None:
         """Write this host's own row (see `leases.hosts`)."""
@@ -129,13 +133,13 @@ def retrying() -> AsyncRetrying:
 class ConditionalLeaseStore(abc.ABC):
     """The write policy over four primitives a backend provides.
 
-    Backends implement `_list`, `_read`, `_insert` (None on "exists") and `_replace` (None on
-    "ETag did not match"); each raises `LeaseStoreUnavailable` for a transient failure, whose
-    outcome (for writes) is unknown.
+    Backends implement `_list` (the rows whose RowKey is in [lo, hi)), `_read`, `_insert`
+    (None on "exists") and `_replace` (None on "ETag did not match"); each raises
+    `LeaseStoreUnavailable` for a transient failure, whose outcome (for writes) is unknown.
     """
 
     @abc.abstractmethod
-    async def _list(self) -> list[Lease]: ...
+    async def _list(self, lo: str, hi: str) -> list[Lease]: ...
 
     @abc.abstractmethod
     async def _read(self, token: LeaseToken) -> Lease | None: ...
@@ -147,9 +151,15 @@ class ConditionalLeaseStore(abc.ABC):
     async def _replace(self, lease: Lease, etag: str) -> Lease | None: ...
 
     async def list_leases(self) -> list[Lease]:
+        return await self._list_sorted("", HOST_ROWS_FROM)
+
+    async def list_jobs(self) -> list[Lease]:
+        return await self._list_sorted(*key_range(JOB_ROW_PREFIX))
+
+    async def _list_sorted(self, lo: str, hi: str) -> list[Lease]:
         async for attempt in retrying():
             with attempt:
-                return sorted(await self._list(), key=lambda lease: lease.token)
+                return sorted(await self._list(lo, hi), key=lambda lease: lease.token)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def get(self, token: LeaseToken) -> Lease | None:

@@ -36,13 +36,7 @@ from tenacity import (
 )
 
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
-from leases.hosts import (
-    HOST_ROW_PREFIX,
-    HOST_ROWS_FROM,
-    PROCESSOR_ROW,
-    HostReport,
-    ProcessorState,
-)
+from leases.hosts import HOST_ROW_PREFIX, PROCESSOR_ROW, HostReport, ProcessorState, key_range
 from leases.record import HostId, Lease, LeaseToken, moves_from_text, moves_to_text
 from leases.store import ConditionalLeaseStore
 
@@ -234,11 +228,11 @@ class TableLeaseStore(ConditionalLeaseStore):
     def _lease(self, entity: Any) -> Lease:
         return from_entity(self.table, dict(entity), str(entity.metadata["etag"]))
 
-    async def _list(self) -> list[Lease]:
+    async def _list(self, lo: str, hi: str) -> list[Lease]:
         async def op() -> list[Lease]:
             rows = self._client.query_entities(
-                "PartitionKey eq @pk and RowKey lt @hosts",
-                parameters={"pk": self.processor, "hosts": HOST_ROWS_FROM},
+                "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                parameters={"pk": self.processor, "lo": lo, "hi": hi},
             )
             return [self._lease(e) async for e in rows]
 
@@ -258,13 +252,10 @@ class TableLeaseStore(ConditionalLeaseStore):
 
     async def list_hosts(self) -> list[HostReport]:
         async def op() -> list[HostReport]:
+            lo, hi = key_range(HOST_ROW_PREFIX)
             rows = self._client.query_entities(
                 "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-                parameters={
-                    "pk": self.processor,
-                    "lo": HOST_ROW_PREFIX,
-                    "hi": HOST_ROW_PREFIX[:-1] + chr(ord(HOST_ROW_PREFIX[-1]) + 1),
-                },
+                parameters={"pk": self.processor, "lo": lo, "hi": hi},
             )
             reports: list[HostReport] = []
             async for e in rows:

@@ -1,7 +1,8 @@
 """Observers: the contract between a host and the code that consumes a lease's batches.
 
 Public names: `Observer`, `PartitionContext`, `CloseReason`, `ChangeEvent`, `EventBatch` (what
-`process_changes` receives; from `protocol`), `LeaseLostError`, and the plugin loader. Built-ins:
+`process_changes` receives; from `protocol`), `LeaseLostError`, `SingletonJob` and `JobRun`
+(work one host at a time does), and the plugin loader. Built-ins:
 `log`, `jsonl`, `spark`. Plugins import only from here. Nothing here knows about Azure Tables.
 """
 
@@ -11,16 +12,19 @@ from observers.protocol import (
     ChangeEvent,
     CloseReason,
     EventBatch,
+    JobRun,
     LeaseLostError,
     Observer,
     ObserverFactory,
     PartitionContext,
+    SingletonJob,
 )
 
 __all__ = [
     "ChangeEvent",
     "CloseReason",
     "EventBatch",
+    "JobRun",
     "LeaseLostError",
     "Observer",
     "ObserverCalls",
@@ -29,5 +33,6 @@ __all__ = [
     "PartitionContext",
     "PluginLoadError",
     "ReplayRequired",
+    "SingletonJob",
     "load_observer_factory",
 ]

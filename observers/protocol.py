@@ -261,3 +261,29 @@ class Observer(Protocol):
 
 
 ObserverFactory = Callable[[], Observer]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRun:
+    """What one run of a `SingletonJob` did."""
+
+    continuation: str  # kept in the job's lease and given to the next run, on any host
+    is_caught_up: bool  # nothing was left to do when the run ended
+    summary: Mapping[str, object] = field(default_factory=dict)  # logged
+
+
+@runtime_checkable
+class SingletonJob(Protocol):
+    """Work that one host of a processor does at a time, besides its leases: the host holding
+    the job's own lease runs it every `every_s` seconds (e.g. the Spark observer's state job).
+    An observer factory offers its jobs as `jobs`. A run must be safe to repeat, and to be run by
+    a host that lost the job's lease without knowing (a paused host waking up): the lease only
+    keeps the hosts from doing the same work at once."""
+
+    name: str
+    every_s: float
+
+    async def run(self, continuation: str | None, *, final: bool = False) -> JobRun:
+        """One run, from the continuation the last run left (None the first time). `final`:
+        the host is leaving after this run because the processor caught up."""
+        ...

@@ -5,6 +5,8 @@ Host.run                  TaskGroup: a crash here stops the host (its container 
 ├── Renewer.run           renews held leases at a fixed rate; fences what it cannot renew
 ├── Balancer.run          list, observe, plan, acquire or ask for hand-over, start workers
 ├── sample_lag            bytes left per owned lease, for /status and /metrics
+├── JobRunner.run         per singleton job of the observer (Spark's state job): run it while
+│                         holding its lease
 └── WorkerSupervisor.run  one task per owned lease: read, deliver, checkpoint, release
 ```
 
@@ -15,8 +17,8 @@ permanently when `run` raises. `Presence` writes it to the host's row for `cfp s
 
 Shutdown (`stop()`, SIGTERM, SIGINT, or caught up with `--until-caught-up`): balancing stops,
 each worker finishes the batch in hand, checkpoints, closes its observer and releases its lease
-(continuation kept); the renewer keeps renewing until the last worker is done. Then the host
-returns.
+(continuation kept); then each job runner lets go of its job's lease (after one final run with
+`--until-caught-up`); the renewer keeps renewing until all that is done. Then the host returns.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from processor.clock import Clock, SystemClock
 from processor.config import HostConfig
 from processor.dead_letter import DeadLetterFolder
 from processor.held import HeldLease
+from processor.jobs import JobRunner
 from processor.lag import LAG_SAMPLE_S, sample_lag
 from processor.lease_position import LeasePosition
 from processor.lifecycle import HostState, Lifecycle
@@ -135,9 +138,23 @@ class Host:
             clock=self.clock,
             expiry_s=t.expiry_s,
         )
-        self.renewer = Renewer(
-            store, self.supervisor.held, every_s=t.renew_every_s, clock=self.clock
-        )
+        self.jobs = [
+            JobRunner(
+                job,
+                store=store,
+                me=config.host_name,
+                timings=t,
+                clock=self.clock,
+                progress=self.progress,
+                rng=rng,
+            )
+            for job in getattr(observer_factory, "jobs", ())
+        ]
+        self.renewer = Renewer(store, self._held, every_s=t.renew_every_s, clock=self.clock)
+
+    def _held(self) -> list[HeldLease]:
+        """Every lease this host holds: its workers' and its jobs'."""
+        return [*self.supervisor.held(), *(held for job in self.jobs for held in job.held())]
 
     def stop(self) -> None:
         """Begin a graceful shutdown; calling it again does nothing more."""
@@ -201,6 +218,7 @@ class Host:
             supervising = tg.create_task(self.supervisor.run())
             tg.create_task(self.renewer.run(renewer_stop))
             balancing = tg.create_task(self.balancer.run(self._stop))
+            jobs = [tg.create_task(job.run(self._stop)) for job in self.jobs]
             tg.create_task(
                 sample_lag(
                     self.progress,
@@ -216,6 +234,9 @@ class Host:
             await balancing
             self.supervisor.close()
             await supervising  # every worker has checkpointed, closed and released
+            await asyncio.gather(*jobs)
+            for job in self.jobs:
+                await job.finish(final=self.config.until_caught_up)
             renewer_stop.set()
         log.info("host.stopped", closed=self._reasons())
 

@@ -123,6 +123,12 @@ class HostProgress:
         self.store_errors = Counter(
             "cfp_lease_store_errors", "Balancing ticks the lease store failed.", registry=r
         )
+        self.job_runs = Counter(
+            "cfp_job_runs",
+            "Runs of a singleton job on this host (the Spark state job), by outcome (ok, failed).",
+            ["job", "outcome"],
+            registry=r,
+        )
         self.state = Enum(
             "cfp_host_state",
             "The host's lifecycle state.",

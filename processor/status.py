@@ -1,4 +1,5 @@
-"""`cfp status`: every lease of a processor, its owner and position, and what is left to read.
+"""`cfp status`: every lease of a processor, its owner and position, and what is left to read;
+its hosts, and its singleton jobs (who holds each, its last run).
 
 What is left is estimated from blob sizes: the unread bytes of the lease's current chunk, its
 later chunks, and its shard's chunks in later consumable segments. It is read-only and makes
@@ -9,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from leases import HostReport, Lease, LeaseStore, ProcessorState
+from leases import HostReport, Lease, LeaseStore, ProcessorState, job_name
 from processor.barrier import readable_segments
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, InvalidContinuation
@@ -120,6 +122,53 @@ class StatusReport:
     feed_error: str | None  # the feed's segment list could not be read: nothing is estimated
     hosts: list[HostReport]
     processor: ProcessorState
+    jobs: list[Lease] = field(default_factory=list)  # singleton jobs' leases (Spark's state job)
+
+
+def job_json(lease: Lease, now: datetime) -> dict[str, object]:
+    try:
+        progress = json.loads(lease.continuation) if lease.continuation else None
+    except ValueError:
+        progress = lease.continuation
+    return {
+        "job": job_name(lease.token),
+        "holder": lease.owner,
+        "epoch": lease.epoch,
+        "lastRun": lease.checkpoint_time.isoformat() if lease.checkpoint_time else None,
+        "lastRunSecondsAgo": (
+            round((now - lease.checkpoint_time).total_seconds(), 1)
+            if lease.checkpoint_time
+            else None
+        ),
+        "caughtUp": lease.caught_up,
+        "progress": progress,
+    }
+
+
+def render_jobs(jobs: list[Lease], now: datetime) -> str:
+    """One line per singleton job: who holds it, its last run, and what that run left."""
+    lines: list[tuple[str, ...]] = [("JOB", "HOLDER", "LAST RUN", "CAUGHT UP", "PROGRESS")]
+    for doc in (job_json(j, now) for j in jobs):
+        ago = doc["lastRunSecondsAgo"]
+        progress = doc["progress"]
+        text = (
+            " ".join(f"{k}={v}" for k, v in progress.items())
+            if isinstance(progress, dict)
+            else str(progress or "-")
+        )
+        lines.append(
+            (
+                str(doc["job"]),
+                f"{doc['holder']} (epoch {doc['epoch']})" if doc["holder"] else "nobody",
+                "never" if ago is None else f"{ago:.0f}s ago",
+                "yes" if doc["caughtUp"] else "no",
+                text,
+            )
+        )
+    widths = [max(len(row[i]) for row in lines) for i in range(len(lines[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines
+    )
 
 
 def host_json(r: HostReport, now: datetime) -> dict[str, object]:
@@ -157,6 +206,7 @@ async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusRep
     leases = await store.list_leases()
     hosts = await store.list_hosts()
     state = await store.processor_state()
+    jobs = await store.list_jobs()
     feed_error: str | None = None
     try:
         segments: list[str] | None = await catalog.segments(max_age_s=0)
@@ -175,7 +225,7 @@ async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusRep
 
     async with asyncio.TaskGroup() as tg:
         tasks = [tg.create_task(one(lease)) for lease in leases]
-    return StatusReport([t.result() for t in tasks], feed_error, hosts, state)
+    return StatusReport([t.result() for t in tasks], feed_error, hosts, state, jobs)
 
 
 def describe_position(pos: LeasePosition | None) -> tuple[str, str]:

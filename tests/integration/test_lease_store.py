@@ -19,6 +19,8 @@ from leases import (
     LeaseToken,
     MemoryLeaseStore,
     ProcessorState,
+    job_name,
+    job_token,
 )
 from leases.store import ConditionalLeaseStore
 from leases.table_store import TableLeaseStore
@@ -286,6 +288,32 @@ async def test_host_rows_and_the_processor_row_live_beside_the_leases(
     assert [h.name for h in await b.list_hosts()] == [A]
     await a.set_processor_state(ProcessorState(paused=False, since=WHEN))
     assert (await b.processor_state()).paused is False
+
+
+async def test_job_leases_are_listed_apart_and_written_like_leases(stores: StoreFactory) -> None:
+    """A job's lease (`job_token`) shares the partition with the leases, host rows and the
+    processor row, is listed only by `list_jobs`, and keeps the leases' write rules: one
+    creator wins, a release keeps the continuation, a checkpoint of an old epoch is refused."""
+    a, b = await stores(), await stores()
+    await _owned(a, A)
+    await a.publish_host(HostReport(A, "running", WHEN, WHEN, 1, 30.0))
+    token = job_token("state")
+    made = await a.create_if_absent(token, None)
+    assert made is not None and await b.create_if_absent(token, None) is None
+    held = await a.acquire(made, A)
+    assert held is not None and await b.acquire(made, B) is None  # the ETag moved on
+    done = await a.checkpoint(held, '{"applied": 3}', caught_up=True, when=WHEN)
+    assert done is not None
+    assert [x.token for x in await b.list_leases()] == [T0]
+    [job] = await b.list_jobs()
+    assert (job.token, job.owner, job.continuation) == (token, A, '{"applied": 3}')
+    assert job.caught_up and job_name(job.token) == "state"
+    released = await a.release(done)
+    assert released is not None and released.owner is None
+    taken = await b.acquire(released, B)
+    assert taken is not None and (taken.epoch, taken.continuation) == (2, '{"applied": 3}')
+    assert await a.checkpoint(done, "late", caught_up=False, when=WHEN) is None  # epoch 1
+    assert (await a.get(token)) == taken
 
 
 async def test_checkpoints_add_delivered_counters_past_32_bits(stores: StoreFactory) -> None:
