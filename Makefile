@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 AZURITE := deploy/local/node_modules/.bin/azurite
+JARS := deploy/spark/jars/.installed
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-spark bench-rebalance bench-balance bench-formats clean
+.PHONY: help install demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-spark bench-state bench-rebalance bench-balance bench-formats clean
 
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
@@ -15,7 +16,8 @@ help:
 	@echo "make azurite    run Azurite in the foreground on the default ports (data in $(AZURITE_DIR)/)"
 	@echo "make spark-connect  run a Spark Connect server on 127.0.0.1:15002 in the foreground"
 	@echo "make bench      read-throughput benchmark: ours vs the official SDK vs a bare baseline"
-	@echo "make bench-spark      one host into local Spark vs writing the same rows from a ready table"
+	@echo "make bench-spark      one host into the Delta change log vs appending the same rows"
+	@echo "make bench-state      the state table's MERGE at 100k, 1M and 10M blobs"
 	@echo "make bench-rebalance  real hosts: kill -9, SIGTERM, scale-out (time, ticks, duplicates)"
 	@echo "make bench-balance    the pure balancer at 1,000 hosts x 10,000 leases"
 	@echo "make bench-formats    what --format and the change log's envelope columns cost"
@@ -30,7 +32,15 @@ $(AZURITE): deploy/local/package.json deploy/local/package-lock.json
 	npm ci --prefix deploy/local --prefer-offline --no-audit --no-fund --loglevel=error
 	touch $@
 
-install: $(VENV)/.installed $(AZURITE)
+# Delta Lake and hadoop-azure for every Spark session (spark.jars): fetched once from Maven
+# Central, then checked against PySpark's own jars (a duplicate class fails the install)
+$(JARS): deploy/spark/pom.xml $(VENV)/.installed
+	rm -rf deploy/spark/jars
+	mvn -q -B -Dstyle.color=never -f deploy/spark/pom.xml dependency:copy-dependencies -DoutputDirectory=jars
+	$(PY) -m observers.spark.jars --check
+	touch $@
+
+install: $(VENV)/.installed $(AZURITE) $(JARS)
 
 demo: install
 	$(PY) deploy/local/demo.py
@@ -42,7 +52,7 @@ lint: $(VENV)/.installed
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
-unit: $(VENV)/.installed
+unit: $(VENV)/.installed $(JARS)
 	$(VENV)/bin/pytest -q tests/unit
 
 integration: install
@@ -61,7 +71,7 @@ azurite: $(AZURITE)
 	mkdir -p $(AZURITE_DIR)
 	$(AZURITE) --location $(AZURITE_DIR) --skipApiVersionCheck --loose --disableTelemetry
 
-spark-connect: $(VENV)/.installed
+spark-connect: $(VENV)/.installed $(JARS)
 	$(VENV)/bin/cfp spark-connect --port $(or $(PORT),15002)
 
 bench: install
@@ -69,6 +79,9 @@ bench: install
 
 bench-spark: install
 	$(PY) -m bench.spark_ingest
+
+bench-state: install
+	$(PY) -m bench.state_merge
 
 bench-rebalance: install
 	$(PY) -m bench.rebalance
@@ -80,4 +93,4 @@ bench-formats: $(VENV)/.installed
 	$(PY) -m bench.formats
 
 clean:
-	rm -rf $(VENV) deploy/local/node_modules .pytest_cache .mypy_cache .ruff_cache .bench
+	rm -rf $(VENV) deploy/local/node_modules deploy/spark/jars .pytest_cache .mypy_cache .ruff_cache .bench

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from observers.formats import Format
 from observers.spark import schema
-from observers.spark.sink import made_up_records
+from observers.spark.records import made_up_records
 from processor.changefeed.output import formatted_lines, json_lines
 from processor.changefeed.position import BlockSpan, ShardBatch, ShardPosition
 

@@ -1,5 +1,5 @@
 """The `cfp` command line: `read` and `emulate` here, `run` and `status` from `cli_host`,
-`verify`, `sql` and `spark-connect` from `cli_spark`."""
+`verify`, `sql`, `optimize` and `spark-connect` from `cli_spark`."""
 
 from __future__ import annotations
 
@@ -27,7 +27,12 @@ from processor.cli_host import run_command, status_command
 from processor.cli_lease import lease_group
 from processor.cli_processor import pause_command, resume_command
 from processor.cli_read import read_command
-from processor.cli_spark import spark_connect_command, sql_command, verify_command
+from processor.cli_spark import (
+    optimize_command,
+    spark_connect_command,
+    sql_command,
+    verify_command,
+)
 from processor.logs import configure_logging
 
 T = TypeVar("T")
@@ -198,4 +203,5 @@ main.add_command(pause_command)
 main.add_command(resume_command)
 main.add_command(verify_command)
 main.add_command(sql_command)
+main.add_command(optimize_command)
 main.add_command(spark_connect_command)

@@ -102,6 +102,13 @@ def format_option(envvar: str | None, help_text: str) -> Callable[[Any], Any]:
     )
 
 
+output_connection_option = click.option(
+    "--output-connection-string",
+    "output_connection_string",
+    envvar="CFP_OUTPUT_CONNECTION_STRING",
+    help="Connection string of the account an abfss:// --output is in (default: the feed's; "
+    "without a key or SAS, and for any other account, Microsoft Entra ID).",
+)
 spark_master_option = click.option(
     "--spark-master",
     envvar="CFP_SPARK_MASTER",

@@ -15,13 +15,13 @@ from click.core import ParameterSource
 from leases import DEFAULT_TABLE, LeaseError, LeaseStore
 from observers import PluginLoadError
 from observers.formats import Format
+from observers.spark.output import parse_output
 from observers.spark.session import (
     DEFAULT_MAX_ROWS,
     DEFAULT_MAX_WAIT_S,
-    DEFAULT_STATE_BUCKETS,
+    DEFAULT_STATE_EVERY_S,
     DEFAULT_WARM_UP_ROWS,
     SparkOptions,
-    output_path,
     spark_conf,
 )
 from processor import connection
@@ -34,6 +34,7 @@ from processor.cli_common import (
     connection_option,
     fail,
     format_option,
+    output_connection_option,
     run_async,
     say_error,
     spark_conf_option,
@@ -59,8 +60,10 @@ from processor.runtime import tune_gc
 from processor.sdk_position import plan_sdk_position, sdk_feed_position
 from processor.status import (
     host_json,
+    job_json,
     processor_status,
     render_hosts,
+    render_jobs,
     render_table,
     render_totals,
 )
@@ -119,18 +122,21 @@ processor_option = click.option(
 @click.option(
     "--output",
     envvar="CFP_OUTPUT",
-    help="--observer spark: folder of the tables (OUTPUT/changes, OUTPUT/state).",
+    help="--observer spark: where the Delta tables go (OUTPUT/changes, OUTPUT/state): a local "
+    "folder, or abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH.",
 )
+@output_connection_option
 @spark_master_option
 @spark_remote_option
 @spark_conf_option
 @click.option(
-    "--state-buckets",
-    envvar="CFP_STATE_BUCKETS",
-    type=click.IntRange(min=1, max=4096),
-    default=DEFAULT_STATE_BUCKETS,
+    "--state-interval",
+    envvar="CFP_STATE_INTERVAL",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_STATE_EVERY_S,
     show_default=True,
-    help="--observer spark: files of the current-state table (used when the table is made).",
+    help="--observer spark: seconds between runs of the state job (one host runs it: the one "
+    "holding its lease), which MERGEs the new change-log commits into the state table.",
 )
 @click.option(
     "--spark-max-rows",
@@ -295,10 +301,11 @@ def run_command(
     observer: str,
     output_format: str,
     output: str | None,
+    output_connection_string: str | None,
     spark_master: str,
     spark_remote: str | None,
     spark_conf_pairs: tuple[str, ...],
-    state_buckets: int,
+    state_interval: float,
     spark_max_rows: int,
     spark_max_wait: float,
     spark_warm_up_rows: int,
@@ -340,31 +347,35 @@ def run_command(
         )
     except ValueError as e:
         fail(str(e), 2)
+    conn = connection.resolve(connection_string)
     spark: SparkOptions | None = None
     if observer == "spark":
         try:
             spark = SparkOptions(
-                output_path(output or ""),
+                parse_output(output or ""),
+                access=connection.storage_access(
+                    connection.resolve_other(output_connection_string, conn)
+                ),
+                feed=connection.storage_access(conn),
                 master=spark_master,
                 remote=spark_remote,
                 conf=spark_conf(spark_conf_pairs),
-                state_buckets=state_buckets,
                 warm_up_rows=spark_warm_up_rows,
                 max_rows=spark_max_rows,
                 max_wait_s=spark_max_wait,
+                state_every_s=state_interval,
             )
-        except PluginLoadError as e:
+        except (PluginLoadError, ValueError) as e:  # ValueError: a malformed connection string
             fail(str(e), 2)
     policy = OnObserverError(on_observer_error)
     if policy is OnObserverError.DEAD_LETTER and dead_letter_dir is None:
-        if spark is None:
-            fail("--on-observer-error dead-letter needs --dead-letter-dir", 2)
-        dead_letter_dir = str(spark.output / "dead-letter")
+        if spark is None or spark.output.local is None:
+            fail("--on-observer-error dead-letter needs --dead-letter-dir (a local folder)", 2)
+        dead_letter_dir = str(spark.output.local / "dead-letter")
     clock = SystemClock()
-    conn = connection.resolve(connection_string)
     config = HostConfig(
         connection_string=conn,
-        lease_connection_string=connection.resolve_lease(lease_connection_string, conn),
+        lease_connection_string=connection.resolve_other(lease_connection_string, conn),
         lease_table=lease_table,
         processor_name=processor_name,
         host_name=host_name or default_host_name(),  # type: ignore[arg-type]
@@ -423,7 +434,7 @@ def status_command(
         try:
             async with (
                 connection.lease_store(
-                    connection.resolve_lease(lease_connection_string, conn),
+                    connection.resolve_other(lease_connection_string, conn),
                     table=lease_table,
                     processor=processor_name,
                 ) as store,
@@ -450,6 +461,7 @@ def status_command(
                 ),
                 "pauseReason": report.processor.reason or None,
                 "hosts": [host_json(h, now) for h in report.hosts],
+                "jobs": [job_json(j, now) for j in report.jobs],
                 "bytesLeft": sum(r.bytes_left or 0 for r in rows),
                 "eventsLeft": sum(r.events_left() or 0 for r in rows),
                 "leases": [r.to_json(now) for r in rows],
@@ -468,6 +480,8 @@ def status_command(
                 )
             if report.hosts:
                 click.echo(render_hosts(report.hosts, now) + "\n")
+            if report.jobs:
+                click.echo(render_jobs(report.jobs, now) + "\n")
             click.echo(render_table(rows, now))
             click.echo(render_totals(rows, now))
         if report.feed_error is not None:
@@ -552,7 +566,9 @@ async def _serve_host(
             leaves = _leaves(e)
             for leaf in leaves:
                 say_error(leaf)
-            if not all(isinstance(leaf, LeaseError | FeedError) for leaf in leaves):
+            if not all(
+                isinstance(leaf, LeaseError | FeedError | PluginLoadError) for leaf in leaves
+            ):
                 raise  # a bug: let the traceback show
             return 1
         finally:

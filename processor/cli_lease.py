@@ -46,7 +46,7 @@ def _stopped(lease: Lease | None, token: str) -> Lease:
 
 def _store(conn: str, lease_conn: str | None, table: str, processor: str) -> TableLeaseStore:
     return connection.lease_store(
-        connection.resolve_lease(lease_conn, conn), table=table, processor=processor
+        connection.resolve_other(lease_conn, conn), table=table, processor=processor
     )
 
 

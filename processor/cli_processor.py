@@ -33,7 +33,7 @@ def _set(
     async def main(stop: asyncio.Event) -> int:
         try:
             async with connection.lease_store(
-                connection.resolve_lease(lease_conn, conn), table=table, processor=processor
+                connection.resolve_other(lease_conn, conn), table=table, processor=processor
             ) as store:
                 await store.open()
                 before = await store.processor_state()

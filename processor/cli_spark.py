@@ -1,4 +1,5 @@
-"""`cfp verify`, `cfp sql` and `cfp spark-connect`: the tools around the Spark observer's tables."""
+"""`cfp verify`, `cfp sql`, `cfp optimize` and `cfp spark-connect`: the tools around the Spark
+observer's Delta tables."""
 
 from __future__ import annotations
 
@@ -9,19 +10,30 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from observers import PluginLoadError
-from observers.spark.session import SparkOptions, open_session, output_path, spark_conf
+from observers.spark.output import (
+    Output,
+    StorageAccess,
+    delta_rs_options,
+    excluded_container,
+    parse_output,
+)
+from observers.spark.session import SparkOptions, embedded_settings, open_session, spark_conf
+from observers.spark.sql import table_ref
+from observers.spark.state_job import optimize
+from observers.spark.tables import check_layout, is_delta_table
 from processor import connection
 from processor.cli_common import (
     connection_option,
     fail,
+    output_connection_option,
     run_async,
     say_error,
     spark_conf_option,
@@ -34,20 +46,28 @@ output_option = click.option(
     "--output",
     envvar="CFP_OUTPUT",
     required=True,
-    help="The folder the hosts write the tables into (their --output).",
+    help="Where the hosts write the tables (their --output): a folder or an abfss:// URI.",
 )
 
 
-def _output(text: str) -> Path:
+def _where(
+    output: str, connection_string: str | None, output_connection_string: str | None
+) -> tuple[Output, StorageAccess, StorageAccess]:
+    """The parsed `--output`, its account's credentials and the feed's (exit 2 when wrong)."""
+    conn = connection.resolve(connection_string)
     try:
-        return output_path(text)
-    except PluginLoadError as e:
+        where = parse_output(output)
+        check_layout(where)
+        access = connection.storage_access(connection.resolve_other(output_connection_string, conn))
+        return where, access, connection.storage_access(conn)
+    except (PluginLoadError, ValueError) as e:  # ValueError: a malformed connection string
         fail(str(e), 2)
 
 
 @click.command("verify")
 @output_option
 @connection_option
+@output_connection_option
 @click.option(
     "--show",
     type=click.IntRange(min=0),
@@ -56,40 +76,55 @@ def _output(text: str) -> Path:
     help="Differences to print (all are counted).",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON document for machines.")
-def verify_command(output: str, connection_string: str | None, show: int, as_json: bool) -> None:
+def verify_command(
+    output: str,
+    connection_string: str | None,
+    output_connection_string: str | None,
+    show: int,
+    as_json: bool,
+) -> None:
     """Compare the current-state table with a live listing of the storage account.
 
-    Every blob of every container (except the `$`-prefixed system ones) must be a live row of
-    the state table with the same ETag, size and content type, and every live row a blob.
-    Exit status 0 only when they are equal; 1 when they differ or cannot be read.
+    Every blob of every container (except the `$`-prefixed system ones, and the output's own
+    container when the tables live in this account) must be a live row of the state table with
+    the same ETag, size and content type, and every live row a blob. Reads the Delta table with
+    the `deltalake` package (no Spark). Exit status 0 only when they are equal; 1 when they
+    differ or cannot be read.
     """
-    folder = SparkOptions(_output(output)).state
+    where, access, feed = _where(output, connection_string, output_connection_string)
     conn = connection.resolve(connection_string)
+    left_out = excluded_container(where, access, feed)
 
     async def main(stop: asyncio.Event) -> int:
         try:
-            state, tombstones = read_state(folder)
-            account = await list_account(conn)
+            state, tombstones = await asyncio.to_thread(
+                read_state, where.state, delta_rs_options(where, access)
+            )
+            account = await list_account(conn, leave_out={left_out} if left_out else set())
         except (VerifyError, ValueError) as e:  # ValueError: a malformed connection string
             say_error(e)
             return 1
         result = compare(state, account)
         if as_json:
-            click.echo(json.dumps(_verify_doc(result, tombstones, folder), indent=2))
+            doc = _verify_doc(result, tombstones, where.state, left_out)
+            click.echo(json.dumps(doc, indent=2))
         else:
-            _print_verify(result, tombstones, folder, show)
+            _print_verify(result, tombstones, where.state, left_out, show)
         return 0 if result.is_equal else 1
 
     raise SystemExit(run_async(main))
 
 
-def _verify_doc(result: Comparison, tombstones: int, folder: Path) -> dict[str, Any]:
+def _verify_doc(
+    result: Comparison, tombstones: int, table: str, left_out: str | None
+) -> dict[str, Any]:
     return {
-        "state": str(folder),
+        "state": table,
         "equal": result.is_equal,
         "stateBlobs": result.state_blobs,
         "tombstones": tombstones,
         "accountBlobs": result.account_blobs,
+        "leftOut": left_out,
         "differences": [
             {"container": d.container, "blob": d.name, "problem": d.problem}
             for d in result.differences
@@ -97,11 +132,16 @@ def _verify_doc(result: Comparison, tombstones: int, folder: Path) -> dict[str, 
     }
 
 
-def _print_verify(result: Comparison, tombstones: int, folder: Path, show: int) -> None:
+def _print_verify(
+    result: Comparison, tombstones: int, table: str, left_out: str | None, show: int
+) -> None:
     click.echo(
-        f"state table  {folder}: {result.state_blobs:,} live blobs, {tombstones:,} tombstones"
+        f"state table  {table}: {result.state_blobs:,} live blobs, {tombstones:,} tombstones"
     )
-    click.echo(f"account      {result.account_blobs:,} blobs (containers not starting with $)")
+    others = f", nor {left_out}: the tables' own container" if left_out else ""
+    click.echo(
+        f"account      {result.account_blobs:,} blobs (containers not starting with ${others})"
+    )
     if result.is_equal:
         click.echo("EQUAL: every blob matches by name, ETag, size and content type")
         return
@@ -123,9 +163,50 @@ ENVELOPE_VIEW = """SELECT stream_name, read_method, container AS object, blob AS
 """The change log under the envelope's field names (`observers.envelope.Envelope`)."""
 
 
+def _spark_options(
+    where: Output,
+    access: StorageAccess,
+    spark_master: str,
+    spark_remote: str | None,
+    spark_conf_pairs: tuple[str, ...],
+) -> SparkOptions:
+    try:
+        return SparkOptions(
+            where,
+            access=access,
+            master=spark_master,
+            remote=spark_remote,
+            conf=spark_conf(spark_conf_pairs),
+        )
+    except PluginLoadError as e:
+        fail(str(e), 2)
+
+
+def _with_session(options: SparkOptions, work: Callable[[Any], None]) -> None:
+    """Run `work(session)` on a session opened for the tables; Spark's errors exit 1 with
+    Spark's first line."""
+    from pyspark.errors import PySparkException  # noqa: PLC0415  (slow import)
+
+    try:
+        spark = open_session(options)
+    except PluginLoadError as e:
+        fail(str(e), 2)
+    try:
+        for name, uri in (("changes", options.changes), ("state", options.state)):
+            if not is_delta_table(spark, uri):
+                fail(f"{uri}: no {name} table here (is --output the hosts' --output?)")
+        work(spark)
+    except PySparkException as e:
+        fail(str(e).strip().splitlines()[0])
+    finally:
+        spark.stop()
+
+
 @click.command("sql")
 @output_option
 @click.argument("query")
+@connection_option
+@output_connection_option
 @spark_master_option
 @spark_remote_option
 @spark_conf_option
@@ -147,6 +228,8 @@ ENVELOPE_VIEW = """SELECT stream_name, read_method, container AS object, blob AS
 def sql_command(
     output: str,
     query: str,
+    connection_string: str | None,
+    output_connection_string: str | None,
     spark_master: str,
     spark_remote: str | None,
     spark_conf_pairs: tuple[str, ...],
@@ -157,36 +240,27 @@ def sql_command(
     """Run a Spark SQL QUERY over the tables for a quick look.
 
     Views: `changes` (the change log), `envelope` (the change log with the envelope's field
-    names), `state` (every blob, tombstones too) and `live` (the state's live blobs). Runs in an
-    embedded Spark session, or on --spark-remote.
+    names), `state` (every blob, tombstones too) and `live` (the state's live blobs). `{changes}`
+    and `{state}` in QUERY stand for the Delta tables themselves, for what a view cannot do:
+    `DESCRIBE HISTORY {state}`, `SELECT ... FROM {changes} VERSION AS OF 3`. Runs in an embedded
+    Spark session, or on --spark-remote.
     """
-    try:
-        options = SparkOptions(
-            _output(output),
-            master=spark_master,
-            remote=spark_remote,
-            conf=spark_conf(spark_conf_pairs),
-        )
-    except PluginLoadError as e:
-        fail(str(e), 2)
-    from pyspark.errors import PySparkException  # noqa: PLC0415  (slow import)
+    where, access, _ = _where(output, connection_string, output_connection_string)
+    options = _spark_options(where, access, spark_master, spark_remote, spark_conf_pairs)
+    text = query.replace("{changes}", table_ref(where.changes)).replace(
+        "{state}", table_ref(where.state)
+    )
+    found: list[Any] = []
 
-    spark = open_session(options)
-    try:
-        for name, folder in (("changes", options.changes), ("state", options.state)):
-            if not any(folder.glob("**/*.parquet")):
-                fail(f"{folder}: no table here (is --output the hosts' --output?)")
-            # mergeSchema: change logs from before the envelope columns lack them in old files
-            reader = spark.read.option("mergeSchema", str(name == "changes").lower())
-            reader.parquet(str(folder)).createOrReplaceTempView(name)
+    def work(spark: Any) -> None:
+        for name, uri in (("changes", where.changes), ("state", where.state)):
+            spark.read.format("delta").load(uri).createOrReplaceTempView(name)
         spark.sql("SELECT * FROM state WHERE NOT deleted").createOrReplaceTempView("live")
         spark.sql(ENVELOPE_VIEW).createOrReplaceTempView("envelope")
-        try:
-            rows = spark.sql(query).limit(limit + 1).toArrow()
-        except PySparkException as e:
-            fail(str(e).strip().splitlines()[0])
-    finally:
-        spark.stop()
+        found.append(spark.sql(text).limit(limit + 1).toArrow())
+
+    _with_session(options, work)
+    rows = found[0]
     shown = rows.slice(0, limit).to_pylist()
     if as_json:
         for row in shown:
@@ -210,8 +284,57 @@ def _text_table(names: list[str], rows: list[dict[str, Any]], truncate: int) -> 
     return "\n".join(line.rstrip() for line in lines)
 
 
+@click.command("optimize")
+@output_option
+@connection_option
+@output_connection_option
+@spark_master_option
+@spark_remote_option
+@spark_conf_option
+@click.option(
+    "--vacuum",
+    "vacuum_hours",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="HOURS",
+    help="Then VACUUM both tables: delete files no version of the last HOURS needs (Delta "
+    "refuses less than 168 unless told otherwise with --spark-conf).",
+)
+def optimize_command(
+    output: str,
+    connection_string: str | None,
+    output_connection_string: str | None,
+    spark_master: str,
+    spark_remote: str | None,
+    spark_conf_pairs: tuple[str, ...],
+    vacuum_hours: int | None,
+) -> None:
+    """Compact the small files of both tables now (OPTIMIZE; the state job also does it every
+    15 minutes), and with --vacuum delete the files old versions no longer need."""
+    where, access, _ = _where(output, connection_string, output_connection_string)
+    options = _spark_options(where, access, spark_master, spark_remote, spark_conf_pairs)
+
+    def work(spark: Any) -> None:
+        def files() -> dict[str, int]:
+            return {
+                uri: int(spark.sql(f"DESCRIBE DETAIL {table_ref(uri)}").collect()[0]["numFiles"])
+                for uri in (where.changes, where.state)
+            }
+
+        before = files()
+        optimize(spark, where.changes, where.state)
+        if vacuum_hours is not None:
+            for uri in (where.changes, where.state):
+                spark.sql(f"VACUUM {table_ref(uri)} RETAIN {vacuum_hours} HOURS").collect()
+        for uri, n in files().items():
+            click.echo(f"{uri}: {before[uri]:,} files before, {n:,} after")
+
+    _with_session(options, work)
+
+
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
 @click.command("spark-connect")
@@ -235,7 +358,7 @@ STOP_TIMEOUT_S = 30.0
 @click.option(
     "--log-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Where Spark's daemon scripts may write (default: a temporary folder).",
+    help="Write the server's log to DIR/spark-connect.log (default: this terminal).",
 )
 def spark_connect_command(
     host: str,
@@ -244,38 +367,36 @@ def spark_connect_command(
     spark_conf_pairs: tuple[str, ...],
     log_dir: Path | None,
 ) -> None:
-    """Run a Spark Connect server (PySpark's bundled start-connect-server.sh) until SIGTERM or
-    SIGINT, then stop it and exit 0. Hosts use it with --spark-remote sc://HOST:PORT.
+    """Run a Spark Connect server with Delta Lake until SIGTERM or SIGINT, then stop it and
+    exit 0. Hosts use it with --spark-remote sc://HOST:PORT; they send their storage
+    credentials as session settings, so the server is started with none.
     """
     try:
-        extra = spark_conf(spark_conf_pairs)
+        conf = embedded_settings(
+            {
+                "spark.connect.grpc.binding.address": host,
+                "spark.connect.grpc.binding.port": str(port),
+                **spark_conf(spark_conf_pairs),
+            }
+        )
     except PluginLoadError as e:
         fail(str(e), 2)
     import pyspark  # noqa: PLC0415  (slow import, only here)
 
     home = Path(pyspark.__file__).parent
-    script = home / "sbin" / "start-connect-server.sh"
-    if not script.exists():
-        fail(f"{script} is missing: this PySpark has no Spark Connect server")
-    conf = {
-        "spark.connect.grpc.binding.address": host,
-        "spark.connect.grpc.binding.port": str(port),
-        "spark.ui.enabled": "false",
-        "spark.sql.execution.arrow.localRelationThreshold": "0",
-        **extra,
-    }
-    command = [str(script), "--wait", "--master", spark_master]
+    command = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS]
+    command += ["--name", "cfp Spark Connect server", "--master", spark_master]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
-    logs = log_dir or Path(tempfile.mkdtemp(prefix="cfp-spark-connect-"))
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(home),
-        "SPARK_LOG_DIR": str(logs),
-        "SPARK_PID_DIR": str(logs),
-        "PYSPARK_PYTHON": sys.executable,
-    }
-    server = subprocess.Popen(command, env=env, start_new_session=True)  # its own process group
+    env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
+    out: Any = None
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        out = (log_dir / "spark-connect.log").open("ab")
+    # its own process group: SIGTERM reaches spark-submit and the JVM together
+    server = subprocess.Popen(
+        command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
     stopping = False
 
     def stop(signum: int, frame: object) -> None:
@@ -309,8 +430,8 @@ def _listening(host: str, port: int) -> bool:
 
 
 def _stop_group(server: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the server's process group (the script, spark-submit and the JVM), then
-    SIGKILL if it has not stopped in time."""
+    """SIGTERM to the server's process group (spark-submit and the JVM), then SIGKILL if it has
+    not stopped in time."""
     try:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=STOP_TIMEOUT_S)

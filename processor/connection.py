@@ -28,6 +28,7 @@ from leases.table_store import (
     check_names,
     client_options,
 )
+from observers.spark.output import StorageAccess
 from processor.redact import register_connection_string
 
 if TYPE_CHECKING:
@@ -62,8 +63,9 @@ def resolve(flag_value: str | None) -> str:
     return conn_str
 
 
-def resolve_lease(flag_value: str | None, feed_conn_str: str) -> str:
-    """`--lease-connection-string` if given (its secrets registered too), else the feed's."""
+def resolve_other(flag_value: str | None, feed_conn_str: str) -> str:
+    """The connection string of another account (`--lease-connection-string`,
+    `--output-connection-string`) if given, its secrets registered too; else the feed's."""
     register_connection_string(flag_value)
     return flag_value or feed_conn_str
 
@@ -80,6 +82,16 @@ class ConnectionInfo:
         return f"account={self.account} blob={self.blob_endpoint}"
 
 
+def _fields(conn_str: str) -> dict[str, str]:
+    """The `Key=Value` fields of a connection string, keys lowercased."""
+    parts: dict[str, str] = {}
+    for item in conn_str.split(";"):
+        key, sep, value = item.partition("=")
+        if sep:
+            parts[key.strip().lower()] = value.strip()
+    return parts
+
+
 def parse(conn_str: str) -> ConnectionInfo:
     """Account name and blob endpoint of a connection string.
 
@@ -87,11 +99,7 @@ def parse(conn_str: str) -> ConnectionInfo:
         ValueError: no account name and no blob endpoint can be found (the message never
             repeats the string itself, which may hold a key).
     """
-    parts: dict[str, str] = {}
-    for item in conn_str.split(";"):
-        key, sep, value = item.partition("=")
-        if sep:
-            parts[key.strip().lower()] = value.strip()
+    parts = _fields(conn_str)
     account = parts.get("accountname", "")
     protocol = parts.get("defaultendpointsprotocol", "https")
     suffix = parts.get("endpointsuffix", "core.windows.net")
@@ -114,6 +122,18 @@ def parse(conn_str: str) -> ConnectionInfo:
         blob_endpoint=endpoint.rstrip("/"),
         table_endpoint=table.rstrip("/"),
         has_secret=bool(parts.get("accountkey") or parts.get("sharedaccesssignature")),
+    )
+
+
+def storage_access(conn_str: str) -> StorageAccess:
+    """How Spark (ABFS) and delta-rs reach the account of `conn_str`: its key or SAS (neither:
+    Entra ID), and its blob endpoint when that is an emulator on loopback."""
+    info, fields = parse(conn_str), _fields(conn_str)
+    return StorageAccess(
+        account=info.account,
+        key=fields.get("accountkey") or None,
+        sas=fields.get("sharedaccesssignature") or None,
+        emulator_endpoint=info.blob_endpoint if is_loopback_endpoint(info.blob_endpoint) else None,
     )
 
 

@@ -1,20 +1,21 @@
 """`cfp verify`: the current-state table against a live listing of the storage account.
 
-The comparison is a pure function of two sets of blobs; reading the table (pyarrow) and listing
-the account (azure-storage-blob, every container except the `$`-prefixed system ones) are the
-I/O around it.
+The comparison is a pure function of two sets of blobs; reading the Delta table (the `deltalake`
+package, delta-rs: a reader independent of the Spark that wrote it, deletion vectors included) and
+listing the account (azure-storage-blob, every container except the `$`-prefixed system ones and
+the tables' own) are the I/O around it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from azure.core.exceptions import AzureError
+from deltalake import DeltaTable, QueryBuilder
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from processor import connection
 
@@ -89,15 +90,23 @@ def compare(state: Iterable[Blob], account: Iterable[Blob]) -> Comparison:
     return Comparison(len(mine), len(theirs), differences)
 
 
-def read_state(folder: Path) -> tuple[list[Blob], int]:
-    """The live blobs of the state table in `folder`, and how many tombstones it holds."""
-    if not folder.is_dir() or not any(folder.glob("*.parquet")):
-        raise VerifyError(f"{folder}: no state table here (is --output the hosts' --output?)")
-    columns = ["container", "blob", "deleted", "etag", "content_length", "content_type"]
+STATE_QUERY = "SELECT container, blob, deleted, etag, content_length, content_type FROM state"
+
+
+def read_state(uri: str, storage_options: Mapping[str, str]) -> tuple[list[Blob], int]:
+    """The live blobs of the Delta state table at `uri` (its newest version), and how many
+    tombstones it holds (blocking)."""
     try:
-        table = ds.dataset(folder, format="parquet").to_table(columns=columns)
-    except (OSError, pa.ArrowException) as e:
-        raise VerifyError(f"{folder}: cannot read the state table: {e}") from e
+        state = DeltaTable(uri, storage_options=dict(storage_options) or None)
+        reader = QueryBuilder().register("state", state).execute(STATE_QUERY)
+        table = pa.table(reader)
+    except TableNotFoundError as e:
+        raise VerifyError(f"{uri}: no state table here (is --output the hosts' --output?)") from e
+    except (DeltaError, OSError, pa.ArrowException) as e:
+        raise VerifyError(f"{uri}: cannot read the state table: {e}") from e
+    table = table.cast(
+        pa.schema([pa.field(f.name, _plain(f.type)) for f in table.schema])
+    )  # string views, as delta-rs hands them, to plain strings
     deleted = table["deleted"]
     live = table.filter(pc.invert(deleted))
     blobs = [
@@ -107,13 +116,18 @@ def read_state(folder: Path) -> tuple[list[Blob], int]:
     return blobs, table.num_rows - live.num_rows
 
 
-async def list_account(conn: str) -> list[Blob]:
-    """Every blob of every container except the `$`-prefixed system containers."""
+def _plain(kind: pa.DataType) -> pa.DataType:
+    return pa.string() if kind == pa.string_view() else kind
+
+
+async def list_account(conn: str, *, leave_out: Collection[str] = ()) -> list[Blob]:
+    """Every blob of every container except the `$`-prefixed system containers and those in
+    `leave_out` (the tables' own, when they live in this account)."""
     out: list[Blob] = []
     try:
         async with connection.blob_service(conn) as service:
             async for container in service.list_containers():
-                if container.name.startswith("$"):
+                if container.name.startswith("$") or container.name in leave_out:
                     continue
                 client = service.get_container_client(container.name)
                 async for b in client.list_blobs():

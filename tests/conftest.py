@@ -1,9 +1,11 @@
-"""Shared fixtures: a real Azurite per test session, and a clean account per test."""
+"""Shared fixtures: a real Azurite per test session, a clean account per test, and one
+embedded Spark session with Delta Lake."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from azure.storage.blob.aio import BlobServiceClient
@@ -28,3 +30,15 @@ async def account(azurite: Azurite) -> AsyncIterator[str]:
     async with BlobServiceClient.from_connection_string(conn) as service:
         await reset_account(service, EMULATOR_CONTAINERS)
     yield conn
+
+
+@pytest.fixture(scope="session")
+def delta_spark() -> Iterator[Any]:
+    """One embedded Spark session with Delta Lake for the tests that need a real one (its JVM
+    starts once per test run)."""
+    from observers.spark.output import parse_output
+    from observers.spark.session import SparkOptions, open_session
+
+    spark = open_session(SparkOptions(parse_output("/nowhere"), master="local[2]"))
+    yield spark
+    spark.stop()

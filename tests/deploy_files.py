@@ -42,7 +42,7 @@ def dockerfile() -> Dockerfile:
             out.cmd = json.loads(rest)
         elif word == "HEALTHCHECK":
             out.healthcheck = json.loads(rest.split(" CMD ", 1)[1])
-        elif word == "COPY":
+        elif word == "COPY" and not rest.startswith("--from="):  # not from another stage
             out.copies += shlex.split(rest)[:-1]
     return out
 

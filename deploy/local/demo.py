@@ -4,13 +4,16 @@
 2. A live emulated workload appends real blob operations; a new hourly segment every few seconds,
    with shard counts cycling 3, 6, 4 (so leases appear as the feed grows).
 3. Three `cfp run` hosts with the Spark observer share the leases through the lease table and
-   write the change log and the current-state table through the one Spark Connect server.
+   write the Delta change log through the one Spark Connect server, into Azurite's blob storage
+   (ABFS, container `cfp-tables`); the host holding the state job's lease MERGEs the new
+   change-log commits into the current-state table every few seconds.
 4. Midway, one host is killed with SIGKILL and a fourth one starts: the killed host's leases are
    taken over after one lease expiry, and the batches it had in hand are delivered again (the
    change log still holds each event once).
 5. The workload stops (its last segment finalized); the hosts catch up and drain on SIGTERM.
 6. `cfp verify` compares the state table with a live listing of the account, and `cfp sql` runs a
-   query over the tables. Everything started is stopped; the tables stay in `.demo/tables`.
+   query over the tables, shows the change log's history and reads an old version of it. Everything
+   started is stopped; the tables stay in Azurite's data under `.demo/azurite`.
 
 The terminal shows the hosts and leases as the lease table and each host's `/status` see them.
 Exit status 0 only when every event is in the change log and `cfp verify` reports EQUAL.
@@ -35,16 +38,20 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import aiohttp  # noqa: E402
-import pyarrow.dataset as ds  # noqa: E402
+import pyarrow as pa  # noqa: E402
 from azure.storage.blob.aio import BlobServiceClient  # noqa: E402
+from deltalake import DeltaTable, QueryBuilder  # noqa: E402
+from deltalake.exceptions import TableNotFoundError  # noqa: E402
 from demo_view import Rates, View, render, snapshots  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from leases import TableLeaseStore  # noqa: E402
+from observers.spark.output import delta_rs_options, parse_output  # noqa: E402
 from processor.changefeed.emulator.azurite import Azurite, free_port  # noqa: E402
 from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
 from processor.changefeed.feed_reader import FeedReader  # noqa: E402
 from processor.changefeed.storage import FeedStorage  # noqa: E402
+from processor.connection import storage_access  # noqa: E402
 from processor.logs import configure_logging  # noqa: E402
 
 WORKDIR = ROOT / ".demo"
@@ -56,10 +63,16 @@ KILL_BY_S = 30.0  # ... or at the latest
 SEGMENT_S = 10.0  # real seconds per virtual hourly segment
 RATE = 60.0  # blob operations per second
 CATCH_UP_WITHIN_S = 120.0
+OUTPUT = parse_output("abfs://cfp-tables@devstoreaccount1.dfs.core.windows.net/demo")
 QUERY = (
     "SELECT container, count(*) AS blobs, sum(content_length) AS bytes "
     "FROM live GROUP BY container ORDER BY container"
 )
+HISTORY = (
+    "SELECT version, operation, operationMetrics['numTargetRowsInserted'] AS inserted "
+    "FROM (DESCRIBE HISTORY {changes}) ORDER BY version DESC LIMIT 5"
+)
+TIME_TRAVEL = "SELECT count(*) AS events_at_version_1 FROM {changes} VERSION AS OF 1"
 CFP = str(Path(sys.executable).parent / "cfp")
 
 console = Console(highlight=False)
@@ -98,7 +111,6 @@ class Demo:
             [
                 CFP, "spark-connect", "--port", str(self.spark_port), "--spark-master", "local[2]",
                 "--log-dir", str(WORKDIR / "spark-logs"),
-                "--spark-conf", "spark.sql.shuffle.partitions=4",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -125,7 +137,7 @@ class Demo:
                 CFP, "--log-json", "run",
                 "--processor-name", PROCESSOR, "--lease-table", TABLE, "--host-name", name,
                 "--observer", "spark", "--spark-remote", self.remote,
-                "--output", str(WORKDIR / "tables"), "--spark-warm-up-rows", "0",
+                "--output", OUTPUT.uri, "--state-interval", "5",
                 "--lease-expiration", str(EXPIRY_S), "--poll-interval", "1",
                 "--http-port", "0",
             ],
@@ -163,12 +175,15 @@ class Demo:
                 ids.update(str(r["id"]) for r in batch.records)
         return ids
 
-    def logged_ids(self) -> set[str]:
-        folder = WORKDIR / "tables" / "changes"
-        if not folder.exists():
-            return set()
-        data = ds.dataset(folder, format="parquet", partitioning="hive")
-        return set(data.to_table(columns=["id"]).column("id").to_pylist())
+    def logged_ids(self) -> list[str]:
+        """The change log's ids, as the `deltalake` package reads them from Azurite."""
+        options = delta_rs_options(OUTPUT, storage_access(self.azurite.connection_string))
+        try:
+            table = DeltaTable(OUTPUT.changes, storage_options=options)
+        except TableNotFoundError:
+            return []
+        found = QueryBuilder().register("changes", table).execute("SELECT id FROM changes")
+        return pa.table(found).column("id").cast(pa.string()).to_pylist()
 
     def cfp(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -241,7 +256,7 @@ class Demo:
                             feed is not None
                             and snap.leases
                             and all(x.caught_up for x in snap.leases)
-                            and feed <= await asyncio.to_thread(self.logged_ids)
+                            and feed <= set(await asyncio.to_thread(self.logged_ids))
                         ):
                             self.note("every event is in the change log: caught up")
                             view.show(
@@ -264,33 +279,36 @@ class Demo:
             "hosts stopped with SIGTERM (drained, leases released): "
             + ", ".join(f"{n} exit {c}" for n, c in codes.items())
         )
-        logged = self.logged_ids()
-        self.say(f"change log: {len(logged):,} distinct events of {len(feed):,} in the feed")
-        self.say("cfp verify (the state table against a live listing of the account):")
-        verify = await asyncio.to_thread(self.cfp, "verify", "--output", str(WORKDIR / "tables"))
-        console.print(verify.stdout.rstrip() or verify.stderr.rstrip(), markup=False)
-        self.say(f"cfp sql {QUERY!r}:")
-        sql = await asyncio.to_thread(
-            self.cfp,
-            "sql",
-            "--output",
-            str(WORKDIR / "tables"),
-            "--spark-remote",
-            self.remote,
-            QUERY,
+        logged = await asyncio.to_thread(self.logged_ids)
+        once = len(logged) == len(set(logged))
+        self.say(
+            f"change log ({OUTPUT.changes}): {len(set(logged)):,} events of {len(feed):,} in "
+            f"the feed, {'each once' if once else 'SOME TWICE'} (read with the deltalake package)"
         )
-        console.print(sql.stdout.rstrip() or sql.stderr.rstrip(), markup=False)
+        self.say("cfp verify (the state table against a live listing of the account):")
+        verify = await asyncio.to_thread(self.cfp, "verify", "--output", OUTPUT.uri)
+        console.print(verify.stdout.rstrip() or verify.stderr.rstrip(), markup=False)
+        codes_ok = [verify.returncode]
+        for title, query in (
+            ("the live blobs by container", QUERY),
+            ("the change log's last commits (DESCRIBE HISTORY)", HISTORY),
+            ("the change log as it was at version 1 (time travel)", TIME_TRAVEL),
+        ):
+            self.say(f"cfp sql: {title}")
+            sql = await asyncio.to_thread(
+                self.cfp, "sql", "--output", OUTPUT.uri, "--spark-remote", self.remote, query
+            )
+            console.print(sql.stdout.rstrip() or sql.stderr.rstrip(), markup=False)
+            codes_ok.append(sql.returncode)
         console.print(
-            f"\ntables: {WORKDIR / 'tables'}/changes (change log, Parquet) and "
-            f"{WORKDIR / 'tables'}/state (current state)\n"
-            f"look again: .venv/bin/cfp sql --output {WORKDIR / 'tables'} "
-            '"SELECT * FROM changes LIMIT 5"',
+            f"\ntables: {OUTPUT.changes} (change log) and {OUTPUT.state} (current state), "
+            f"Delta tables in Azurite's blob storage (data in {WORKDIR / 'azurite'})",
             markup=False,
         )
         ok = (
-            verify.returncode == 0
-            and sql.returncode == 0
-            and feed <= logged
+            not any(codes_ok)
+            and feed <= set(logged)
+            and once
             and all(c == 0 for n, c in codes.items() if n != "h2")
         )
         return 0 if ok else 1

@@ -1,26 +1,46 @@
-"""`--observer spark`: each lease's batches into the host's shared `SparkSink`.
+"""`--observer spark`: each lease's batches into the host's shared `SparkSink`, and the state job.
 
 `process_changes` turns the batch into Arrow rows, queues them (so reading goes on while Spark
-writes) and takes a mark; the sink checkpoints that mark once the batch is in the change log and
-the state table. A failed write fails the lease's next call, so the worker closes it with
-OBSERVER_ERROR and the batches are read again from the last checkpoint.
+writes) and takes a mark; the sink checkpoints that mark once the batch is in the change log. A
+failed write fails the lease's next call, so the worker closes it with OBSERVER_ERROR and the
+batches are read again from the last checkpoint.
+
+Events of the output's own container are left out when the output lies in the account whose
+feed the host reads (`excluded_container`): the tables' writes would come back as events, for
+ever. They still move the checkpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from types import TracebackType
+from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import structlog
 
-from observers.errors import ReplayRequired
-from observers.protocol import ChangeEvent, CloseReason, LeaseLostError, PartitionContext
+from observers.errors import PluginLoadError, ReplayRequired
+from observers.protocol import (
+    ChangeEvent,
+    CloseReason,
+    JobRun,
+    LeaseLostError,
+    PartitionContext,
+)
+from observers.spark.container import ensure_container
+from observers.spark.output import access_for, excluded_container
 from observers.spark.schema import changes_table
 from observers.spark.session import SparkOptions
 from observers.spark.sink import SparkSink
+from observers.spark.state_job import StateJob
 
 log = structlog.get_logger("cfp.spark")
+
+OPTIMIZE_EVERY_S = 15 * 60.0  # the state job compacts both tables this often
 
 
 class SparkWriteError(ReplayRequired):
@@ -33,12 +53,13 @@ CLOSE_TIMEOUT_S = 120.0
 class SparkObserver:
     auto_checkpoint = False
 
-    def __init__(self, sink: SparkSink) -> None:
+    def __init__(self, sink: SparkSink, *, excluded: str | None = None) -> None:
         self.sink = sink
+        self.excluded = excluded
         self._in_flight: list[asyncio.Future[None]] = []
 
     async def open(self, ctx: PartitionContext) -> None:
-        self.sink.forget_tail(ctx.lease_token)
+        self.sink.forget(ctx.lease_token)
 
     async def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
         self._raise_failed()
@@ -48,10 +69,13 @@ class SparkObserver:
             try:
                 await ctx.checkpoint(mark)
             except LeaseLostError:
-                # in both tables already; the lease's next owner replays it, adding nothing
+                # in the change log already; the lease's next owner replays it, adding nothing
                 ctx.log.info("spark.checkpoint_refused")
 
-        future = await self.sink.submit(ctx.lease_token, changes_table(events), checkpoint)
+        table = changes_table(events)
+        if self.excluded is not None:
+            table = table.filter(pc.not_equal(table["container"], pa.scalar(self.excluded)))
+        future = await self.sink.submit(ctx.lease_token, table, checkpoint)
         self._in_flight.append(future)
 
     async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
@@ -71,8 +95,60 @@ class SparkObserver:
                 raise SparkWriteError(f"spark write failed: {error!r}") from error
 
 
+class SparkStateJob:
+    """The state job as a `SingletonJob` of the host: runs `StateJob` in a thread, on the
+    sink's second session."""
+
+    name = "state"
+
+    def __init__(self, sink: SparkSink, options: SparkOptions) -> None:
+        self.sink = sink
+        self.every_s = options.state_every_s
+        self._options = options
+        self._job: StateJob | None = None
+        self._left: str | None = None  # the continuation our last run returned
+
+    async def run(self, continuation: str | None, *, final: bool = False) -> JobRun:
+        job = self._job
+        if job is None:
+            job = self._job = StateJob(
+                self.sink.job_session,
+                changes=self._options.changes,
+                state_table=self._options.state,
+                optimize_every_s=OPTIMIZE_EVERY_S,
+            )
+            job.optimized_at = _saved_time(continuation, "optimizedAt")
+        if continuation != self._left:  # not where our last run left it: another host ran it
+            job.forget()
+        run = await asyncio.to_thread(job.run_once)
+        saved = {
+            "appliedChangesVersion": run.applied,
+            "changesVersion": run.latest,
+            "optimizedAt": job.optimized_at.isoformat() if job.optimized_at else None,
+        }
+        summary = {
+            "applied": run.applied,
+            "latest": run.latest,
+            "inserted": run.inserted,
+            "updated": run.updated,
+            "skipped": run.skipped,
+            "whole": run.whole,
+            "optimized": run.optimized,
+        }
+        self._left = json.dumps(saved)
+        return JobRun(self._left, run.is_caught_up, summary)
+
+
+def _saved_time(continuation: str | None, key: str) -> datetime | None:
+    try:
+        value = json.loads(continuation or "{}").get(key)
+        return datetime.fromisoformat(value).astimezone(UTC) if value else None
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
 class SparkObserverFactory:
-    """One Spark session and sink per host, one `SparkObserver` per lease.
+    """One Spark session and sink per host, one `SparkObserver` per lease, and the state job.
 
     The change log is a set of events, which needs no order across segments: the host drops the
     segment barrier, which would otherwise hold every segment until the previous one's Spark
@@ -83,12 +159,39 @@ class SparkObserverFactory:
     def __init__(self, options: SparkOptions, *, host_name: str) -> None:
         self.options = options
         self.sink = SparkSink(options, host=host_name)
+        self.excluded = excluded_container(options.output, options.access, options.feed)
+        self.jobs: list[Any] = [SparkStateJob(self.sink, options)]
 
     def __call__(self) -> SparkObserver:
-        return SparkObserver(self.sink)
+        return SparkObserver(self.sink, excluded=self.excluded)
 
     async def __aenter__(self) -> SparkObserverFactory:
-        await self.sink.__aenter__()
+        output = self.options.output
+        access = access_for(output, self.options.access)
+        log.info(
+            "spark.opening",
+            output=output.describe(),
+            auth=access.auth if access is not None else None,
+            remote=self.options.remote,
+        )
+        if self.excluded is not None:
+            log.warning(
+                "spark.output_container_left_out",
+                container=self.excluded,
+                account=output.account,
+                why="the output lies in the monitored account: its own writes are left out of "
+                "the tables and of `cfp verify`",
+            )
+        await ensure_container(output, self.options.access)
+        try:
+            await self.sink.__aenter__()
+        except PluginLoadError:
+            raise
+        except Exception as e:  # Spark's: storage unreachable, refused credentials...
+            first = (str(e).strip().splitlines() or [repr(e)])[0][:1000]
+            raise PluginLoadError(
+                "spark", f"cannot open the tables at {output.describe()}: {first}"
+            ) from e
         return self
 
     async def __aexit__(

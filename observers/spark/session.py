@@ -1,20 +1,43 @@
-"""Opening the Spark session a host writes through: embedded local Spark, or Spark Connect."""
+"""Opening the Spark sessions a host writes through: embedded local Spark, or Spark Connect.
+
+Every session gets Delta Lake (its SQL extension and catalog; the jars through `spark.jars` in
+an embedded session, the server's own with Spark Connect), the SQL settings the tables rely on,
+and the storage credentials of `--output` as session settings, set after the session is up:
+over Spark Connect they travel in the session's gRPC calls, in an embedded session through the
+in-process gateway, never on a process command line.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from observers.errors import PluginLoadError
+from observers.spark.jars import SparkJarsError, spark_jars
+from observers.spark.output import Output, StorageAccess, hadoop_settings
 
 DEFAULT_MASTER = "local[*]"
-DEFAULT_STATE_BUCKETS = 16
 DEFAULT_WARM_UP_ROWS = 20_000
 DEFAULT_MAX_ROWS = 50_000
 DEFAULT_MAX_WAIT_S = 1.0
+DEFAULT_STATE_EVERY_S = 10.0
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+# Spark masks the values of settings whose names match this in its logs, UI and event logs: its
+# default, plus the ABFS settings that hold account keys, SAS tokens and client secrets
+REDACTION_REGEX = (
+    r"(?i)secret|password|token|access[.]key|fs[.]azure[.]account[.]key|fs[.]azure[.]sas"
+)
+
+DELTA_STATIC = {
+    "spark.sql.extensions": DELTA_EXTENSION,
+    "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+    "spark.redaction.regex": REDACTION_REGEX,
+}
+"""Settings a Spark process needs from its start to serve Delta tables (embedded sessions and
+`cfp spark-connect` set them; a cluster of your own must too)."""
 
 LOCAL_DEFAULTS = {
     # batches of all leases wait in the driver (the host) until written: 1g (Spark's default)
@@ -25,22 +48,41 @@ LOCAL_DEFAULTS = {
     # below this size an Arrow table becomes rows in the driver, on one thread; at 0 every
     # Arrow batch becomes a task: measured 2x faster writes of the change log on 2 cores
     "spark.sql.execution.arrow.localRelationThreshold": "0",
+    # Delta rebuilds a table's state from its log in this many tasks after every commit it
+    # reads; 50 (Delta's default) tiny tasks cost about a second per write on 2 cores
+    "spark.databricks.delta.snapshotPartitions": "2",
+    # likewise the shuffles of MERGE and of the state job: 200 by default
+    "spark.sql.shuffle.partitions": "8",
+    # and the listings of files (VACUUM, partition discovery): 10,000 tasks by default, which
+    # made a VACUUM of a small table take half a minute on 2 cores
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
 }
-"""Settings of the embedded session that `--spark-conf` may change."""
+"""Settings of an embedded session (and of `cfp spark-connect`) that `--spark-conf` may change."""
 
 SQL_CONF = {
     "spark.sql.session.timeZone": "UTC",
     # INT96 (Spark's default) reads back as a naive timestamp elsewhere; microseconds since the
     # epoch, marked as UTC, read the same in every Parquet reader
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    # the sources of our MERGEs are Arrow tables sent by the host, read once: materialising them
+    # first (Delta's default for safety against sources that change) is a wasted pass
+    "spark.databricks.delta.merge.materializeSource": "none",
+    # data skipping on `position` (38 characters) needs statistics longer than Delta's 32
+    "spark.databricks.io.skipping.stringPrefixLength": "64",
+    # the change log's columns may grow in later versions of cfp: MERGE adds them to the table
+    "spark.databricks.delta.schema.autoMerge.enabled": "true",
+    # an idempotent write's (txnAppId, txnVersion) is cleared after its commit, so that it can
+    # never be applied to the next one by mistake
+    "spark.databricks.delta.write.txnVersion.autoReset.enabled": "true",
 }
 """Session settings the tables rely on (applied over Spark Connect too)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SparkOptions:
-    output: Path  # the tables' root: output/changes, output/state
+    output: Output  # the tables' root: OUTPUT/changes, OUTPUT/state
+    access: StorageAccess | None = None  # the output account's credentials (None: Entra ID)
+    feed: StorageAccess | None = None  # the feed's account (its output container is left out)
     master: str = DEFAULT_MASTER
     remote: str | None = None  # sc://host:port: Spark Connect instead of a local session
     conf: Mapping[str, str] = field(default_factory=dict)  # --spark-conf KEY=VALUE
@@ -48,42 +90,20 @@ class SparkOptions:
     min_rows: int = 5_000  # enough rows to write at once when Spark is idle
     max_bytes: int = 64 << 20  # Arrow bytes per Spark write
     max_wait_s: float = DEFAULT_MAX_WAIT_S  # longest a batch waits for others to share a write
-    state_buckets: int = DEFAULT_STATE_BUCKETS  # when the state table is made
     warm_up_rows: int = DEFAULT_WARM_UP_ROWS  # made-up rows written three times at start
+    state_every_s: float = DEFAULT_STATE_EVERY_S  # between runs of the state job
     app_name: str = "cfp"
 
     @property
-    def changes(self) -> Path:
-        return self.output / "changes"
+    def changes(self) -> str:
+        return self.output.changes
 
     @property
-    def state(self) -> Path:
-        return self.output / "state"
+    def state(self) -> str:
+        return self.output.state
 
-    @property
-    def internal(self) -> Path:
-        """Our own bookkeeping, beside the tables: `_` keeps it out of Spark's and pyarrow's
-        listings of the output folder."""
-        return self.output / "_cfp"
-
-    @property
-    def staging(self) -> Path:
-        return self.internal / "staging"
-
-
-def output_path(text: str) -> Path:
-    """`--output` as a local path. The tables are published with hard links and renames, which
-    need a file system the host sees (local, or mounted and shared with the Spark cluster)."""
-    if not text:
-        raise PluginLoadError("spark", "--output is required with --observer spark")
-    parsed = urlparse(text)
-    if parsed.scheme in ("", "file"):
-        return Path(parsed.path if parsed.scheme else text).resolve()
-    raise PluginLoadError(
-        "spark",
-        f"--output {text}: only local or mounted paths are supported (the tables are published "
-        f"with hard links and atomic renames); mount {parsed.scheme}:// storage and give its path",
-    )
+    def storage_settings(self) -> dict[str, str]:
+        return hadoop_settings(self.output, self.access)
 
 
 def spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -101,9 +121,23 @@ def spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def embedded_settings(extra: Mapping[str, str]) -> dict[str, str]:
+    """Launch settings of a Spark process of ours (an embedded session, `cfp spark-connect`):
+    the Delta and hadoop-azure jars, Delta's extension and catalog, then `extra`. Errors:
+    `PluginLoadError` when the jars are missing."""
+    try:
+        jars = ",".join(str(j) for j in spark_jars())
+    except SparkJarsError as e:
+        raise PluginLoadError("spark", str(e)) from e
+    return {**LOCAL_DEFAULTS, **DELTA_STATIC, "spark.jars": jars, **extra}
+
+
 def open_session(options: SparkOptions) -> Any:
-    """A SparkSession (blocking: starts a JVM for a local session). Never sets
-    `spark.jars.packages`: nothing may be downloaded at run time."""
+    """A SparkSession ready for the tables (blocking: starts a JVM for a local session). Never
+    sets `spark.jars.packages`: nothing may be downloaded at run time.
+
+    Errors: `PluginLoadError` when the jars are missing, or a Spark Connect server lacks Delta.
+    """
     from pyspark.sql import SparkSession  # noqa: PLC0415  (slow import, only when used)
 
     builder = SparkSession.builder.appName(options.app_name)
@@ -111,11 +145,41 @@ def open_session(options: SparkOptions) -> Any:
         for key, value in options.conf.items():
             builder = builder.config(key, value)
         session = builder.remote(options.remote).getOrCreate()
+        _check_server_has_delta(session, options.remote)
     else:
-        for key, value in {**LOCAL_DEFAULTS, **options.conf}.items():
+        for key, value in embedded_settings(options.conf).items():
             builder = builder.config(key, value)
         session = builder.master(options.master).getOrCreate()
         session.sparkContext.setLogLevel("WARN")
-    for key, value in SQL_CONF.items():  # session settings: also apply over Spark Connect
-        session.conf.set(key, value)
+    prepare(session, options)
     return session
+
+
+def new_session(session: Any, options: SparkOptions) -> Any:
+    """Another session on the same Spark (its own settings and temporary views), prepared like
+    the first: for work whose session settings must not leak into the first one's writes."""
+    if options.remote:
+        from pyspark.sql import SparkSession  # noqa: PLC0415
+
+        other = SparkSession.builder.remote(options.remote).create()
+    else:
+        other = session.newSession()
+    prepare(other, options)
+    return other
+
+
+def prepare(session: Any, options: SparkOptions) -> None:
+    """The session settings every session of ours has: SQL settings, then the credentials."""
+    for key, value in {**SQL_CONF, **options.storage_settings()}.items():
+        session.conf.set(key, value)
+
+
+def _check_server_has_delta(session: Any, remote: str) -> None:
+    extensions = str(session.conf.get("spark.sql.extensions", "") or "")
+    if DELTA_EXTENSION not in extensions:
+        raise PluginLoadError(
+            "spark",
+            f"the Spark Connect server at {remote} has no Delta Lake (its spark.sql.extensions "
+            f"lacks {DELTA_EXTENSION}): start it with `cfp spark-connect`, or give it the jars "
+            "of deploy/spark/pom.xml with spark.jars and Delta's extension and catalog",
+        )

@@ -1,27 +1,29 @@
-"""The current-state table's rows, and how change events fold into them (pure, no I/O).
+"""The current-state table: one row per blob ever seen, kept by a Spark MERGE of the change log.
 
-One row per blob ever seen: its properties after the newest event that touched it, or a
-tombstone (`deleted`) after a delete. The fold is a last-writer-wins register per blob ordered
-by the event's `sequencer`, so the result depends only on the *set* of events applied: any
-order, any replays, any late event give the same rows (hypothesis-tested). A delete is kept as a
+A row is the blob's properties after the newest event that touched it, or a tombstone
+(`deleted`) after a delete. Newest means the highest `sequencer` (ties, which only the same
+event met twice makes, go to the higher event id), so the table depends only on the set of
+events applied: any order, any replays, any late event give the same rows. A delete is kept as a
 tombstone with its sequencer, so an older event that arrives late cannot bring the blob back.
 
-Two properties are not carried by every event, so each has a register of its own: `tier`
-(set by tier changes; a create or delete resets it) and `tags` (set by tag changes, schema v5+;
-a create or delete resets them). Each keeps the sequencer of the event that last set it.
+Two properties are not carried by every event, so each has a register of its own with the
+sequencer of the event that last set it: `tier` (set by tier changes and by events carrying a
+tier; a create or delete resets it) and `tags` (set by tag changes, schema v5+; a create or
+delete resets them). Events about snapshots (`snapshot` set) leave the base blob as it is, and
+records without a blob (Control, restore point markers) are not rows.
 
-Events about snapshots (`snapshot` set, including `BlobSnapshotCreated`) leave the base blob as
-it is, and records without a blob (Control, restore point markers) are not rows.
+`newest_per_blob` folds a set of change log rows into one candidate row per blob (Spark SQL, one
+aggregation); `merge_statement` applies the candidates to the table, each column only where the
+candidate is newer than what the row holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from observers.envelope import DELETE_EVENTS
 from observers.spark.schema import TAGS, TIMESTAMP
+from observers.spark.sql import sql_string, table_ref
 
 STATE_SCHEMA = pa.schema(
     [
@@ -47,73 +49,77 @@ STATE_SCHEMA = pa.schema(
 (the other columns then hold the blob as it was deleted). `tier_sequencer` and
 `tags_sequencer` are the sequencers of the events that set `tier` and `tags`."""
 
-RESETS = pa.array(["BlobCreated", "BlobDeleted"])
+RESETS = ("BlobCreated", "BlobDeleted")
 """Event types after which a blob has its default tier and no tags until told otherwise."""
 
-_REGISTERS = (("tier", "tier_sequencer"), ("tags", "tags_sequencer"))
-_SEPARATOR = "/"  # container names have no "/": "container/blob" is a unique key
+NEWEST = (
+    *("deleted", "etag", "content_length", "content_type", "blob_type", "version"),
+    *("event_type", "event_time", "event_id", "sequencer"),
+)
+"""The columns that come from the newest event."""
+REGISTERS = (("tier", "tier_sequencer"), ("tags", "tags_sequencer"))
 
 
-def state_rows(changes: pa.Table) -> pa.Table:
-    """The change log rows (`CHANGES_SCHEMA`) that concern a base blob, as `STATE_SCHEMA` rows:
-    each is the state its event alone would leave."""
-    about_blob = pc.and_(
-        pc.and_(pc.not_equal(changes["container"], ""), pc.not_equal(changes["blob"], "")),
-        pc.and_(pc.is_null(changes["snapshot"]), pc.not_equal(changes["event_type"], "Control")),
+def _strings(values: tuple[str, ...] | frozenset[str]) -> str:
+    return ", ".join(sql_string(v) for v in sorted(values))
+
+
+def newest_per_blob(source: str) -> str:
+    """SQL: the change log rows of view `source` as one `STATE_SCHEMA` row per blob."""
+    order = "struct(sequencer, event_id)"
+    registers = ",\n    ".join(
+        f"max_by(struct({value}, sequencer AS {seq}), "
+        f"CASE WHEN resets OR {value} IS NOT NULL THEN {order} END) AS {value}_set"
+        for value, seq in REGISTERS
     )
-    needed = [n for n in STATE_SCHEMA.names if n in changes.schema.names]
-    rows = changes.select([*needed, "id"]).filter(about_blob)  # not the wide `raw` column
-    event_type, sequencer = rows["event_type"], rows["sequencer"]
-    resets = pc.is_in(event_type, value_set=RESETS)
-    columns = {
-        "container": rows["container"],
-        "blob": rows["blob"],
-        "deleted": pc.equal(event_type, "BlobDeleted"),
-        "event_id": rows["id"],
+    columns = ",\n  ".join(_folded_column(name) for name in STATE_SCHEMA.names)
+    return f"""WITH events AS (
+  SELECT container, blob, event_type, event_time, id AS event_id, sequencer, etag,
+    content_length, content_type, blob_type, version, tier, tags,
+    event_type IN ({_strings(DELETE_EVENTS)}) AS deleted,
+    event_type IN ({_strings(RESETS)}) AS resets
+  FROM {source}
+  WHERE container <> '' AND blob <> '' AND snapshot IS NULL AND event_type <> 'Control'
+), folded AS (
+  SELECT container, blob,
+    max_by(struct({", ".join(NEWEST)}), {order}) AS b,
+    {registers}
+  FROM events GROUP BY container, blob
+)
+SELECT
+  {columns}
+FROM folded"""
+
+
+def _folded_column(name: str) -> str:
+    """Where column `name` of a state row is in the `folded` rows of `newest_per_blob`."""
+    if name in NEWEST:
+        return f"b.{name}"
+    for value, seq in REGISTERS:
+        if name in (value, seq):
+            return f"{value}_set.{name}"
+    return name  # the key: container, blob
+
+
+def merge_statement(table_uri: str, source: str) -> str:
+    """SQL: apply the rows of view `source` (one per blob) to the state table: a new blob is
+    inserted; a known blob's columns change only where the source is newer."""
+    newer = "(s.sequencer > t.sequencer OR (s.sequencer = t.sequencer AND s.event_id > t.event_id))"
+    newer_register = {
+        seq: f"(s.{seq} IS NOT NULL AND (t.{seq} IS NULL OR s.{seq} > t.{seq}))"
+        for _, seq in REGISTERS
     }
-    for value, order in _REGISTERS:  # a register is set by a reset or by a value
-        sets = pc.or_(resets, pc.is_valid(rows[value]))
-        columns[order] = pc.if_else(sets, sequencer, pa.scalar(None, pa.string()))
-    return pa.Table.from_arrays(
-        [columns[name] if name in columns else rows[name] for name in STATE_SCHEMA.names],
-        schema=STATE_SCHEMA,
+    sets = [f"{name} = CASE WHEN {newer} THEN s.{name} ELSE t.{name} END" for name in NEWEST]
+    for value, seq in REGISTERS:
+        sets += [
+            f"{name} = CASE WHEN {newer_register[seq]} THEN s.{name} ELSE t.{name} END"
+            for name in (value, seq)
+        ]
+    any_newer = " OR ".join([newer, *newer_register.values()])
+    assignments = ",\n    ".join(sets)
+    return (
+        f"MERGE INTO {table_ref(table_uri)} AS t\nUSING {source} AS s\n"
+        "ON t.container = s.container AND t.blob = s.blob\n"
+        f"WHEN MATCHED AND ({any_newer}) THEN UPDATE SET\n    {assignments}\n"
+        "WHEN NOT MATCHED THEN INSERT *"
     )
-
-
-def merge_state(tables: Sequence[pa.Table]) -> pa.Table:
-    """Fold `STATE_SCHEMA` tables (current rows and new ones, in any order) into one row per
-    blob, sorted by container and blob.
-
-    Per blob: the row with the highest `sequencer` (ties, which only a replay of the same
-    event makes, go to the higher `event_id`), with `tier` and `tags` taken from the rows with
-    the highest `tier_sequencer` and `tags_sequencer`.
-    """
-    table = pa.concat_tables(tables).combine_chunks()
-    if table.num_rows == 0:
-        return table
-    keys = pc.binary_join_element_wise(table["container"], table["blob"], _SEPARATOR)
-    table = table.append_column("_key", keys)
-    rows = _newest_per_key(table, "sequencer")
-    for value, order in _REGISTERS:
-        setters = _newest_per_key(table.filter(pc.is_valid(table[order])), order)
-        where = pc.index_in(rows["_key"], value_set=setters["_key"])
-        rows = rows.set_column(
-            rows.schema.get_field_index(value), value, setters[value].take(where)
-        ).set_column(rows.schema.get_field_index(order), order, setters[order].take(where))
-    return rows.drop_columns(["_key"]).cast(STATE_SCHEMA)
-
-
-def _newest_per_key(table: pa.Table, order: str) -> pa.Table:
-    """For each `_key`, the row that sorts last by (`order`, `event_id`); sorted by `_key`.
-    Only the three columns are sorted; the other columns are taken for the winners alone."""
-    n = table.num_rows
-    if n == 0:
-        return table
-    by = table.select(["_key", order, "event_id"])
-    ranked = pc.sort_indices(
-        by, [("_key", "ascending"), (order, "ascending"), ("event_id", "ascending")]
-    )
-    keys = by["_key"].take(ranked)
-    last_of_run = pc.not_equal(keys.slice(0, n - 1), keys.slice(1))  # the next row is another key
-    keep = pa.chunked_array([*last_of_run.chunks, pa.array([True])])
-    return table.take(ranked.filter(keep))

@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-import pyarrow.dataset as ds
+import pyarrow as pa
 from azure.storage.blob.aio import BlobServiceClient
+from deltalake import DeltaTable, QueryBuilder
 
 from leases import Lease, LeaseError, TableLeaseStore
 from processor.changefeed.emulator.azurite import ROOT, Azurite
@@ -280,11 +281,16 @@ def takeover_times(
 
 
 def change_log_ids(workdir: Path) -> Counter[str]:
+    """The change log's ids, as the `deltalake` package (delta-rs) reads the Delta table."""
     folder = workdir / "tables" / "changes"
-    if not folder.exists():
+    if not (folder / "_delta_log").exists():
         return Counter()
-    data = ds.dataset(folder, format="parquet", partitioning="hive")
-    return Counter(data.to_table(columns=["id"]).column("id").to_pylist())
+    found = (
+        QueryBuilder()
+        .register("changes", DeltaTable(str(folder)))
+        .execute("SELECT id FROM changes")
+    )
+    return Counter(pa.table(found).column("id").cast(pa.string()).to_pylist())
 
 
 class Chaos:

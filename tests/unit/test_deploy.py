@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+from observers.spark.jars import JARS_DIR_VAR
 from processor import probe
 from processor.endpoints import DEFAULT_HTTP_PORT, HostHealth, make_app
 from processor.lifecycle import Lifecycle
@@ -40,7 +41,9 @@ def test_dockerfile_runs_cfp_run_configured_only_by_known_variables() -> None:
     d = dockerfile()
     assert d.entrypoint + d.cmd == ["cfp", "run"]
     check_cfp_args(d.entrypoint + d.cmd)
-    assert cfp_keys(d.env) <= RUN_VARIABLES, cfp_keys(d.env) - RUN_VARIABLES
+    known = RUN_VARIABLES | {JARS_DIR_VAR}  # where the image keeps the Delta jars
+    assert cfp_keys(d.env) <= known, cfp_keys(d.env) - known
+    assert "deploy/spark/pom.xml" in (DEPLOY / "Dockerfile").read_text()  # the jars' stage
     assert d.env["CFP_HTTP_HOST"] == "0.0.0.0" and int(d.env["CFP_HTTP_PORT"]) == DEFAULT_HTTP_PORT
     assert d.healthcheck[:3] == ["python", "-m", "processor.probe"]
     assert d.healthcheck[3] in routes()

@@ -1,22 +1,18 @@
-"""The pure parts of the initial scan: positions, keys, file names, the barrier, records."""
+"""The pure parts of the initial scan: positions, keys, the barrier, records."""
 
 from __future__ import annotations
 
 import json
-import tempfile
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from types import SimpleNamespace
 
-import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from leases import Lease, LeaseToken
 from observers.envelope import ReadMethod
 from observers.protocol import ChangeEvent, EventBatch
-from observers.spark.changelog import STEM_CHARS, ChangeLog, file_stem
 from observers.spark.schema import changes_table
 from processor.balancer import feed_start_after_scan
 from processor.barrier import may_enter
@@ -62,40 +58,6 @@ def test_scan_positions_and_keys_sort_like_the_listing(blobs: list[tuple[str, st
     assert positions[-1].is_before(done)
     event_keys = [scan_event_key(c, b) for c, b in listing]
     assert event_keys == sorted(event_keys)
-
-
-@given(st.lists(st.tuples(containers, names), min_size=2, max_size=30, unique=True))
-def test_file_names_of_scan_keys_keep_their_order_and_fit(blobs: list[tuple[str, str]]) -> None:
-    keys = sorted(scan_event_key(c, b) for c, b in blobs)
-    stems = [file_stem(k) for k in keys]
-    assert all("/" not in s and len(s.encode()) <= 255 - len(".parquet") for s in stems)
-    short = [s for k, s in zip(keys, stems, strict=True) if len(k) <= STEM_CHARS]
-    assert short == sorted(short)
-    assert file_stem("202611231000.00001.000000000124.000003") == (
-        "202611231000.00001.000000000124.000003"  # change feed keys are names as they are
-    )
-
-
-@settings(max_examples=25, deadline=None)
-@given(st.lists(st.text(alphabet="xy/.", min_size=1, max_size=8), min_size=1, max_size=25))
-def test_a_chain_of_long_scan_keys_publishes_each_once(tails: list[str]) -> None:
-    """Keys longer than the file name keeps share one cut name prefix: the tail must still be
-    the greatest key, so a replay adds nothing and the next batch only its new rows."""
-    prefix = "~photos " + "d/" * STEM_CHARS
-    keys = sorted({prefix + t for t in tails})
-    with tempfile.TemporaryDirectory() as folder:
-        log = ChangeLog(Path(folder))
-        for start in range(0, len(keys), 3):
-            batch = keys[: start + 3]  # each publish replays what came before
-            log.publish("scan-00", _rows(batch))
-            assert log.tail("scan-00") == batch[-1]
-        files = list(log.lease_dir("scan-00").glob("*.parquet"))
-        rows = pa.concat_tables([pa.parquet.read_table(f) for f in files])
-        assert sorted(rows.column("position").to_pylist()) == keys
-
-
-def _rows(keys: list[str]) -> pa.Table:
-    return pa.table({"id": keys, "shard": ["scan-00"] * len(keys), "position": keys})
 
 
 def test_feed_leases_wait_for_every_scan_partition() -> None:

@@ -21,7 +21,6 @@ from observers import (
 )
 from observers.jsonl import JsonlObserver
 from observers.log import LogObserver
-from observers.spark.session import output_path
 
 RAW = {
     "schemaVersion": 5,
@@ -128,15 +127,6 @@ def test_jsonl_writes_one_line_per_event_with_lease_and_epoch(tmp_path: Path) ->
     assert {(x["host"], x["lease"], x["epoch"], x["eventType"]) for x in lines} == {
         ("host-a", "03", 4, "BlobCreated")
     }
-
-
-def test_spark_output_must_be_a_path_the_host_can_link_in(tmp_path: Path) -> None:
-    assert output_path(f"file://{tmp_path}") == tmp_path.resolve()
-    assert output_path(str(tmp_path / "x")) == (tmp_path / "x").resolve()
-    with pytest.raises(PluginLoadError, match="only local or mounted paths"):
-        output_path("abfss://data@acct.dfs.core.windows.net/feed")
-    with pytest.raises(PluginLoadError, match="--output is required"):
-        output_path("")
 
 
 def test_an_event_batch_makes_the_same_events_lazily() -> None:

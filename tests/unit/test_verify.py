@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
-from observers.spark.state_table import StateTable
+from observers.spark.state import STATE_SCHEMA
 from processor.cli_spark import _text_table
 from processor.verify import Blob, VerifyError, compare, read_state
-from tests.unit.test_spark_state import Event, as_state
 
 
 def blob(
@@ -41,20 +42,30 @@ def test_each_kind_of_difference_is_named() -> None:
     assert result.differences[2].describe() == "c/new: missing from the state"
 
 
-def test_the_state_table_is_read_live_rows_only(tmp_path: Path) -> None:
-    table = StateTable(tmp_path / "state", tmp_path / "_cfp", buckets=2)
-    table.open()
-    table.apply(
-        as_state([Event(0, 1, "created", 5), Event(1, 1, "created", 6), Event(1, 2, "deleted", 6)])
-    )
-    live, tombstones = read_state(tmp_path / "state")
-    assert [(b.container, b.name, b.size, b.etag) for b in live] == [("c1", "a.txt", 5, "0x1")]
+def state_row(container: str, name: str, *, deleted: bool, size: int) -> dict[str, object]:
+    row: dict[str, object] = dict.fromkeys(STATE_SCHEMA.names)
+    row.update(
+        container=container, blob=name, deleted=deleted, etag=f"0x{size}", content_length=size,
+        event_type="BlobDeleted" if deleted else "BlobCreated", event_id=f"{name}-{size}",
+        event_time=pa.scalar(0, pa.timestamp("us", tz="UTC")).as_py(), sequencer="01",
+    )  # fmt: skip
+    return row
+
+
+def test_the_delta_state_table_is_read_live_rows_only(tmp_path: Path) -> None:
+    rows = [
+        state_row("c1", "a.txt", deleted=False, size=5),
+        state_row("c1", "dir/b c", deleted=True, size=6),
+    ]
+    write_deltalake(str(tmp_path / "state"), pa.Table.from_pylist(rows, schema=STATE_SCHEMA))
+    live, tombstones = read_state((tmp_path / "state").as_uri(), {})
+    assert [(b.container, b.name, b.size, b.etag) for b in live] == [("c1", "a.txt", 5, "0x5")]
     assert tombstones == 1
 
 
 def test_a_folder_without_a_state_table_is_named(tmp_path: Path) -> None:
     with pytest.raises(VerifyError, match="no state table here"):
-        read_state(tmp_path / "nothing")
+        read_state((tmp_path / "nothing").as_uri(), {})
 
 
 def test_sql_results_print_as_an_aligned_table_with_long_values_cut() -> None:

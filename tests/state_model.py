@@ -1,21 +1,20 @@
-"""The state fold: any order, any replays, any split into batches give the rows a plain model
-of 'the newest event per blob wins, deletes leave tombstones' gives."""
+"""A plain model of the current-state table ('the newest event per blob wins, deletes leave
+tombstones, tier and tags come from their newest setters'), and made-up events to check the
+real table against it."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from observers.spark.schema import records_table
-from observers.spark.state import STATE_SCHEMA, merge_state, state_rows
 
 SEGMENT = "idx/segments/2026/01/01/0100/meta.json"
 BLOBS = [("c1", "a.txt"), ("c1", "dir/b c"), ("c2", "a.txt")]
+KINDS = ["created", "deleted", "props", "tier", "tags", "snapshot", "control"]
 
 
 @dataclass(frozen=True)
@@ -25,7 +24,7 @@ class Event:
     kind: str  # created, deleted, props, tier, tags, snapshot, control
     value: int
 
-    def record(self) -> dict[str, Any]:
+    def record(self, container_prefix: str = "") -> dict[str, Any]:
         container, name = BLOBS[self.blob]
         event_type = {
             "created": "BlobCreated",
@@ -36,7 +35,7 @@ class Event:
             "snapshot": "BlobSnapshotCreated",
             "control": "Control",
         }[self.kind]
-        subject = f"/blobServices/default/containers/{container}/blobs/{name}"
+        subject = f"/blobServices/default/containers/{container_prefix}{container}/blobs/{name}"
         if self.kind == "control":
             subject = "/blobServices/default/containers/$blobchangefeed/blobs/meta/segments.json"
         data: dict[str, Any] = {
@@ -55,14 +54,17 @@ class Event:
             "subject": subject,
             "eventType": event_type,
             "eventTime": "2026-01-01T01:00:00.0000000Z",
-            "id": f"id-{self.blob}-{self.seq}",
+            "id": f"id-{container_prefix}{self.blob}-{self.seq}",
             "data": data,
         }
 
 
-def model(events: list[Event]) -> dict[tuple[str, str], dict[str, Any]]:
+Row = dict[str, Any]
+
+
+def model(events: list[Event], container_prefix: str = "") -> dict[tuple[str, str], Row]:
     """Per blob: the newest event's properties, its tier and tags from their newest setters."""
-    out: dict[tuple[str, str], dict[str, Any]] = {}
+    out: dict[tuple[str, str], Row] = {}
     for blob in range(len(BLOBS)):
         mine = sorted(
             {e for e in events if e.blob == blob and e.kind not in ("snapshot", "control")},
@@ -74,27 +76,34 @@ def model(events: list[Event]) -> dict[tuple[str, str], dict[str, Any]]:
         resets = ("created", "deleted")
         tier = [e for e in mine if e.kind in (*resets, "tier")][-1:]
         tags = [e for e in mine if e.kind in (*resets, "tags")][-1:]
-        out[BLOBS[blob]] = {
+        container, name = BLOBS[blob]
+        out[(container_prefix + container, name)] = {
             "deleted": last.kind == "deleted",
             "content_length": last.value,
             "sequencer": f"{last.seq:048x}",
             "tier": f"T{tier[0].value}" if tier and tier[0].kind == "tier" else None,
-            "tags": [("v", str(tags[0].value))] if tags and tags[0].kind == "tags" else None,
+            "tags": {"v": str(tags[0].value)} if tags and tags[0].kind == "tags" else None,
         }
     return out
 
 
-def as_state(events: list[Event]) -> pa.Table:
-    records = [e.record() for e in events]
-    changes = records_table(
-        records, [f"p{i:04d}" for i in range(len(records))], shard="00", segment=SEGMENT
-    )
-    return state_rows(changes)
+def changes(events: list[Event], *, container_prefix: str = "", shard: str = "00") -> pa.Table:
+    """The events as change log rows (positions in the order given)."""
+    records = [e.record(container_prefix) for e in events]
+    positions = [f"p{i:06d}" for i in range(len(records))]
+    return records_table(records, positions, shard=shard, segment=SEGMENT)
 
 
-def seen(table: pa.Table) -> dict[tuple[str, str], dict[str, Any]]:
+def seen(rows: list[Row]) -> dict[tuple[str, str], Row]:
+    """State rows in the model's shape."""
     keys = ("deleted", "content_length", "sequencer", "tier", "tags")
-    return {(r["container"], r["blob"]): {k: r[k] for k in keys} for r in table.to_pylist()}
+    out = {}
+    for r in rows:
+        row = {k: r[k] for k in keys}
+        if isinstance(row["tags"], list):  # a map as pyarrow hands it: key-value pairs
+            row["tags"] = dict(row["tags"])
+        out[(r["container"], r["blob"])] = row
+    return out
 
 
 # each blob's events have distinct sequencers; the same event may come several times (replays)
@@ -103,42 +112,9 @@ feeds = st.lists(
         Event,
         blob=st.integers(0, len(BLOBS) - 1),
         seq=st.integers(1, 40),
-        kind=st.sampled_from(
-            ["created", "deleted", "props", "tier", "tags", "snapshot", "control"]
-        ),
+        kind=st.sampled_from(KINDS),
         value=st.integers(0, 9),
     ),
     max_size=40,
     unique_by=lambda e: (e.blob, e.seq),
 )
-
-
-@settings(max_examples=200, deadline=None)
-@given(feeds, st.randoms(use_true_random=False), st.integers(1, 6))
-def test_any_order_any_batches_any_replays_give_the_model(
-    events: list[Event], rng: random.Random, batches: int
-) -> None:
-    delivered = events + rng.sample(events, k=len(events) // 2)  # some events come twice
-    rng.shuffle(delivered)
-    cuts = sorted(rng.sample(range(len(delivered) + 1), k=min(batches, len(delivered) + 1)))
-    state = pa.Table.from_pylist([], schema=STATE_SCHEMA)
-    for lo, hi in zip([0, *cuts], [*cuts, len(delivered)], strict=True):
-        state = merge_state([state, as_state(delivered[lo:hi])])  # one flush at a time
-    assert seen(state) == model(events)
-    assert state.schema == STATE_SCHEMA
-    assert merge_state([state, as_state(events)]).equals(state)  # a full replay changes nothing
-
-
-def test_a_late_older_event_does_not_bring_a_deleted_blob_back() -> None:
-    created, deleted = Event(0, 1, "created", 5), Event(0, 2, "deleted", 5)
-    state = merge_state([as_state([deleted])])
-    state = merge_state([state, as_state([created])])
-    assert seen(state)[BLOBS[0]]["deleted"] is True
-    recreated = merge_state([state, as_state([Event(0, 3, "created", 7)])])
-    assert seen(recreated)[BLOBS[0]] == {
-        "deleted": False,
-        "content_length": 7,
-        "sequencer": f"{3:048x}",
-        "tier": None,
-        "tags": None,
-    }

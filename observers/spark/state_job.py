@@ -1,0 +1,224 @@
+"""The state job: brings the current-state table up to the change log, one MERGE per run.
+
+One host of the processor runs it at a time (the host holding its lease, `processor.jobs`),
+every `--state-interval` seconds. A run:
+
+1. reads which change-log version the state table has applied: the `userMetadata` of the last
+   state commit made by this job (`applied`), and the change log's newest version (`latest`);
+2. reads the rows the change-log commits after `applied` added (Delta's change data feed), at
+   most `MAX_VERSIONS` commits per run, or every row of the change log when nothing is applied
+   yet or those commits are gone (VACUUM, log retention: the state is whole, which the
+   sequencer guard makes safe);
+3. folds them into one row per blob and MERGEs them into the state table, as an idempotent
+   Delta write: `txnAppId` `cfp-state` with `txnVersion` = the change-log version applied,
+   recorded in the same commit. Delta skips a write whose version is not above the last one
+   recorded, so a run repeated after a crash, or by a paused host that wakes up late, changes
+   nothing.
+
+Every `optimize_every_s` it also compacts the small files of both tables (`OPTIMIZE`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from observers.spark import state
+from observers.spark.changelog import conflict_retrying
+from observers.spark.sql import table_ref
+
+log = structlog.get_logger("cfp.spark.state")
+
+APP_ID = "cfp-state"
+MAX_VERSIONS = 200  # change-log commits applied by one run (each holds up to a Spark write)
+HISTORY_LOOKBACK = 100  # state commits searched for the version applied, before all of them
+META_KEY = "cfpChangesVersion"
+# what Spark says when the commits asked for are gone: rebuild from the whole change log instead
+GONE = (
+    "FileNotFound",
+    "VersionNotFound",
+    "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
+    "DELTA_FILE_NOT_FOUND",
+    "DELTA_VERSION_NOT_CONTIGUOUS",
+    "DELTA_MISSING_CHANGE_DATA",
+    "CDF_NOT_ENABLED",
+    "DELTA_CHANGE_TABLE_FEED_DISABLED",
+    "No such file",
+    "does not exist",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StateRun:
+    """What one run did (logged, and its `applied` kept in the job's lease)."""
+
+    applied: int  # change-log version the state table holds after the run (-1: none)
+    latest: int  # the change log's newest version seen
+    inserted: int = 0  # blobs new to the table
+    updated: int = 0  # blobs changed
+    skipped: bool = False  # another run applied this version first (Delta skipped the write)
+    whole: bool = False  # read the whole change log (the first run, or new commits were gone)
+    optimized: bool = False
+    seconds: float = 0.0
+
+    @property
+    def is_caught_up(self) -> bool:
+        return self.applied >= self.latest
+
+
+def commit_metadata(version: int) -> str:
+    return json.dumps({META_KEY: version})
+
+
+def applied_version(history: list[Any]) -> int | None:
+    """The change-log version recorded by the newest commit of this job in `history` (rows of
+    DESCRIBE HISTORY, newest first); None when none of them is ours."""
+    for row in history:
+        try:
+            meta = json.loads(row["userMetadata"] or "")
+        except (TypeError, ValueError):
+            continue
+        if isinstance(meta, dict) and isinstance(meta.get(META_KEY), int):
+            return int(meta[META_KEY])
+    return None
+
+
+def is_gone(error: BaseException) -> bool:
+    text = f"{type(error).__name__}: {error}"
+    return any(marker in text for marker in GONE)
+
+
+class StateJob:
+    """Runs on one Spark session of its own (its session settings carry the idempotent write's
+    version and must not reach the change log's writes), from one thread at a time."""
+
+    def __init__(
+        self, session: Any, *, changes: str, state_table: str, optimize_every_s: float
+    ) -> None:
+        self.session = session
+        self.changes = changes
+        self.state_table = state_table
+        self.optimize_every_s = optimize_every_s
+        self.optimized_at: datetime | None = None
+        self._applied: int | None = None  # as of our last run; None: read it from the table
+
+    def forget(self) -> None:
+        """Another host may have run the job since our last run: read the version applied
+        from the table next time instead of remembering it."""
+        self._applied = None
+
+    def run_once(self) -> StateRun:
+        """One run (blocking). Errors: Spark's; a run that failed changed nothing."""
+        started = time.monotonic()
+        applied = self._applied if self._applied is not None else self.applied_version()
+        latest = self.latest_version()
+        run = StateRun(max(applied, 0) if latest == 0 else applied, latest)
+        if run.applied < latest:  # (version 0 made the table: it has no rows to apply)
+            try:
+                run = self._apply(applied, min(latest, applied + MAX_VERSIONS), latest)
+            except Exception:
+                self.forget()
+                raise
+        self._applied = run.applied
+        optimized = self._optimize_if_due()
+        return dataclasses.replace(
+            run, optimized=optimized, seconds=round(time.monotonic() - started, 3)
+        )
+
+    def applied_version(self) -> int:
+        table = table_ref(self.state_table)
+        recent = self._sql(f"DESCRIBE HISTORY {table} LIMIT {HISTORY_LOOKBACK}")
+        found = applied_version(recent)
+        if found is None and len(recent) >= HISTORY_LOOKBACK:
+            found = applied_version(self._sql(f"DESCRIBE HISTORY {table}"))
+        return -1 if found is None else found
+
+    def latest_version(self) -> int:
+        rows = self._sql(f"DESCRIBE HISTORY {table_ref(self.changes)} LIMIT 1")
+        return int(rows[0]["version"])
+
+    def _apply(self, applied: int, end: int, latest: int) -> StateRun:
+        whole = applied < 0
+        try:
+            counts = self._merge(applied, end, rebuild=whole)
+        except Exception as e:
+            if whole or not is_gone(e):
+                raise
+            log.warning(
+                "state.reading_whole_change_log",
+                reason=str(e).splitlines()[0][:300],
+                applied=applied,
+            )
+            whole, counts = True, self._merge(applied, end, rebuild=True)
+        if counts is None:  # Delta skipped it: another run recorded this version or a later one
+            return StateRun(self.applied_version(), latest, skipped=True, whole=whole)
+        inserted, updated = counts
+        return StateRun(end, latest, inserted, updated, whole=whole)
+
+    def _merge(self, applied: int, end: int, *, rebuild: bool) -> tuple[int, int] | None:
+        """MERGE the rows of change-log commits (applied, end] (all rows up to `end` when
+        `rebuild`); None when Delta skipped the write as already done."""
+        reader = self.session.read.format("delta")
+        if rebuild:
+            rows = reader.option("versionAsOf", end).load(self.changes)
+        else:
+            rows = (
+                reader.option("readChangeFeed", "true")
+                .option("startingVersion", applied + 1)
+                .option("endingVersion", end)
+                .load(self.changes)
+                .where("_change_type = 'insert'")
+            )
+        name = uuid.uuid4().hex
+        changes_view, source_view = f"cfp_changes_{name}", f"cfp_state_{name}"
+        rows.createOrReplaceTempView(changes_view)
+        self.session.sql(state.newest_per_blob(changes_view)).createOrReplaceTempView(source_view)
+        conf = self.session.conf
+        try:
+            for attempt in conflict_retrying():
+                with attempt:
+                    conf.set("spark.databricks.delta.write.txnAppId", APP_ID)
+                    conf.set("spark.databricks.delta.write.txnVersion", str(end))
+                    conf.set("spark.databricks.delta.commitInfo.userMetadata", commit_metadata(end))
+                    try:
+                        result = self._sql(state.merge_statement(self.state_table, source_view))
+                    finally:
+                        conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+                        conf.unset("spark.databricks.delta.write.txnAppId")
+                        conf.unset("spark.databricks.delta.write.txnVersion")
+        finally:
+            self.session.catalog.dropTempView(source_view)
+            self.session.catalog.dropTempView(changes_view)
+        if not result:
+            return None
+        row = result[0]
+        return int(row["num_inserted_rows"]), int(row["num_updated_rows"])
+
+    def _optimize_if_due(self) -> bool:
+        now = datetime.now(UTC)
+        if self.optimized_at is None:
+            self.optimized_at = now  # a new holder waits a whole interval first
+            return False
+        if (now - self.optimized_at).total_seconds() < self.optimize_every_s:
+            return False
+        optimize(self.session, self.changes, self.state_table)
+        self.optimized_at = now
+        return True
+
+    def _sql(self, statement: str) -> list[Any]:
+        return list(self.session.sql(statement).collect())
+
+
+def optimize(session: Any, *tables: str) -> None:
+    """Compact the small files of `tables` (retried when a write commits meanwhile)."""
+    for uri in tables:
+        for attempt in conflict_retrying():
+            with attempt:
+                session.sql(f"OPTIMIZE {table_ref(uri)}").collect()

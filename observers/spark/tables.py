@@ -1,0 +1,117 @@
+"""The two Delta tables under `--output`: how they are made, and a clear error for an old layout.
+
+`OUTPUT/changes` (the change log) is partitioned by `shard`: a writer's MERGE reads and may only
+conflict with the partitions of the leases it writes, so hosts writing other leases never fail
+each other's commits. Change data feed is on: the state job reads the rows each commit added.
+`OUTPUT/state` (one row per blob) has deletion vectors on, so that a MERGE writes the rows it
+changes rather than rewriting whole files. Both are made with `CREATE TABLE IF NOT EXISTS`; two
+hosts making one at the same moment may see one refused, after which it exists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from observers.errors import PluginLoadError
+from observers.spark.output import Output
+from observers.spark.schema import CHANGES_SCHEMA
+from observers.spark.sql import sql_string, table_ref
+from observers.spark.state import STATE_SCHEMA
+
+CHANGES_PROPERTIES = {
+    "delta.enableChangeDataFeed": "true",
+    "delta.enableDeletionVectors": "true",
+    # statistics (data skipping) on the columns that are filtered on; not on `raw`
+    "delta.dataSkippingStatsColumns": "position,id,event_type,event_time,container,blob",
+}
+STATE_PROPERTIES = {
+    "delta.enableDeletionVectors": "true",
+    "delta.dataSkippingStatsColumns": "container,blob,event_time,sequencer",
+}
+OLD_LAYOUT = (
+    "holds tables of an older cfp (a change log of hard-linked Parquet files under "
+    "changes/lease=*/ and a bucketed state table with _cfp/), not Delta tables: give a new "
+    "--output (the old folder stays readable with any Parquet reader)"
+)
+
+
+_SQL_TYPES = {
+    pa.string(): "STRING",
+    pa.int64(): "BIGINT",
+    pa.bool_(): "BOOLEAN",
+    pa.timestamp("us", tz="UTC"): "TIMESTAMP",
+}
+
+
+def sql_type(kind: pa.DataType) -> str:
+    """The Spark SQL type of one of our Arrow column types."""
+    if kind in _SQL_TYPES:
+        return _SQL_TYPES[kind]
+    if pa.types.is_map(kind):
+        return f"MAP<{sql_type(kind.key_type)}, {sql_type(kind.item_type)}>"
+    if pa.types.is_list(kind):
+        return f"ARRAY<{sql_type(kind.value_type)}>"
+    raise TypeError(f"no Spark SQL type for {kind}")
+
+
+def create_statement(
+    uri: str, schema: pa.Schema, properties: dict[str, str], *, partitioned_by: str = ""
+) -> str:
+    columns = ",\n  ".join(
+        f"`{f.name}` {sql_type(f.type)}{'' if f.nullable else ' NOT NULL'}" for f in schema
+    )
+    props = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
+    partition = f"\nPARTITIONED BY (`{partitioned_by}`)" if partitioned_by else ""
+    return (
+        f"CREATE TABLE IF NOT EXISTS {table_ref(uri)} (\n  {columns}\n) USING DELTA"
+        f"{partition}\nTBLPROPERTIES ({props})"
+    )
+
+
+def check_layout(output: Output) -> None:
+    """Errors: `PluginLoadError` when a local `--output` holds the tables of an older cfp."""
+    if output.local is None:
+        return  # the old layout was never written to object storage
+    changes = output.local / "changes"
+    old = (output.local / "_cfp").is_dir() or (
+        changes.is_dir()
+        and not (changes / "_delta_log").is_dir()
+        and any(_is_old_entry(p) for p in changes.iterdir())
+    )
+    if old:
+        raise PluginLoadError("spark", f"--output {output.local} {OLD_LAYOUT}")
+
+
+def _is_old_entry(path: Path) -> bool:
+    return path.name.startswith("lease=") or path.suffix == ".parquet"
+
+
+def create_tables(session: Any, output: Output, *, is_local_spark: bool = True) -> None:
+    """Make both tables unless they exist (blocking). Errors: `PluginLoadError` for an old
+    layout (looked for only when Spark runs here: a local path of a Spark Connect server is on
+    the server); Spark's own for storage it cannot reach."""
+    if is_local_spark:
+        check_layout(output)
+    for uri, schema, properties, partition in (
+        (output.changes, CHANGES_SCHEMA, CHANGES_PROPERTIES, "shard"),
+        (output.state, STATE_SCHEMA, STATE_PROPERTIES, ""),
+    ):
+        statement = create_statement(uri, schema, properties, partitioned_by=partition)
+        try:
+            session.sql(statement).collect()
+        except Exception:
+            # another host made it at the same moment (its commit of version 0 won): fine if
+            # it now exists, else the error is real
+            if not is_delta_table(session, uri):
+                raise
+
+
+def is_delta_table(session: Any, uri: str) -> bool:
+    try:
+        rows = session.sql(f"DESCRIBE DETAIL {table_ref(uri)}").collect()
+    except Exception:
+        return False
+    return bool(rows) and str(rows[0]["format"]).lower() == "delta"

@@ -1,0 +1,283 @@
+"""The Spark observer's SQL on real Delta tables (an embedded Spark, a local folder): racing and
+replayed change-log writes leave each event once; the state MERGE gives the plain model's rows
+whatever the order, cut and replays of the changes; the state job records what it applied, skips
+a stale run, and reads the whole change log when the commits it needs were vacuumed."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import uuid
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from observers.spark.changelog import ChangeLog, Inserted
+from observers.spark.output import Output, parse_output
+from observers.spark.schema import records_table
+from observers.spark.session import SparkOptions, new_session
+from observers.spark.sql import table_ref
+from observers.spark.state import merge_statement, newest_per_blob
+from observers.spark.state_job import StateJob, optimize
+from observers.spark.tables import create_tables
+from processor.verify import read_state
+from tests.state_model import SEGMENT, Event, changes, feeds, model, seen
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def rows(lease: str, keys: list[str]) -> pa.Table:
+    records = [
+        {
+            "subject": f"/blobServices/default/containers/c/blobs/{lease}/{k}",
+            "eventType": "BlobCreated",
+            "eventTime": "2026-01-01T01:00:00Z",
+            "id": f"{lease}|{k}",
+            "data": {"sequencer": f"{i:016x}"},
+        }
+        for i, k in enumerate(keys)
+    ]
+    return records_table(records, keys, shard=lease, segment=SEGMENT)
+
+
+def tables(tmp_path: Path, spark: Any) -> Output:
+    output = parse_output(str(tmp_path / "tables"))
+    create_tables(spark, output)
+    return output
+
+
+def delta_rs_ids(uri: str) -> Counter[str]:
+    """The change log's ids as delta-rs (an independent reader) sees them."""
+    found = QueryBuilder().register("changes", DeltaTable(uri)).execute("SELECT id FROM changes")
+    return Counter(pa.table(found).column("id").cast(pa.string()).to_pylist())
+
+
+def test_racing_and_replayed_writers_insert_each_event_once(
+    tmp_path: Path, delta_spark: Any
+) -> None:
+    output = tables(tmp_path, delta_spark)
+    options = SparkOptions(output, master="local[2]")
+    scan_keys = sorted(f"~c/{i:03d} it's a \\ {'x' * (i % 5)}" for i in range(40))
+    keys = {"00": [f"2026010101.{i:05d}" for i in range(80)], "scan-00": scan_keys}
+    results: list[Inserted] = []
+    failures: list[BaseException] = []
+
+    def writer(seed: int) -> None:
+        session = new_session(delta_spark, options)
+        log = ChangeLog(output.changes)
+        rng = random.Random(seed)
+        try:
+            for _ in range(3):  # each write replays from an earlier point, cut anywhere
+                batch = {}
+                for lease, ks in keys.items():
+                    lo = rng.randrange(len(ks))
+                    batch[lease] = rows(lease, ks[lo : lo + rng.randrange(1, 50)])
+                results.append(log.insert_unseen(session, batch))
+        except BaseException as e:
+            failures.append(e)
+
+    threads = [threading.Thread(target=writer, args=(seed,)) for seed in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
+    written = delta_spark.sql(f"SELECT id FROM {table_ref(output.changes)}").toArrow()
+    ids = Counter(written.column("id").to_pylist())
+    assert ids == delta_rs_ids(output.changes)
+    assert all(n == 1 for n in ids.values()), [i for i, n in ids.items() if n > 1][:5]
+    assert sum(r.inserted for r in results) == len(ids)
+    assert sum(r.skipped for r in results) > 0  # the replays were recognised, not re-inserted
+    # a last write of everything inserts exactly what is still missing
+    final = ChangeLog(output.changes).insert_unseen(
+        delta_spark, {lease: rows(lease, ks) for lease, ks in keys.items()}
+    )
+    assert final.inserted == sum(map(len, keys.values())) - len(ids)
+    assert delta_rs_ids(output.changes) == Counter(
+        f"{lease}|{k}" for lease, ks in keys.items() for k in ks
+    )
+
+
+def merge_state(spark: Any, state_uri: str, change_rows: pa.Table) -> Any:
+    spark.createDataFrame(change_rows).createOrReplaceTempView("cfp_test_changes")
+    spark.sql(newest_per_blob("cfp_test_changes")).createOrReplaceTempView("cfp_test_source")
+    return spark.sql(merge_statement(state_uri, "cfp_test_source")).collect()
+
+
+def state_rows(spark: Any, uri: str) -> list[dict[str, Any]]:
+    table = spark.sql(f"SELECT * FROM {table_ref(uri)}").toArrow()
+    return table.to_pylist()
+
+
+Scenario = tuple[list[Event], random.Random, int]
+scenarios = st.tuples(feeds, st.randoms(use_true_random=False), st.integers(1, 4))
+
+
+@settings(
+    max_examples=1,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking: Spark is slow
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.lists(scenarios, min_size=24, max_size=24))
+def test_the_state_merge_gives_the_model_whatever_the_order_cut_and_replays(
+    tmp_path: Path, delta_spark: Any, batch: list[Scenario]
+) -> None:
+    """Twenty-four scenarios at once, each on blobs of its own (containers prefixed with its number),
+    so that one MERGE per pass serves them all: each scenario's events, some twice, shuffled,
+    cut into up to four passes."""
+    output = parse_output(str(tmp_path / f"tables-{uuid.uuid4().hex}"))  # one per example
+    create_tables(delta_spark, output)
+    passes: list[list[pa.Table]] = [[] for _ in range(4)]
+    expected: dict[tuple[str, str], Any] = {}
+    for n, (events, rng, cuts) in enumerate(batch):
+        prefix = f"s{n}-"
+        delivered = events + rng.sample(events, k=len(events) // 2)  # some events come twice
+        rng.shuffle(delivered)
+        bounds = sorted(rng.sample(range(len(delivered) + 1), k=min(cuts, len(delivered) + 1)))
+        for k, (lo, hi) in enumerate(zip([0, *bounds], [*bounds, len(delivered)], strict=True)):
+            passes[k % 4].append(changes(delivered[lo:hi], container_prefix=prefix))
+        expected.update(model(events, prefix))
+    for tables_of_pass in passes:
+        if tables_of_pass:
+            merge_state(delta_spark, output.state, pa.concat_tables(tables_of_pass))
+    before = state_rows(delta_spark, output.state)
+    assert seen(before) == expected
+    everything = pa.concat_tables(
+        [changes(events, container_prefix=f"s{n}-") for n, (events, _, _) in enumerate(batch)]
+    )
+    [again] = merge_state(delta_spark, output.state, everything)  # a full replay
+    assert (again["num_updated_rows"], again["num_inserted_rows"]) == (0, 0)
+    live, tombstones = read_state(output.state, {})  # delta-rs, deletion vectors and all
+    assert len(live) + tombstones == len(expected)
+    assert {(b.container, b.name) for b in live} == {
+        k for k, v in expected.items() if not v["deleted"]
+    }
+
+
+def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
+    tmp_path: Path, delta_spark: Any
+) -> None:
+    output = tables(tmp_path, delta_spark)
+    options = SparkOptions(output, master="local[2]")
+    log = ChangeLog(output.changes)
+    feed = [Event(b, s, "created" if s == 1 else "props", s) for s in (1, 2, 3) for b in range(3)]
+
+    def commit(events: list[Event], start: int) -> None:
+        table = changes(events)
+        positions = pa.array([f"p{start + i:06d}" for i in range(table.num_rows)])
+        log.insert_unseen(delta_spark, {"00": table.set_column(18, "position", positions)})
+
+    def job() -> StateJob:
+        session = new_session(delta_spark, options)
+        return StateJob(session, changes=output.changes, state_table=output.state,
+                        optimize_every_s=3600)  # fmt: skip
+
+    commit(feed[:3], 0)
+    commit(feed[3:6], 3)
+    first = job().run_once()
+    assert first.whole and first.applied == first.latest == 2 and first.inserted == 3
+    assert job().applied_version() == 2  # what the next holder reads back
+    commit(feed[6:], 6)
+    zombie = job()  # a holder that paused before applying version 3
+    second = job().run_once()
+    assert (second.applied, second.updated, second.whole) == (3, 3, False)
+    assert zombie._merge(1, 2, rebuild=False) is None  # Delta skips the stale version
+    assert seen(state_rows(delta_spark, output.state)) == model(feed)
+
+    commit([Event(0, 4, "deleted", 0)], 9)  # version 4, then compacted and vacuumed away
+    delta_spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        optimize(delta_spark, output.changes)
+        delta_spark.sql(f"VACUUM {table_ref(output.changes)} RETAIN 0 HOURS").collect()
+    finally:
+        delta_spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    third = job().run_once()  # the rows of version 4 are gone from its files: read them all
+    assert third.whole and third.is_caught_up
+    assert seen(state_rows(delta_spark, output.state)) == model([*feed, Event(0, 4, "deleted", 0)])
+
+
+def test_a_sas_reaches_the_tables_on_azurite_through_abfs(delta_spark: Any, azurite: Any) -> None:
+    """An account SAS instead of the key (as a connection string carries it): Spark writes
+    through ABFS with it, and delta-rs reads with it."""
+    from azure.storage.blob import (
+        AccountSasPermissions,
+        ResourceTypes,
+        generate_account_sas,
+    )
+
+    from observers.spark.container import ensure_container
+    from observers.spark.output import delta_rs_options
+    from processor.connection import AZURITE_ACCOUNT, AZURITE_KEY, storage_access
+
+    sas = generate_account_sas(
+        AZURITE_ACCOUNT,
+        AZURITE_KEY,
+        resource_types=ResourceTypes(service=True, container=True, object=True),
+        permission=AccountSasPermissions(
+            read=True, write=True, delete=True, list=True, add=True, create=True
+        ),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
+    )
+    conn = f"BlobEndpoint=http://127.0.0.1:{azurite.blob_port}/{AZURITE_ACCOUNT};SharedAccessSignature={sas}"
+    access = storage_access(conn)
+    assert access.sas and not access.key
+    output = parse_output(
+        f"abfs://cfp-sas@{AZURITE_ACCOUNT}.dfs.core.windows.net/t{uuid.uuid4().hex[:8]}"
+    )
+    assert asyncio.run(ensure_container(output, access))  # as a host does before Spark
+    assert not asyncio.run(ensure_container(output, access))  # made already: fine
+    session = new_session(delta_spark, SparkOptions(output, access=access))
+    create_tables(session, output)
+    ChangeLog(output.changes).insert_unseen(session, {"00": rows("00", ["a", "b"])})
+    table = DeltaTable(output.changes, storage_options=delta_rs_options(output, access))
+    found = QueryBuilder().register("changes", table).execute("SELECT id FROM changes")
+    assert sorted(pa.table(found).column("id").cast(pa.string()).to_pylist()) == ["00|a", "00|b"]
+
+
+async def test_the_host_makes_the_output_container_or_says_why_it_cannot(azurite: Any) -> None:
+    """A container-scoped SAS may not make containers: fine when the container is there, a
+    clear refusal naming it when not; an account nobody answers for is named too."""
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+    from azure.storage.blob.aio import BlobServiceClient
+
+    from observers.errors import PluginLoadError
+    from observers.spark.container import ensure_container
+    from processor.connection import AZURITE_ACCOUNT, AZURITE_KEY, storage_access
+
+    endpoint = f"http://127.0.0.1:{azurite.blob_port}/{AZURITE_ACCOUNT}"
+
+    def scoped(container: str) -> str:
+        sas = generate_container_sas(
+            AZURITE_ACCOUNT,
+            container,
+            account_key=AZURITE_KEY,
+            permission=ContainerSasPermissions(read=True, write=True, list=True),
+            expiry=datetime.now(UTC) + timedelta(hours=1),
+        )
+        return f"BlobEndpoint={endpoint};SharedAccessSignature={sas}"
+
+    def output(container: str) -> Output:
+        return parse_output(f"abfs://{container}@{AZURITE_ACCOUNT}.dfs.core.windows.net/t")
+
+    async with BlobServiceClient.from_connection_string(azurite.connection_string) as service:
+        await service.create_container("cfp-there")
+    assert not await ensure_container(output("cfp-there"), storage_access(scoped("cfp-there")))
+    with pytest.raises(PluginLoadError) as refused:
+        await ensure_container(output("cfp-absent"), storage_access(scoped("cfp-absent")))
+    assert f"container 'cfp-absent' at {endpoint} does not exist" in str(refused.value)
+    assert "(sas) may not make it" in str(refused.value)
+    assert "sig=" not in str(refused.value)
+    nobody = f"BlobEndpoint=http://127.0.0.1:1/{AZURITE_ACCOUNT};AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY}"
+    with pytest.raises(
+        PluginLoadError, match=r"cannot reach http://127\.0\.0\.1:1/devstoreaccount1"
+    ):
+        await ensure_container(output("cfp-any"), storage_access(nobody))

@@ -1,0 +1,143 @@
+"""The Spark sink's batching without Spark: a write's checkpoints come after its commit, a failed
+write stops its leases' later batches, batches left empty are still checkpointed."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from observers.protocol import EventBatch, PartitionContext
+from observers.spark.changelog import Inserted
+from observers.spark.observer import SparkObserver, SparkWriteError
+from observers.spark.output import parse_output
+from observers.spark.session import SparkOptions
+from observers.spark.sink import SparkSink
+from tests.state_model import Event, changes
+
+
+class FakeLog:
+    """Records what each write held; the first `fail` writes raise; `gate` holds writes."""
+
+    def __init__(self, *, fail: int = 0) -> None:
+        self.writes: list[dict[str, list[str]]] = []
+        self.fail = fail
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
+
+    def insert_unseen(self, session: Any, tables: Mapping[str, pa.Table]) -> Inserted:
+        self.entered.set()
+        assert self.gate.wait(10)
+        self.writes.append({k: t.column("id").to_pylist() for k, t in tables.items()})
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("the Spark write failed")
+        rows = sum(t.num_rows for t in tables.values())
+        return Inserted(rows, rows, 1)
+
+
+def sink(tmp_path: Path, log: FakeLog, **options: Any) -> SparkSink:
+    settings = SparkOptions(parse_output(str(tmp_path)), max_wait_s=0.05, min_rows=1, **options)
+    return SparkSink(settings, writer=log, session=object())
+
+
+def rows(lease: str, *seqs: int) -> pa.Table:
+    return changes([Event(0, s, "created", 1) for s in seqs], shard=lease)
+
+
+async def test_leases_share_a_write_and_are_checkpointed_after_it(tmp_path: Path) -> None:
+    log = FakeLog()
+    log.gate.clear()
+    done: list[str] = []
+
+    def mark(name: str) -> Any:
+        async def on_commit() -> None:
+            assert log.writes, "checkpointed before the write"
+            done.append(name)
+
+        return on_commit
+
+    async with sink(tmp_path, log) as s:
+        first = await s.submit("00", rows("00", 1), mark("00/1"))
+        await asyncio.to_thread(log.entered.wait, 5)  # the first write is under way
+        later = [
+            await s.submit("00", rows("00", 2), mark("00/2")),
+            await s.submit("01", rows("01", 3), mark("01/3")),
+        ]
+        log.gate.set()
+        await asyncio.gather(first, *later)
+    assert log.writes == [{"00": ["id-0-1"]}, {"00": ["id-0-2"], "01": ["id-0-3"]}]
+    assert done == ["00/1", "00/2", "01/3"]  # one checkpoint per lease and write, in order
+    assert (s.stats.writes, s.stats.rows) == (2, 3)
+
+
+async def test_a_failed_write_fails_the_leases_queued_batches_unwritten(tmp_path: Path) -> None:
+    log = FakeLog(fail=1)
+    log.gate.clear()
+    checkpoints: list[str] = []
+
+    def mark(name: str) -> Any:
+        async def on_commit() -> None:
+            checkpoints.append(name)
+
+        return on_commit
+
+    async with sink(tmp_path, log) as s:
+        lost = await s.submit("00", rows("00", 1), mark("00/1"))
+        await asyncio.to_thread(log.entered.wait, 5)
+        behind = await s.submit("00", rows("00", 2), mark("00/2"))  # queued behind the failure
+        other = await s.submit("01", rows("01", 3), mark("01/3"))
+        log.gate.set()
+        for future in (lost, behind):
+            with pytest.raises(RuntimeError, match="the Spark write failed"):
+                await future
+        await other
+        s.forget("00")  # the lease is opened again: it reads from its checkpoint
+        await (await s.submit("00", rows("00", 1, 2), mark("00/again")))
+    assert log.writes == [{"00": ["id-0-1"]}, {"01": ["id-0-3"]}, {"00": ["id-0-1", "id-0-2"]}]
+    assert checkpoints == ["01/3", "00/again"]  # never past the lost batch
+
+
+async def test_an_observer_leaves_out_the_output_container_and_still_checkpoints(
+    tmp_path: Path,
+) -> None:
+    log = FakeLog()
+    positions: list[object] = []
+
+    async def checkpoint(mark: object | None) -> None:
+        positions.append(mark)
+
+    ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, _checkpoint=checkpoint)
+    ours = [e.record() for e in (Event(0, 1, "created", 1), Event(2, 2, "created", 1))]
+    async with sink(tmp_path, log) as s:
+        observer = SparkObserver(s, excluded="c2")
+        await observer.open(ctx)
+        for n, records in enumerate(([ours[0], ours[1]], [ours[1]])):
+            ctx._mark = f"mark-{n}"
+            batch = EventBatch(records, [f"p{n}{i}" for i in range(len(records))], shard="00",
+                               segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
+            await observer.process_changes(ctx, batch)
+        await observer.close(ctx, None)  # type: ignore[arg-type]
+    assert log.writes == [{"00": ["id-0-1"]}]  # the c2 event never reached Spark
+    assert positions[-1] == "mark-1"  # the batch of c2 alone was checkpointed too
+
+
+async def test_a_lease_whose_write_failed_refuses_its_next_batch(tmp_path: Path) -> None:
+    log = FakeLog(fail=1)
+    ctx = PartitionContext(lease_token="00", host_name="h", epoch=1)
+    record = Event(0, 1, "created", 1).record()
+    async with sink(tmp_path, log) as s:
+        observer = SparkObserver(s)
+        ctx._mark = "m"
+        batch = EventBatch([record], ["p0"], shard="00",
+                           segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
+        await observer.process_changes(ctx, batch)
+        await asyncio.sleep(0.5)
+        with pytest.raises(SparkWriteError):
+            await observer.process_changes(ctx, batch)

@@ -1,0 +1,101 @@
+"""The SQL the Spark observer runs, built without Spark: quoting, the change log's MERGE, the
+tables' definitions, the state job's bookkeeping. (What the SQL does is tested on real Delta
+tables in tests/integration/test_delta_tables.py.)"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from observers.spark.changelog import Range, is_conflict, lease_ranges, merge_statement
+from observers.spark.schema import CHANGES_SCHEMA
+from observers.spark.sql import sql_string, table_ref
+from observers.spark.state import STATE_SCHEMA
+from observers.spark.state_job import applied_version, commit_metadata, is_gone
+from observers.spark.tables import CHANGES_PROPERTIES, create_statement, sql_type
+from tests.state_model import Event, changes
+
+
+@given(st.text())
+def test_a_string_literal_has_no_unescaped_quote_or_backslash(value: str) -> None:
+    literal = sql_string(value)
+    assert literal[0] == literal[-1] == "'"
+    body, i, plain = literal[1:-1], 0, []
+    while i < len(body):  # read it back as Spark's lexer does
+        if body[i] == "\\":
+            plain.append(body[i + 1])
+            i += 2
+        else:
+            assert body[i] != "'", literal
+            plain.append(body[i])
+            i += 1
+    assert "".join(plain) == value
+
+
+def test_a_table_path_is_quoted_as_an_identifier() -> None:
+    assert table_ref("abfss://t@a.dfs.core.windows.net/x`y") == (
+        "delta.`abfss://t@a.dfs.core.windows.net/x``y`"
+    )
+
+
+def test_each_lease_of_a_write_gives_its_range_and_empty_ones_none() -> None:
+    rows = {
+        "01": changes([Event(0, 1, "created", 1)] * 3, shard="01"),
+        "00": changes([Event(0, 1, "created", 1)] * 2, shard="00"),
+        "02": changes([], shard="02"),
+    }
+    assert lease_ranges(rows) == [
+        Range("00", "p000000", "p000001"),
+        Range("01", "p000000", "p000002"),
+    ]
+
+
+def test_the_change_log_merge_reads_only_its_leases_and_ranges() -> None:
+    sql = merge_statement(
+        "file:///out/changes", "cfp_write_1", [Range("00", "a", "b"), Range("~c/it's", "x", "y")]
+    )
+    assert "MERGE INTO delta.`file:///out/changes` AS t\nUSING cfp_write_1 AS s" in sql
+    assert "ON t.shard = s.shard AND t.position = s.position" in sql
+    assert "AND t.shard IN ('00', '~c/it\\'s')" in sql  # partition pruning, quoted
+    assert "(t.shard = '00' AND t.position BETWEEN 'a' AND 'b')" in sql  # data skipping
+    assert sql.endswith("WHEN NOT MATCHED THEN INSERT *")  # never an update or a delete
+    with pytest.raises(ValueError, match="needs rows"):
+        merge_statement("file:///out/changes", "v", [])
+
+
+def test_the_tables_are_made_with_their_columns_partitioning_and_properties() -> None:
+    sql = create_statement(
+        "file:///o/changes", CHANGES_SCHEMA, CHANGES_PROPERTIES, partitioned_by="shard"
+    )
+    assert sql.startswith("CREATE TABLE IF NOT EXISTS delta.`file:///o/changes` (")
+    assert "`id` STRING NOT NULL" in sql and "`api` STRING," in sql
+    assert "`tags` MAP<STRING, STRING>" in sql and "`sort_keys` ARRAY<STRING> NOT NULL" in sql
+    assert "`event_time` TIMESTAMP NOT NULL" in sql
+    assert "PARTITIONED BY (`shard`)" in sql
+    assert "'delta.enableChangeDataFeed' = 'true'" in sql
+    assert all(sql_type(f.type) for f in STATE_SCHEMA)
+    with pytest.raises(TypeError, match="no Spark SQL type"):
+        sql_type(pa.float16())
+
+
+def test_the_version_applied_is_the_newest_commit_of_the_state_job() -> None:
+    history = [  # DESCRIBE HISTORY, newest first
+        {"userMetadata": None},  # an OPTIMIZE
+        {"userMetadata": commit_metadata(41)},
+        {"userMetadata": commit_metadata(30)},
+    ]
+    assert applied_version(history) == 41
+    assert applied_version([{"userMetadata": "not json"}, {"userMetadata": '{"x": 1}'}]) is None
+
+
+def test_conflicts_and_vanished_commits_are_told_from_other_errors() -> None:
+    class ConcurrentAppendException(Exception):
+        pass
+
+    assert is_conflict(ConcurrentAppendException("Files were added to partition [shard=00]"))
+    assert is_conflict(RuntimeError("[DELTA_CONCURRENT_DELETE_READ] a concurrent OPTIMIZE"))
+    assert not is_conflict(RuntimeError("[PATH_NOT_FOUND] Path does not exist"))
+    assert is_gone(RuntimeError("[DELTA_CHANGE_DATA_FILE_NOT_FOUND] part-0001 was vacuumed"))
+    assert not is_gone(RuntimeError("[DELTA_CONCURRENT_APPEND] files were added"))
