@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from observers.spark.output import parse_output  # noqa: E402
+from observers.spark.schema import CHANGES_SCHEMA  # noqa: E402
 from observers.spark.session import SparkOptions, open_session  # noqa: E402
 from processor.changefeed.emulator.azurite import Azurite  # noqa: E402
 from tests.helpers import emulate_afresh  # noqa: E402
@@ -86,12 +87,10 @@ def run_host(conn: str, output: Path, master: str) -> tuple[float, str]:
 
 
 def read_back(uri: str) -> pa.Table:
+    """The change log as delta-rs reads it, in the schema the hosts write (delta-rs gives
+    string views, which Spark's Arrow conversion refuses)."""
     found = QueryBuilder().register("changes", DeltaTable(uri)).execute("SELECT * FROM changes")
-    table = pa.table(found)
-    return table.cast(
-        pa.schema([pa.field(f.name, pa.string() if f.type == pa.string_view() else f.type)
-                   for f in table.schema])
-    )  # fmt: skip
+    return pa.table(found).select(CHANGES_SCHEMA.names).cast(CHANGES_SCHEMA)
 
 
 def baseline(table: pa.Table, master: str) -> float:

@@ -570,7 +570,8 @@ async def _serve_host(
                 isinstance(leaf, LeaseError | FeedError | PluginLoadError) for leaf in leaves
             ):
                 raise  # a bug: let the traceback show
-            return 1
+            # an observer that could not open (the Spark observer's output): configuration
+            return 2 if all(isinstance(leaf, PluginLoadError) for leaf in leaves) else 1
         finally:
             await store.close()
             await storage.close()

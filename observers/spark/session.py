@@ -19,7 +19,7 @@ from observers.spark.output import Output, StorageAccess, hadoop_settings
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_WARM_UP_ROWS = 20_000
-DEFAULT_MAX_ROWS = 50_000
+DEFAULT_MAX_ROWS = 100_000
 DEFAULT_MAX_WAIT_S = 1.0
 DEFAULT_STATE_EVERY_S = 10.0
 
@@ -41,7 +41,7 @@ DELTA_STATIC = {
 
 LOCAL_DEFAULTS = {
     # batches of all leases wait in the driver (the host) until written: 1g (Spark's default)
-    # runs out with a few 64 MiB writes in flight
+    # runs out with a few 128 MiB writes in flight
     "spark.driver.memory": "2g",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",  # no progress bars in the logs
@@ -88,7 +88,7 @@ class SparkOptions:
     conf: Mapping[str, str] = field(default_factory=dict)  # --spark-conf KEY=VALUE
     max_rows: int = DEFAULT_MAX_ROWS  # rows per Spark write, across the host's leases
     min_rows: int = 5_000  # enough rows to write at once when Spark is idle
-    max_bytes: int = 64 << 20  # Arrow bytes per Spark write
+    max_bytes: int = 128 << 20  # Arrow bytes per Spark write
     max_wait_s: float = DEFAULT_MAX_WAIT_S  # longest a batch waits for others to share a write
     warm_up_rows: int = DEFAULT_WARM_UP_ROWS  # made-up rows written three times at start
     state_every_s: float = DEFAULT_STATE_EVERY_S  # between runs of the state job

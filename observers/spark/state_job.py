@@ -40,6 +40,13 @@ APP_ID = "cfp-state"
 MAX_VERSIONS = 200  # change-log commits applied by one run (each holds up to a Spark write)
 HISTORY_LOOKBACK = 100  # state commits searched for the version applied, before all of them
 META_KEY = "cfpChangesVersion"
+JOB_CONF = {
+    # MERGE reads its source twice (the rows it touches, then the rows it writes), and this
+    # source is a fold of change-log rows, not an Arrow table: computing it once (Delta's
+    # default, which the change log's session turns off) ran 20% faster at 10M blobs
+    "spark.databricks.delta.merge.materializeSource": "auto",
+}
+"""Settings of the state job's own session, on top of the tables' (`session.SQL_CONF`)."""
 # what Spark says when the commits asked for are gone: rebuild from the whole change log instead
 GONE = (
     "FileNotFound",
@@ -103,6 +110,8 @@ class StateJob:
         self, session: Any, *, changes: str, state_table: str, optimize_every_s: float
     ) -> None:
         self.session = session
+        for key, value in JOB_CONF.items():
+            session.conf.set(key, value)
         self.changes = changes
         self.state_table = state_table
         self.optimize_every_s = optimize_every_s

@@ -6,16 +6,19 @@ a stale run, and reads the whole change log when the commits it needs were vacuu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import threading
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from azure.core.exceptions import ResourceNotFoundError
 from deltalake import DeltaTable, QueryBuilder
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -32,6 +35,20 @@ from processor.verify import read_state
 from tests.state_model import SEGMENT, Event, changes, feeds, model, seen
 
 pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture
+def made_containers(azurite: Any) -> Iterator[list[str]]:
+    """Containers a test makes in the shared Azurite account, deleted afterwards: other modules
+    compare that account's listing with its change feed."""
+    made: list[str] = []
+    yield made
+    from azure.storage.blob import BlobServiceClient
+
+    service = BlobServiceClient.from_connection_string(azurite.connection_string)
+    for name in made:
+        with contextlib.suppress(ResourceNotFoundError):
+            service.delete_container(name)
 
 
 def rows(lease: str, keys: list[str]) -> pa.Table:
@@ -205,7 +222,9 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
     assert seen(state_rows(delta_spark, output.state)) == model([*feed, Event(0, 4, "deleted", 0)])
 
 
-def test_a_sas_reaches_the_tables_on_azurite_through_abfs(delta_spark: Any, azurite: Any) -> None:
+def test_a_sas_reaches_the_tables_on_azurite_through_abfs(
+    delta_spark: Any, azurite: Any, made_containers: list[str]
+) -> None:
     """An account SAS instead of the key (as a connection string carries it): Spark writes
     through ABFS with it, and delta-rs reads with it."""
     from azure.storage.blob import (
@@ -233,6 +252,7 @@ def test_a_sas_reaches_the_tables_on_azurite_through_abfs(delta_spark: Any, azur
     output = parse_output(
         f"abfs://cfp-sas@{AZURITE_ACCOUNT}.dfs.core.windows.net/t{uuid.uuid4().hex[:8]}"
     )
+    made_containers.append(output.container)
     assert asyncio.run(ensure_container(output, access))  # as a host does before Spark
     assert not asyncio.run(ensure_container(output, access))  # made already: fine
     session = new_session(delta_spark, SparkOptions(output, access=access))
@@ -243,7 +263,9 @@ def test_a_sas_reaches_the_tables_on_azurite_through_abfs(delta_spark: Any, azur
     assert sorted(pa.table(found).column("id").cast(pa.string()).to_pylist()) == ["00|a", "00|b"]
 
 
-async def test_the_host_makes_the_output_container_or_says_why_it_cannot(azurite: Any) -> None:
+async def test_the_host_makes_the_output_container_or_says_why_it_cannot(
+    azurite: Any, made_containers: list[str]
+) -> None:
     """A container-scoped SAS may not make containers: fine when the container is there, a
     clear refusal naming it when not; an account nobody answers for is named too."""
     from azure.storage.blob import ContainerSasPermissions, generate_container_sas
@@ -268,6 +290,7 @@ async def test_the_host_makes_the_output_container_or_says_why_it_cannot(azurite
     def output(container: str) -> Output:
         return parse_output(f"abfs://{container}@{AZURITE_ACCOUNT}.dfs.core.windows.net/t")
 
+    made_containers.extend(["cfp-there", "cfp-absent", "cfp-any"])
     async with BlobServiceClient.from_connection_string(azurite.connection_string) as service:
         await service.create_container("cfp-there")
     assert not await ensure_container(output("cfp-there"), storage_access(scoped("cfp-there")))
@@ -281,3 +304,31 @@ async def test_the_host_makes_the_output_container_or_says_why_it_cannot(azurite
         PluginLoadError, match=r"cannot reach http://127\.0\.0\.1:1/devstoreaccount1"
     ):
         await ensure_container(output("cfp-any"), storage_access(nobody))
+
+
+def test_a_host_whose_output_cannot_be_made_exits_2_naming_it(azurite: Any) -> None:
+    """A real `cfp run`: the output's container is missing and its SAS may not make it. The
+    host stops at start with exit 2, before any Spark, and prints no secret."""
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    from processor.connection import AZURITE_ACCOUNT, AZURITE_KEY
+    from tests.helpers import run_cfp
+
+    sas = generate_container_sas(
+        AZURITE_ACCOUNT,
+        "cfp-never",
+        account_key=AZURITE_KEY,
+        permission=ContainerSasPermissions(read=True, write=True, list=True),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
+    )
+    blob = f"http://127.0.0.1:{azurite.blob_port}/{AZURITE_ACCOUNT}"
+    done = run_cfp(
+        azurite.connection_string,
+        "run", "--processor-name", f"noout{uuid.uuid4().hex[:6]}", "--http-port", "0",
+        "--observer", "spark", "--until-caught-up",
+        "--output", f"abfs://cfp-never@{AZURITE_ACCOUNT}.dfs.core.windows.net/t",
+        "--output-connection-string", f"BlobEndpoint={blob};SharedAccessSignature={sas}",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"container 'cfp-never' at {blob} does not exist" in done.stderr
+    assert "sig=" not in done.stdout + done.stderr and AZURITE_KEY not in done.stderr
