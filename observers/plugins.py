@@ -11,14 +11,16 @@ import asyncio
 import importlib
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from observers.errors import PluginLoadError
 from observers.formats import Format
 from observers.jsonl import JsonlObserver
 from observers.log import LogObserver
 from observers.protocol import ChangeEvent, CloseReason, ObserverFactory, PartitionContext
-from observers.spark.session import SparkOptions
+
+if TYPE_CHECKING:  # the Spark observer's modules load only when it is chosen
+    from observers.spark.session import SparkOptions
 
 
 def load_observer_factory(

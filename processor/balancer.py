@@ -41,8 +41,6 @@ from processor.waiting import running_event, wait_any
 
 log = structlog.get_logger("cfp.balancer")
 
-EXPIRY_MARGIN_S = 0.05  # list just after a lease would expire, so that it has by then
-
 
 @dataclass(slots=True)
 class BalancerStats:
@@ -110,12 +108,11 @@ class Balancer:
         """The jittered interval, or less when a lease would expire before then: the tick right
         after it takes a crashed host's leases without waiting for the next regular one."""
         assert self._tracker is not None
-        jitter = self.rng.uniform(-JITTER_FRACTION, JITTER_FRACTION)
-        delay = self.timings.acquire_every_s * (1 + jitter)
-        due = self._tracker.next_expiry(self.me)
-        if due is not None:
-            delay = min(delay, max(0.0, due - self.clock.monotonic()) + EXPIRY_MARGIN_S)
-        return delay
+        return self.timings.next_look_in_s(
+            jitter=self.rng.uniform(-JITTER_FRACTION, JITTER_FRACTION),
+            due=self._tracker.next_expiry(self.me),
+            now=self.clock.monotonic(),
+        )
 
     async def tick(self) -> None:
         assert self._tracker is not None

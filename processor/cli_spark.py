@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -42,12 +42,31 @@ from processor.cli_common import (
 )
 from processor.verify import Comparison, VerifyError, compare, list_account, read_state
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 output_option = click.option(
     "--output",
     envvar="CFP_OUTPUT",
     required=True,
     help="Where the hosts write the tables (their --output): a folder or an abfss:// URI.",
 )
+
+
+def tables_session_options(command: F) -> F:
+    """The options of a command that opens a Spark session on the hosts' tables: where they
+    are, how to reach them, and which Spark."""
+    for option in reversed(
+        (
+            output_option,
+            connection_option,
+            output_connection_option,
+            spark_master_option,
+            spark_remote_option,
+            spark_conf_option,
+        )
+    ):
+        command = option(command)
+    return command
 
 
 def _where(
@@ -203,13 +222,8 @@ def _with_session(options: SparkOptions, work: Callable[[Any], None]) -> None:
 
 
 @click.command("sql")
-@output_option
 @click.argument("query")
-@connection_option
-@output_connection_option
-@spark_master_option
-@spark_remote_option
-@spark_conf_option
+@tables_session_options
 @click.option(
     "--limit",
     type=click.IntRange(min=1),
@@ -285,12 +299,7 @@ def _text_table(names: list[str], rows: list[dict[str, Any]], truncate: int) -> 
 
 
 @click.command("optimize")
-@output_option
-@connection_option
-@output_connection_option
-@spark_master_option
-@spark_remote_option
-@spark_conf_option
+@tables_session_options
 @click.option(
     "--vacuum",
     "vacuum_hours",

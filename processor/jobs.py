@@ -34,7 +34,6 @@ from processor.waiting import wait_any
 
 log = structlog.get_logger("cfp.jobs")
 
-EXPIRY_MARGIN_S = 0.05  # look just after the holder's lease would expire, so that it has by then
 FINAL_POLL_S = 0.2  # how often a leaving host looks whether the holder did the last run
 FINAL_WAIT_MIN_S = 120.0  # the longest it waits for that (or 4 expiries, if longer)
 
@@ -107,12 +106,11 @@ class JobRunner:
         less when the holder's lease would expire before then (taken right after it does)."""
         if self.is_holder:
             return self.job.every_s
-        jitter = self._rng.uniform(-JITTER_FRACTION, JITTER_FRACTION)
-        pause = self._timings.acquire_every_s * (1 + jitter)
-        due = self._tracker.next_expiry(self._me)
-        if due is not None:
-            pause = min(pause, max(0.0, due - self._clock.monotonic()) + EXPIRY_MARGIN_S)
-        return pause
+        return self._timings.next_look_in_s(
+            jitter=self._rng.uniform(-JITTER_FRACTION, JITTER_FRACTION),
+            due=self._tracker.next_expiry(self._me),
+            now=self._clock.monotonic(),
+        )
 
     async def tick(self) -> None:
         """One round: take the job's lease if it is free or expired, then run the job once if

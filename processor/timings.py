@@ -12,6 +12,8 @@ DEFAULT_POLL_S = 5.0
 FENCE_FRACTION = 0.8
 # Balancing ticks vary by up to this share so that hosts started together do not collide.
 JITTER_FRACTION = 0.2
+# Look at a lease this long after it would expire, so that it has by then.
+EXPIRY_MARGIN_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +37,16 @@ class Timings:
         """After asking for a lease this long ago without getting it, take it by force: the owner
         renews but does not let go (a stuck observer, or an older cfp without hand-over)."""
         return 2 * self.expiry_s
+
+    def next_look_in_s(self, *, jitter: float, due: float | None, now: float) -> float:
+        """Seconds until the next look at the lease table: the acquire interval stretched by
+        `jitter` (a share, within +-`JITTER_FRACTION`), or less when a lease watched on the
+        monotonic clock expires at `due` before then, so that the look right after it takes
+        a crashed host's lease without waiting a whole interval more."""
+        pause = self.acquire_every_s * (1 + jitter)
+        if due is not None:
+            pause = min(pause, max(0.0, due - now) + EXPIRY_MARGIN_S)
+        return pause
 
     @property
     def barrier_refresh_s(self) -> float:

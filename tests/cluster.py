@@ -107,11 +107,16 @@ class Cluster:
         lines.sort(key=lambda d: (d["t"], d["host"], d["_line"]))
         return lines
 
-    async def logged(self, name: str, event: str, *, within_s: float) -> float:
-        """Wait until host `name` has logged `event`; the monotonic time it was seen."""
+    async def logged(self, name: str, event: str, *, within_s: float, **fields: object) -> float:
+        """Wait until host `name` has logged `event` (with these `fields`, if any); the
+        monotonic time it was seen."""
+
+        def matches(e: dict[str, Any]) -> bool:
+            return e.get("event") == event and all(e.get(k) == v for k, v in fields.items())
+
         deadline = time.monotonic() + within_s
-        while not any(e.get("event") == event for e in self.log_events(name)):
-            assert time.monotonic() < deadline, f"{name} never logged {event}"
+        while not any(matches(e) for e in self.log_events(name)):
+            assert time.monotonic() < deadline, f"{name} never logged {event} {fields or ''}"
             await asyncio.sleep(0.05)
         return time.monotonic()
 

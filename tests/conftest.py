@@ -1,5 +1,5 @@
-"""Shared fixtures: a real Azurite per test session, a clean account per test, and one
-embedded Spark session with Delta Lake."""
+"""Shared fixtures: a real Azurite per test session (per worker under `make test`), a clean
+account per test, and one embedded Spark session with Delta Lake."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ host running it is killed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob.aio import BlobServiceClient
 from deltalake import DeltaTable, QueryBuilder
 
@@ -43,12 +45,17 @@ EXPIRY_S = 4.0
 
 
 @pytest.fixture(scope="module")
-async def feed(azurite: Azurite) -> Feed:
+async def feed(azurite: Azurite) -> AsyncIterator[Feed]:
+    """The module's feed; afterwards the tables' container goes too: the account is shared
+    with other modules, which compare its listing with its feed."""
     conn = azurite.connection_string
     records = await emulate_afresh(
         conn, seed=21, segments=3, events_per_segment=500, shards=(4, 6, 4)
     )
-    return Feed(conn, {str(r["id"]) for r in records if r["eventType"] != "Control"})
+    yield Feed(conn, {str(r["id"]) for r in records if r["eventType"] != "Control"})
+    async with BlobServiceClient.from_connection_string(conn) as service:
+        with contextlib.suppress(ResourceNotFoundError):
+            await service.delete_container(TABLES_CONTAINER)
 
 
 @pytest.fixture(scope="module")
@@ -246,6 +253,8 @@ async def test_a_host_killed_after_a_commit_before_its_checkpoints(
     await cluster.logged("h2", "spark.committed", within_s=180)
     for name in ("h1", "h3"):
         cluster.start(name)
+    for name in ("h1", "h3"):  # up and balancing (their Spark sessions open), h2 still paused
+        await cluster.logged(name, "host.state", state="running", within_s=120)
     cluster.signal("h2", signal.SIGKILL)
     killed_at = time.monotonic()
     cluster.wait("h2")

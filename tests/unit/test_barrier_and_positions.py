@@ -13,7 +13,7 @@ from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.layout import segment_path
 from processor.changefeed.position import ShardPosition
 from processor.lease_position import LeasePosition
-from processor.timings import derive_timings
+from processor.timings import EXPIRY_MARGIN_S, JITTER_FRACTION, derive_timings
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 SEGMENTS = [segment_path(BASE + timedelta(hours=h)) for h in range(12)]
@@ -83,3 +83,20 @@ def test_timings_derive_from_the_expiry() -> None:
     assert derive_timings(3, renew_every_s=1, acquire_every_s=0.5).acquire_every_s == 0.5
     with pytest.raises(ValueError, match="at most half"):
         derive_timings(10, renew_every_s=6)
+
+
+@given(
+    st.floats(-JITTER_FRACTION, JITTER_FRACTION),
+    st.none() | st.floats(-100, 100),
+    st.floats(0, 100),
+)
+def test_the_next_look_is_the_jittered_interval_or_just_after_a_lease_expires(
+    jitter: float, due: float | None, now: float
+) -> None:
+    t = derive_timings(30)
+    pause = t.next_look_in_s(jitter=jitter, due=due, now=now)
+    assert 0 < pause <= t.acquire_every_s * (1 + JITTER_FRACTION)
+    if due is None or due - now + EXPIRY_MARGIN_S >= t.acquire_every_s * (1 + jitter):
+        assert pause == t.acquire_every_s * (1 + jitter)
+    else:  # a watched lease expires first: look just after it (at once if it has already)
+        assert pause == max(0.0, due - now) + EXPIRY_MARGIN_S
