@@ -197,10 +197,8 @@ class Host:
             )
             try:
                 async with contextlib.AsyncExitStack() as stack:
-                    factory: Any = self.env.observer_factory
-                    if hasattr(factory, "__aenter__"):  # e.g. one Spark session for every lease
-                        await stack.enter_async_context(factory)
-                    await self._run(stop)
+                    if await self._open_observers(stack, stop):
+                        await self._run(stop)
             except BaseException as e:
                 self.lifecycle.move(HostState.FAILED_PERMANENTLY, error=_describe(e))
                 raise
@@ -210,6 +208,35 @@ class Host:
                 presence_stop.set()
                 await asyncio.gather(publishing, return_exceptions=True)
                 await self.presence.finish(timeout_s=t.request_timeout_s)
+
+    async def _open_observers(
+        self, stack: contextlib.AsyncExitStack, stop: asyncio.Event | None
+    ) -> bool:
+        """Enter the observer factory's context (e.g. one Spark session for every lease) unless
+        the host is stopped first: False then. Nothing is held yet, so a host told to stop while
+        its Spark session opens (tens of seconds) exits at once instead of finishing the open."""
+        factory: Any = self.env.observer_factory
+        if not hasattr(factory, "__aenter__"):
+            return True
+        opening = asyncio.ensure_future(stack.enter_async_context(factory))
+        stopped = asyncio.ensure_future(wait_any(*self._stop_events(stop), timeout_s=None))
+        try:
+            await asyncio.wait([opening, stopped], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not opening.done():
+                opening.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await opening
+        if not opening.cancelled():
+            opening.result()  # raises what the opening raised
+            return True
+        self.lifecycle.move(HostState.DRAINING)  # nothing to drain: stopped next
+        log.info("host.stopped_while_starting")
+        return False
+
+    def _stop_events(self, stop: asyncio.Event | None) -> list[asyncio.Event]:
+        return [self._stop, *([stop] if stop is not None else [])]
 
     async def _run(self, stop: asyncio.Event | None) -> None:
         log.info("host.starting")
@@ -227,7 +254,7 @@ class Host:
                     every_s=min(LAG_SAMPLE_S, self.config.timings.acquire_every_s),
                 )
             )
-            await wait_any(self._stop, *([stop] if stop is not None else []), timeout_s=None)
+            await wait_any(*self._stop_events(stop), timeout_s=None)
             self.stop()
             self.lifecycle.move(HostState.DRAINING)
             log.info("host.draining", leases=len(self.supervisor.tokens()))

@@ -17,9 +17,11 @@ from its last checkpoint.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +45,35 @@ log = structlog.get_logger("cfp.spark")
 TEST_PAUSE_VAR = "CFP_TEST_SPARK_PAUSE_AFTER_COMMIT_S"
 TEST_PAUSE_BEFORE_VAR = "CFP_TEST_SPARK_PAUSE_BEFORE_COMMIT_S"
 WARM_UP_WRITES = 3
+
+
+async def in_daemon_thread(fn: Callable[[], None]) -> None:
+    """Run `fn` in a daemon thread and wait for it. Unlike `asyncio.to_thread`, a caller that
+    gives up (a host stopped while its Spark session opens) does not keep the process alive:
+    the interpreter joins executor threads on exit, never daemon ones (an embedded JVM then
+    exits with its Python parent, on the end of its standard input)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+
+    def run() -> None:
+        error: BaseException | None = None
+        try:
+            fn()
+        except BaseException as e:  # handed to the waiting coroutine
+            error = e
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, error)
+
+    threading.Thread(target=run, name="spark-open", daemon=True).start()
+    await done
 
 
 class Writer(Protocol):
@@ -106,18 +137,18 @@ class SparkSink:
 
     async def __aenter__(self) -> SparkSink:
         if self._own_session:
-            self.session = await asyncio.to_thread(open_session, self.options)
-            await asyncio.to_thread(
-                create_tables,
-                self.session,
-                self.options.output,
-                is_local_spark=self.options.remote is None,
-            )
-            self.job_session = await asyncio.to_thread(new_session, self.session, self.options)
-            if self.options.remote is None:
-                await asyncio.to_thread(self._warm_up)
+            await in_daemon_thread(self._open)
         self._flusher = asyncio.create_task(self._flush_loop(), name="spark-sink")
         return self
+
+    def _open(self) -> None:
+        """Session, tables, the job's session and the warm-up (blocking; tens of seconds when
+        several JVMs start on a small machine)."""
+        self.session = open_session(self.options)
+        create_tables(self.session, self.options.output, is_local_spark=self.options.remote is None)
+        self.job_session = new_session(self.session, self.options)
+        if self.options.remote is None:
+            self._warm_up()
 
     async def __aexit__(self, *exc: object) -> None:
         self._closing = True
