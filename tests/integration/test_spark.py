@@ -1,61 +1,49 @@
-"""Real hosts with `--observer spark` writing the Delta tables: all sharing one Spark Connect
-server started with `cfp spark-connect` and writing into Azurite's blob storage through ABFS, or
-each with an embedded local Spark writing into a local folder. Spark and the `deltalake` package
-each read every event exactly once from the change log and `cfp verify` finds the state table
-equal to the live listing, also after a host is killed between a Delta commit and its
-checkpoints, after a paused host (a zombie) commits late; and the state job moves to another host when the
-host running it is killed."""
+"""Real hosts with `--observer spark` sharing one Spark Connect server started with
+`cfp spark-connect`, writing the Delta tables into Azurite's blob storage through ABFS. Spark and
+the `deltalake` package each read every event exactly once from the change log and `cfp verify`
+finds the state table equal to the live listing, also after a host is killed between a Delta
+commit and its checkpoints, after a paused host (a zombie) commits late; and the state job moves
+to another host when the host running it is killed. The embedded session's cases are in
+test_spark_embedded.py."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-import pyarrow as pa
 import pytest
-from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob.aio import BlobServiceClient
-from deltalake import DeltaTable, QueryBuilder
 
 from leases import Lease
-from observers.spark.output import Output, delta_rs_options, parse_output
-from observers.spark.session import SparkOptions, prepare
-from processor.changefeed.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
+from processor.changefeed.emulator.azurite import ROOT, free_port, wait_for_port
 from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
 from processor.changefeed.layout import segment_path
-from processor.connection import storage_access
 from processor.lease_position import LeasePosition
 from tests.cluster import Cluster, Table, all_caught_up, owners
-from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp
+from tests.helpers import Feed, json_lines, run_cfp
+from tests.spark_cluster import (
+    EXPIRY_S,
+    TABLES_CONTAINER,
+    SparkCluster,
+    assert_exactly_once,
+    assert_state_equals_the_account,
+    assert_verify_finds_a_change_the_feed_lacks,
+    caught_up,
+    delta_rs_column,
+    delta_rs_ids,
+    feed,
+    logged_rows,
+    spark_cluster,
+)
 
-_processors = itertools.count()
 pytestmark = pytest.mark.timeout(420)
-TABLES_CONTAINER = "cfp-tables"  # in the monitored account: left out of the feed and of verify
-EXPIRY_S = 4.0
-
-
-@pytest.fixture(scope="module")
-async def feed(azurite: Azurite) -> AsyncIterator[Feed]:
-    """The module's feed; afterwards the tables' container goes too: the account is shared
-    with other modules, which compare its listing with its feed."""
-    conn = azurite.connection_string
-    records = await emulate_afresh(
-        conn, seed=21, segments=3, events_per_segment=500, shards=(4, 6, 4)
-    )
-    yield Feed(conn, {str(r["id"]) for r in records if r["eventType"] != "Control"})
-    async with BlobServiceClient.from_connection_string(conn) as service:
-        with contextlib.suppress(ResourceNotFoundError):
-            await service.delete_container(TABLES_CONTAINER)
+__all__ = ["feed"]  # the module's fixture
 
 
 @pytest.fixture(scope="module")
@@ -76,141 +64,26 @@ def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         assert server.wait(timeout=60) == 0, (logs / "out.log").read_text()[-2000:]
 
 
-class SparkCluster(Cluster):
-    output: Output
-
-    @property
-    def uri(self) -> str:
-        return self.output.uri
-
-
-@pytest.fixture(params=["local", "connect"])
-async def cluster(
-    request: pytest.FixtureRequest, feed: Feed, tmp_path: Path
-) -> AsyncIterator[SparkCluster]:
-    processor = f"spark{next(_processors)}"
-    if request.param == "local":
-        spark = ["--spark-master", "local[1]"]
-        output = parse_output(str(tmp_path / "tables"))
-    else:
-        spark = ["--spark-remote", request.getfixturevalue("spark_connect")]
-        output = parse_output(
-            f"abfs://{TABLES_CONTAINER}@devstoreaccount1.dfs.core.windows.net/{processor}"
-        )
-    args = (
-        "--lease-expiration", str(EXPIRY_S),
-        "--poll-interval", "0.5",
-        "--observer", "spark",
-        "--output", output.uri,
-        "--spark-warm-up-rows", "0",
-        "--state-interval", "30",  # runs when taken, on drain and at the end: enough here
-        *spark,
-    )  # fmt: skip
-    c = SparkCluster(feed.conn, processor, tmp_path, args=args)
-    c.output = output
-    try:
+@pytest.fixture
+async def cluster(feed: Feed, tmp_path: Path, spark_connect: str) -> AsyncIterator[SparkCluster]:
+    async with spark_cluster(feed, tmp_path, spark_connect) as c:
         yield c
-    finally:
-        c.kill_all()
-
-
-def delta_rs_column(cluster: SparkCluster, column: str) -> Counter[str]:
-    """The values of a change log column as the `deltalake` package (delta-rs) reads them."""
-    options = delta_rs_options(cluster.output, storage_access(cluster.conn))
-    table = DeltaTable(cluster.output.changes, storage_options=options or None)
-    found = QueryBuilder().register("changes", table).execute(f"SELECT {column} FROM changes")
-    return Counter(pa.table(found).column(column).cast(pa.string()).to_pylist())
-
-
-def delta_rs_ids(cluster: SparkCluster) -> Counter[str]:
-    return delta_rs_column(cluster, "id")
-
-
-def spark_ids(cluster: SparkCluster, request: pytest.FixtureRequest) -> Counter[str]:
-    """The change log's ids as Spark reads them: on the cluster's Spark Connect server, or in
-    the tests' own embedded session for a local folder."""
-    options = SparkOptions(cluster.output, access=storage_access(cluster.conn))
-    remote = [a for a in cluster.args if a.startswith("sc://")]
-    if remote:
-        from pyspark.sql import SparkSession
-
-        session: Any = SparkSession.builder.remote(remote[0]).create()
-    else:
-        session = request.getfixturevalue("delta_spark")
-    try:
-        prepare(session, options)
-        rows = session.read.format("delta").load(cluster.output.changes).select("id").toArrow()
-        return Counter(rows.column("id").to_pylist())
-    finally:
-        if remote:
-            session.stop()
-
-
-async def caught_up(cluster: Cluster) -> Table:
-    async with cluster.store() as store:
-        table = Table(await store.open())
-        await table.until(all_caught_up, within_s=240, what="every lease caught up")
-        return table
-
-
-def assert_exactly_once(cluster: SparkCluster, feed: Feed, request: pytest.FixtureRequest) -> None:
-    for reader, ids in (
-        ("deltalake", delta_rs_ids(cluster)),
-        ("spark", spark_ids(cluster, request)),
-    ):
-        assert set(ids) == feed.ids, f"{reader}: {len(feed.ids - set(ids))} missing"
-        twice = [i for i, n in ids.items() if n > 1]
-        assert not twice, f"{reader}: {len(twice)} ids twice in the change log"
-
-
-def verify(cluster: SparkCluster) -> subprocess.CompletedProcess[str]:
-    return run_cfp(cluster.conn, "verify", "--output", cluster.uri)
-
-
-def assert_state_equals_the_account(cluster: SparkCluster) -> None:
-    done = verify(cluster)
-    assert done.returncode == 0 and "EQUAL" in done.stdout, done.stdout + done.stderr
-
-
-def logged_rows(cluster: Cluster, names: tuple[str, ...], event: str) -> int:
-    return sum(
-        e.get("rows", 0) for n in names for e in cluster.log_events(n) if e.get("event") == event
-    )
 
 
 async def test_hosts_write_each_event_once_and_the_state_equals_the_account(
     cluster: SparkCluster, feed: Feed, request: pytest.FixtureRequest
 ) -> None:
-    """Three hosts on the Spark Connect server, until caught up; or two hosts with an embedded
-    Spark each (two JVMs are what two cores carry in a reasonable time), caught up and then
-    stopped with SIGTERM (the state job's holder runs it once more as it drains)."""
-    if cluster.output.is_remote:
-        names = ("h1", "h2", "h3")
-        for name in names:
-            cluster.start(name, "--until-caught-up")
-        codes = {n: cluster.wait(n, timeout=300) for n in names}
-    else:
-        names = ("h1", "h2")
-        for name in names:
-            cluster.start(name)
-        await caught_up(cluster)
-        codes = cluster.stop_all(timeout=180)
+    """Three hosts on the Spark Connect server, until caught up."""
+    names = ("h1", "h2", "h3")
+    for name in names:
+        cluster.start(name, "--until-caught-up")
+    codes = {n: cluster.wait(n, timeout=300) for n in names}
     assert codes == dict.fromkeys(names, 0)
     assert_exactly_once(cluster, feed, request)
     assert_state_equals_the_account(cluster)
-
-    async with BlobServiceClient.from_connection_string(feed.conn) as service:
-        extra = service.get_blob_client("cfp-emu-0", "written/without/the/feed.txt")
-        await extra.upload_blob(b"x")  # a change the feed does not explain
-        try:
-            done = verify(cluster)
-        finally:
-            await extra.delete_blob()
-    assert done.returncode == 1, done.stdout
-    assert "cfp-emu-0/written/without/the/feed.txt: missing from the state" in done.stdout
-    if cluster.output.is_remote:  # on the server already running: no other JVM
-        assert f"nor {TABLES_CONTAINER}: the tables' own container" in done.stdout
-        assert_the_change_log_carries_the_envelope(cluster, feed)
+    said = await assert_verify_finds_a_change_the_feed_lacks(cluster, feed)
+    assert f"nor {TABLES_CONTAINER}: the tables' own container" in said
+    assert_the_change_log_carries_the_envelope(cluster, feed)
 
 
 def assert_the_change_log_carries_the_envelope(cluster: SparkCluster, feed: Feed) -> None:
@@ -238,9 +111,8 @@ def assert_the_change_log_carries_the_envelope(cluster: SparkCluster, feed: Feed
 
 # The kill and zombie cases run on the Spark Connect server only: the protocol they test (the
 # MERGE that inserts only unseen events, refused checkpoints) is the same with an embedded
-# session, which the three-host test above and the chaos suite (local Spark per host, kills and
+# session, which test_spark_embedded.py and the chaos suite (local Spark per host, kills and
 # pauses) exercise; three embedded JVMs more on two cores would cost minutes of `make test`.
-@pytest.mark.parametrize("cluster", ["connect"], indirect=True)
 async def test_a_host_killed_after_a_commit_before_its_checkpoints(
     cluster: SparkCluster, feed: Feed, request: pytest.FixtureRequest
 ) -> None:
@@ -281,7 +153,6 @@ async def first_logged(
     return time.monotonic()
 
 
-@pytest.mark.parametrize("cluster", ["connect"], indirect=True)
 async def test_a_zombie_hosts_late_commit_is_harmless(
     cluster: SparkCluster, feed: Feed, request: pytest.FixtureRequest
 ) -> None:
@@ -314,7 +185,6 @@ async def test_a_zombie_hosts_late_commit_is_harmless(
 
 
 # Last in the module: the live workload below changes the account the tests above share.
-@pytest.mark.parametrize("cluster", ["connect"], indirect=True)
 async def test_an_initial_scan_during_changes_ends_with_the_state_equal(
     cluster: SparkCluster, feed: Feed
 ) -> None:

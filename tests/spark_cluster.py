@@ -1,0 +1,164 @@
+"""What the Spark host tests share (`tests/integration/test_spark*.py`): the module's feed, a
+cluster of `cfp run --observer spark` hosts writing the Delta tables, and the checks on them:
+Spark and the `deltalake` package each read every event exactly once from the change log, and
+`cfp verify` finds the state equal to the live listing."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import subprocess
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from azure.core.exceptions import ResourceNotFoundError
+from azure.storage.blob.aio import BlobServiceClient
+from deltalake import DeltaTable, QueryBuilder
+
+from observers.spark.output import Output, delta_rs_options, parse_output
+from observers.spark.session import SparkOptions, prepare
+from processor.changefeed.emulator.azurite import Azurite
+from processor.connection import storage_access
+from tests.cluster import Cluster, Table, all_caught_up
+from tests.helpers import Feed, emulate_afresh, run_cfp
+
+_processors = itertools.count()
+TABLES_CONTAINER = "cfp-tables"  # in the monitored account: left out of the feed and of verify
+EXPIRY_S = 4.0
+
+
+@pytest.fixture(scope="module")
+async def feed(azurite: Azurite) -> AsyncIterator[Feed]:
+    """The module's feed; afterwards the tables' container goes too: the account is shared
+    with other modules, which compare its listing with its feed."""
+    conn = azurite.connection_string
+    records = await emulate_afresh(
+        conn, seed=21, segments=3, events_per_segment=500, shards=(4, 6, 4)
+    )
+    yield Feed(conn, {str(r["id"]) for r in records if r["eventType"] != "Control"})
+    async with BlobServiceClient.from_connection_string(conn) as service:
+        with contextlib.suppress(ResourceNotFoundError):
+            await service.delete_container(TABLES_CONTAINER)
+
+
+class SparkCluster(Cluster):
+    output: Output
+
+    @property
+    def uri(self) -> str:
+        return self.output.uri
+
+
+@contextlib.asynccontextmanager
+async def spark_cluster(
+    feed: Feed, tmp_path: Path, remote: str | None
+) -> AsyncIterator[SparkCluster]:
+    """Hosts on the Spark Connect server at `remote`, writing into Azurite's blob storage
+    through ABFS; or (`remote` None) each with an embedded `local[1]` Spark, writing into a
+    local folder."""
+    processor = f"spark{next(_processors)}"
+    if remote is None:
+        spark = ["--spark-master", "local[1]"]
+        output = parse_output(str(tmp_path / "tables"))
+    else:
+        spark = ["--spark-remote", remote]
+        output = parse_output(
+            f"abfs://{TABLES_CONTAINER}@devstoreaccount1.dfs.core.windows.net/{processor}"
+        )
+    args = (
+        "--lease-expiration", str(EXPIRY_S),
+        "--poll-interval", "0.5",
+        "--observer", "spark",
+        "--output", output.uri,
+        "--spark-warm-up-rows", "0",
+        "--state-interval", "30",  # runs when taken, on drain and at the end: enough here
+        *spark,
+    )  # fmt: skip
+    c = SparkCluster(feed.conn, processor, tmp_path, args=args)
+    c.output = output
+    try:
+        yield c
+    finally:
+        c.kill_all()
+
+
+def delta_rs_column(cluster: SparkCluster, column: str) -> Counter[str]:
+    """The values of a change log column as the `deltalake` package (delta-rs) reads them."""
+    options = delta_rs_options(cluster.output, storage_access(cluster.conn))
+    table = DeltaTable(cluster.output.changes, storage_options=options or None)
+    found = QueryBuilder().register("changes", table).execute(f"SELECT {column} FROM changes")
+    return Counter(pa.table(found).column(column).cast(pa.string()).to_pylist())
+
+
+def delta_rs_ids(cluster: SparkCluster) -> Counter[str]:
+    return delta_rs_column(cluster, "id")
+
+
+def spark_ids(cluster: SparkCluster, request: pytest.FixtureRequest) -> Counter[str]:
+    """The change log's ids as Spark reads them: on the cluster's Spark Connect server, or in
+    the tests' own embedded session for a local folder."""
+    options = SparkOptions(cluster.output, access=storage_access(cluster.conn))
+    remote = [a for a in cluster.args if a.startswith("sc://")]
+    if remote:
+        from pyspark.sql import SparkSession
+
+        session: Any = SparkSession.builder.remote(remote[0]).create()
+    else:
+        session = request.getfixturevalue("delta_spark")
+    try:
+        prepare(session, options)
+        rows = session.read.format("delta").load(cluster.output.changes).select("id").toArrow()
+        return Counter(rows.column("id").to_pylist())
+    finally:
+        if remote:
+            session.stop()
+
+
+async def caught_up(cluster: Cluster) -> Table:
+    async with cluster.store() as store:
+        table = Table(await store.open())
+        await table.until(all_caught_up, within_s=240, what="every lease caught up")
+        return table
+
+
+def assert_exactly_once(cluster: SparkCluster, feed: Feed, request: pytest.FixtureRequest) -> None:
+    for reader, ids in (
+        ("deltalake", delta_rs_ids(cluster)),
+        ("spark", spark_ids(cluster, request)),
+    ):
+        assert set(ids) == feed.ids, f"{reader}: {len(feed.ids - set(ids))} missing"
+        twice = [i for i, n in ids.items() if n > 1]
+        assert not twice, f"{reader}: {len(twice)} ids twice in the change log"
+
+
+def verify(cluster: SparkCluster) -> subprocess.CompletedProcess[str]:
+    return run_cfp(cluster.conn, "verify", "--output", cluster.uri)
+
+
+def assert_state_equals_the_account(cluster: SparkCluster) -> None:
+    done = verify(cluster)
+    assert done.returncode == 0 and "EQUAL" in done.stdout, done.stdout + done.stderr
+
+
+def logged_rows(cluster: Cluster, names: tuple[str, ...], event: str) -> int:
+    return sum(
+        e.get("rows", 0) for n in names for e in cluster.log_events(n) if e.get("event") == event
+    )
+
+
+async def assert_verify_finds_a_change_the_feed_lacks(cluster: SparkCluster, feed: Feed) -> str:
+    """`cfp verify` exits 1 naming a blob written without the feed; returns its output."""
+    async with BlobServiceClient.from_connection_string(feed.conn) as service:
+        extra = service.get_blob_client("cfp-emu-0", "written/without/the/feed.txt")
+        await extra.upload_blob(b"x")  # a change the feed does not explain
+        try:
+            done = verify(cluster)
+        finally:
+            await extra.delete_blob()
+    assert done.returncode == 1, done.stdout
+    assert "cfp-emu-0/written/without/the/feed.txt: missing from the state" in done.stdout
+    return done.stdout
