@@ -3,6 +3,7 @@ account per test, and one embedded Spark session with Delta Lake."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,21 @@ LONGEST_FIRST = (
     "test_endpoints.py",
     "test_storage_faults.py",
 )
+
+# Every JVM the tests start (embedded sessions, the Spark Connect server, the hosts' and `cfp`
+# commands' sessions) compiles with C1 only and collects on one thread. A test's JVM opens,
+# makes a few small Delta commits and exits: measured 67 s -> 34 s of CPU (and 36 s -> 28 s of
+# wall time alone) for a session that makes six; with several JVMs on two cores, CPU is the
+# tests' time. Hosts in production keep the JVM's defaults: C2 pays off in a process of days.
+QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def quick_jvms() -> None:
+    os.environ.setdefault("JAVA_TOOL_OPTIONS", QUICK_JVM_OPTIONS)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    quick_jvms()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -49,6 +49,7 @@ from tests.chaos.invariants import (
 )
 from tests.chaos.proxy import FaultyProxy
 from tests.chaos.schedule import KINDS, Fault, make_schedule
+from tests.conftest import quick_jvms
 from tests.helpers import read_all
 
 PROCESSOR = "chaos"
@@ -488,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default=",".join(KINDS), help="fault kinds, comma-separated")
     parser.add_argument("--workdir", type=Path, help="default: a fresh temporary folder")
     args = parser.parse_args(argv)
+    quick_jvms()  # as in `make test`: four hosts' JVMs share two cores
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cfp-chaos-"))
     config = ChaosConfig(
         workdir=workdir,
