@@ -11,7 +11,6 @@ import subprocess
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -24,7 +23,7 @@ from observers.spark.session import SparkOptions, prepare
 from processor.changefeed.emulator.azurite import Azurite
 from processor.connection import storage_access
 from tests.cluster import Cluster, Table, all_caught_up
-from tests.helpers import Feed, emulate_afresh, run_cfp
+from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp
 
 _processors = itertools.count()
 TABLES_CONTAINER = "cfp-tables"  # in the monitored account: left out of the feed and of verify
@@ -99,23 +98,22 @@ def delta_rs_ids(cluster: SparkCluster) -> Counter[str]:
 
 
 def spark_ids(cluster: SparkCluster, request: pytest.FixtureRequest) -> Counter[str]:
-    """The change log's ids as Spark reads them: on the cluster's Spark Connect server, or in
-    the tests' own embedded session for a local folder."""
-    options = SparkOptions(cluster.output, access=storage_access(cluster.conn))
+    """The change log's ids as Spark reads them: on the cluster's Spark Connect server through
+    `cfp sql` (a remote session in the tests' process would leave PySpark's
+    `SPARK_CONNECT_MODE_ENABLED` set, and every embedded session the worker opens after it would
+    then refuse to start), or in the tests' own embedded session for a local folder."""
     remote = [a for a in cluster.args if a.startswith("sc://")]
     if remote:
-        from pyspark.sql import SparkSession
-
-        session: Any = SparkSession.builder.remote(remote[0]).create()
-    else:
-        session = request.getfixturevalue("delta_spark")
-    try:
-        prepare(session, options)
-        rows = session.read.format("delta").load(cluster.output.changes).select("id").toArrow()
-        return Counter(rows.column("id").to_pylist())
-    finally:
-        if remote:
-            session.stop()
+        done = run_cfp(
+            cluster.conn, "sql", "--output", cluster.uri, "--spark-remote", remote[0], "--json",
+            "--limit", "1000000", "SELECT id FROM changes", timeout=240,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return Counter(str(row["id"]) for row in json_lines(done.stdout))
+    session = request.getfixturevalue("delta_spark")
+    prepare(session, SparkOptions(cluster.output, access=storage_access(cluster.conn)))
+    rows = session.read.format("delta").load(cluster.output.changes).select("id").toArrow()
+    return Counter(rows.column("id").to_pylist())
 
 
 async def caught_up(cluster: Cluster) -> Table:
