@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -254,10 +255,11 @@ def sql_command(
     """Run a Spark SQL QUERY over the tables for a quick look.
 
     Views: `changes` (the change log), `envelope` (the change log with the envelope's field
-    names), `state` (every blob, tombstones too) and `live` (the state's live blobs). `{changes}`
-    and `{state}` in QUERY stand for the Delta tables themselves, for what a view cannot do:
-    `DESCRIBE HISTORY {state}`, `SELECT ... FROM {changes} VERSION AS OF 3`. Runs in an embedded
-    Spark session, or on --spark-remote.
+    names), `state` (every blob, tombstones too), `live` (the state's live blobs), and
+    `changes_history` and `state_history` (the tables' commits, as DESCRIBE HISTORY gives them,
+    which Spark does not take as a subquery). `{changes}` and `{state}` in QUERY stand for the
+    Delta tables themselves, for what a view cannot do: `SELECT ... FROM {changes} VERSION AS
+    OF 3`. Runs in an embedded Spark session, or on --spark-remote.
     """
     where, access, _ = _where(output, connection_string, output_connection_string)
     options = _spark_options(where, access, spark_master, spark_remote, spark_conf_pairs)
@@ -271,6 +273,9 @@ def sql_command(
             spark.read.format("delta").load(uri).createOrReplaceTempView(name)
         spark.sql("SELECT * FROM state WHERE NOT deleted").createOrReplaceTempView("live")
         spark.sql(ENVELOPE_VIEW).createOrReplaceTempView("envelope")
+        for name, uri in (("changes_history", where.changes), ("state_history", where.state)):
+            if mentions(query, name):  # DESCRIBE HISTORY runs at once: only when asked for
+                spark.sql(f"DESCRIBE HISTORY {table_ref(uri)}").createOrReplaceTempView(name)
         found.append(spark.sql(text).limit(limit + 1).toArrow())
 
     _with_session(options, work)
@@ -283,6 +288,11 @@ def sql_command(
         click.echo(_text_table(rows.column_names, shown, truncate))
     if rows.num_rows > limit:
         click.echo(f"(first {limit} rows; --limit N for more)", err=True)
+
+
+def mentions(query: str, name: str) -> bool:
+    """Whether QUERY names the view `name` (a whole word, not part of a longer name)."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", query, re.IGNORECASE) is not None
 
 
 def _text_table(names: list[str], rows: list[dict[str, Any]], truncate: int) -> str:

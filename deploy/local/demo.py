@@ -70,7 +70,7 @@ QUERY = (
 )
 HISTORY = (
     "SELECT version, operation, operationMetrics['numTargetRowsInserted'] AS inserted "
-    "FROM (DESCRIBE HISTORY {changes}) ORDER BY version DESC LIMIT 5"
+    "FROM changes_history ORDER BY version DESC LIMIT 5"
 )
 TIME_TRAVEL = "SELECT count(*) AS events_at_version_1 FROM {changes} VERSION AS OF 1"
 CFP = str(Path(sys.executable).parent / "cfp")

@@ -84,6 +84,27 @@ async def test_hosts_write_each_event_once_and_the_state_equals_the_account(
     said = await assert_verify_finds_a_change_the_feed_lacks(cluster, feed)
     assert f"nor {TABLES_CONTAINER}: the tables' own container" in said
     assert_the_change_log_carries_the_envelope(cluster, feed)
+    assert_the_history_accounts_for_every_event(cluster, feed)
+
+
+def assert_the_history_accounts_for_every_event(cluster: SparkCluster, feed: Feed) -> None:
+    """`cfp sql`'s history views: the change log's MERGEs inserted each event once between
+    them, and the state's last run recorded the change log's last version as applied."""
+    remote = next(a for a in cluster.args if a.startswith("sc://"))
+    query = (
+        "SELECT (SELECT sum(CAST(operationMetrics['numTargetRowsInserted'] AS BIGINT))"
+        " FROM changes_history WHERE operation = 'MERGE') AS inserted,"
+        " (SELECT max(version) FROM changes_history) AS latest,"
+        " (SELECT max(CAST(get_json_object(userMetadata, '$.cfpChangesVersion') AS BIGINT))"
+        " FROM state_history) AS applied"
+    )
+    done = run_cfp(
+        feed.conn, "sql", "--output", cluster.uri, "--spark-remote", remote, "--json", query,
+        timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [row] = json_lines(done.stdout)
+    assert row["inserted"] == len(feed.ids) and row["applied"] == row["latest"] > 0, row
 
 
 def assert_the_change_log_carries_the_envelope(cluster: SparkCluster, feed: Feed) -> None:

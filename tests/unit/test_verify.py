@@ -9,7 +9,7 @@ import pytest
 from deltalake import write_deltalake
 
 from observers.spark.state import STATE_SCHEMA
-from processor.cli_spark import _text_table
+from processor.cli_spark import _text_table, mentions
 from processor.verify import Blob, VerifyError, compare, read_state
 
 
@@ -71,3 +71,11 @@ def test_a_folder_without_a_state_table_is_named(tmp_path: Path) -> None:
 def test_sql_results_print_as_an_aligned_table_with_long_values_cut() -> None:
     text = _text_table(["a", "long"], [{"a": 1, "long": "x" * 10}, {"a": None, "long": "y"}], 6)
     assert text.splitlines() == ["a     long", "1     xxx...", "null  y", "(2 rows)"]
+
+
+def test_a_history_view_is_made_only_for_a_query_that_names_it() -> None:
+    assert mentions("SELECT version FROM changes_history ORDER BY 1", "changes_history")
+    assert mentions("select * from `STATE_HISTORY`", "state_history")
+    assert not mentions("SELECT * FROM changes", "changes_history")
+    assert not mentions("SELECT * FROM changes_history2", "changes_history")
+    assert not mentions("SELECT * FROM db.state_history", "state_history")
