@@ -15,17 +15,6 @@ from processor.changefeed.emulator.azurite import Azurite
 from processor.changefeed.emulator.service import reset_account
 
 EMULATOR_CONTAINERS = [f"cfp-emu-{i}" for i in range(8)]
-# `make test` hands whole files to its workers in collection order; the longest first, so that
-# no long file starts last while the other workers sit idle (measured minutes per file, 2 cores)
-LONGEST_FIRST = (
-    "test_spark.py",
-    "test_spark_embedded.py",
-    "test_delta_tables.py",
-    "test_hosts.py",
-    "test_endpoints.py",
-    "test_storage_faults.py",
-)
-
 # Every JVM the tests start (embedded sessions, the Spark Connect server, the hosts' and `cfp`
 # commands' sessions) compiles with C1 only and collects on one thread. A test's JVM opens,
 # makes a few small Delta commits and exits: measured 67 s -> 34 s of CPU (and 36 s -> 28 s of
@@ -40,14 +29,6 @@ def quick_jvms() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     quick_jvms()
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        name = item.path.name
-        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: the order within a file and among the others stays
 
 
 @pytest.fixture(scope="session")

@@ -61,6 +61,7 @@ def make_schedule(
             length, skew = rng.uniform(0.5, 2.0), rng.choice((-1, 1)) * rng.uniform(60, 900)
         else:
             length = rng.uniform(0.5, 6.0)
-        faults.append(Fault(round(t, 2), kind, host, round(length, 2), round(skew, 2)))
+        # `t` as it is: rounded, a fault just before the end could land on or after it
+        faults.append(Fault(t, kind, host, round(length, 2), round(skew, 2)))
         t += rng.uniform(*gap_s)
     return faults

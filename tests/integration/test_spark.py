@@ -42,7 +42,7 @@ from tests.spark_cluster import (
     spark_cluster,
 )
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = pytest.mark.timeout(600)
 __all__ = ["feed"]  # the module's fixture
 
 
