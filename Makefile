@@ -56,10 +56,10 @@ unit: $(VENV)/.installed $(JARS)
 	$(VENV)/bin/pytest -q tests/unit
 
 integration: install
-	$(VENV)/bin/pytest -q -n 3 --dist loadfile tests/integration
+	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder tests/integration
 
 test: install lint typecheck
-	$(VENV)/bin/pytest -q -n 3 --dist loadfile --durations=15 tests
+	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 tests
 
 chaos: install
 	$(PY) -m tests.chaos.runner --seed $(or $(SEED),1) --duration $(or $(DURATION),60) --hosts $(or $(HOSTS),4)

@@ -1,4 +1,4 @@
-"""What the Spark host tests share (`tests/integration/test_spark*.py`): the module's feed, a
+"""What the Spark host tests share (`test_spark.py`, `test_delta_tables.py`): the module's feed, a
 cluster of `cfp run --observer spark` hosts writing the Delta tables, and the checks on them:
 Spark and the `deltalake` package each read every event exactly once from the change log, and
 `cfp verify` finds the state equal to the live listing."""
@@ -11,6 +11,7 @@ import subprocess
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -97,19 +98,24 @@ def delta_rs_ids(cluster: SparkCluster) -> Counter[str]:
     return delta_rs_column(cluster, "id")
 
 
+def remote_sql(cluster: SparkCluster, query: str) -> list[dict[str, Any]]:
+    """The rows of `cfp sql --json QUERY` on the cluster's Spark Connect server."""
+    remote = next(a for a in cluster.args if a.startswith("sc://"))
+    done = run_cfp(
+        cluster.conn, "sql", "--output", cluster.uri, "--spark-remote", remote, "--json",
+        "--limit", "1000000", query, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json_lines(done.stdout)
+
+
 def spark_ids(cluster: SparkCluster, request: pytest.FixtureRequest) -> Counter[str]:
     """The change log's ids as Spark reads them: on the cluster's Spark Connect server through
     `cfp sql` (a remote session in the tests' process would leave PySpark's
     `SPARK_CONNECT_MODE_ENABLED` set, and every embedded session the worker opens after it would
     then refuse to start), or in the tests' own embedded session for a local folder."""
-    remote = [a for a in cluster.args if a.startswith("sc://")]
-    if remote:
-        done = run_cfp(
-            cluster.conn, "sql", "--output", cluster.uri, "--spark-remote", remote[0], "--json",
-            "--limit", "1000000", "SELECT id FROM changes", timeout=240,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr[-2000:]
-        return Counter(str(row["id"]) for row in json_lines(done.stdout))
+    if any(a.startswith("sc://") for a in cluster.args):
+        return Counter(str(row["id"]) for row in remote_sql(cluster, "SELECT id FROM changes"))
     session = request.getfixturevalue("delta_spark")
     prepare(session, SparkOptions(cluster.output, access=storage_access(cluster.conn)))
     rows = session.read.format("delta").load(cluster.output.changes).select("id").toArrow()

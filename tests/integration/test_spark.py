@@ -4,7 +4,7 @@ the `deltalake` package each read every event exactly once from the change log a
 finds the state table equal to the live listing, also after a host is killed between a Delta
 commit and its checkpoints, after a paused host (a zombie) commits late; and the state job moves
 to another host when the host running it is killed. The embedded session's cases are in
-test_spark_embedded.py."""
+test_delta_tables.py."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
 from processor.changefeed.layout import segment_path
 from processor.lease_position import LeasePosition
 from tests.cluster import Cluster, Table, all_caught_up, owners
-from tests.helpers import Feed, json_lines, run_cfp
+from tests.helpers import Feed
 from tests.spark_cluster import (
     EXPIRY_S,
     TABLES_CONTAINER,
@@ -39,6 +39,7 @@ from tests.spark_cluster import (
     delta_rs_ids,
     feed,
     logged_rows,
+    remote_sql,
     spark_cluster,
 )
 
@@ -90,7 +91,6 @@ async def test_hosts_write_each_event_once_and_the_state_equals_the_account(
 def assert_the_history_accounts_for_every_event(cluster: SparkCluster, feed: Feed) -> None:
     """`cfp sql`'s history views: the change log's MERGEs inserted each event once between
     them, and the state's last run recorded the change log's last version as applied."""
-    remote = next(a for a in cluster.args if a.startswith("sc://"))
     query = (
         "SELECT (SELECT sum(CAST(operationMetrics['numTargetRowsInserted'] AS BIGINT))"
         " FROM changes_history WHERE operation = 'MERGE') AS inserted,"
@@ -98,30 +98,19 @@ def assert_the_history_accounts_for_every_event(cluster: SparkCluster, feed: Fee
         " (SELECT max(CAST(get_json_object(userMetadata, '$.cfpChangesVersion') AS BIGINT))"
         " FROM state_history) AS applied"
     )
-    done = run_cfp(
-        feed.conn, "sql", "--output", cluster.uri, "--spark-remote", remote, "--json", query,
-        timeout=240,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    [row] = json_lines(done.stdout)
+    [row] = remote_sql(cluster, query)
     assert row["inserted"] == len(feed.ids) and row["applied"] == row["latest"] > 0, row
 
 
 def assert_the_change_log_carries_the_envelope(cluster: SparkCluster, feed: Feed) -> None:
     """The envelope's columns, through `cfp sql`'s `envelope` view (on the cluster's Spark)."""
-    remote = next(a for a in cluster.args if a.startswith("sc://"))
     query = (
         "SELECT stream_name, read_method, op, count(DISTINCT uuid) AS ids,"
         " min(size(sort_keys)) AS keys, sum(CASE WHEN sort_keys[1] = get_json_object(payload,"
         " '$.data.sequencer') AND source_timestamp <= read_timestamp THEN 1 ELSE 0 END) AS agree,"
         " count(*) AS n FROM envelope GROUP BY stream_name, read_method, op ORDER BY op"
     )
-    done = run_cfp(
-        feed.conn, "sql", "--output", cluster.uri, "--spark-remote", remote, "--json", query,
-        timeout=240,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    rows = json_lines(done.stdout)
+    rows = remote_sql(cluster, query)
     assert [(r["stream_name"], r["read_method"], r["op"]) for r in rows] == [
         (cluster.processor, "change-feed", "delete"),
         (cluster.processor, "change-feed", "upsert"),
@@ -132,7 +121,7 @@ def assert_the_change_log_carries_the_envelope(cluster: SparkCluster, feed: Feed
 
 # The kill and zombie cases run on the Spark Connect server only: the protocol they test (the
 # MERGE that inserts only unseen events, refused checkpoints) is the same with an embedded
-# session, which test_spark_embedded.py and the chaos suite (local Spark per host, kills and
+# session, which test_delta_tables.py and the chaos suite (local Spark per host, kills and
 # pauses) exercise; three embedded JVMs more on two cores would cost minutes of `make test`.
 async def test_a_host_killed_after_a_commit_before_its_checkpoints(
     cluster: SparkCluster, feed: Feed, request: pytest.FixtureRequest
