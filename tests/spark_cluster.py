@@ -47,6 +47,7 @@ async def feed(azurite: Azurite) -> AsyncIterator[Feed]:
 
 class SparkCluster(Cluster):
     output: Output
+    remote: str | None  # the Spark Connect server's sc:// URL; None: embedded sessions
 
     @property
     def uri(self) -> str:
@@ -80,6 +81,7 @@ async def spark_cluster(
     )  # fmt: skip
     c = SparkCluster(feed.conn, processor, tmp_path, args=args)
     c.output = output
+    c.remote = remote
     try:
         yield c
     finally:
@@ -100,9 +102,9 @@ def delta_rs_ids(cluster: SparkCluster) -> Counter[str]:
 
 def remote_sql(cluster: SparkCluster, query: str) -> list[dict[str, Any]]:
     """The rows of `cfp sql --json QUERY` on the cluster's Spark Connect server."""
-    remote = next(a for a in cluster.args if a.startswith("sc://"))
+    assert cluster.remote is not None, "cfp sql here runs on the cluster's Spark Connect server"
     done = run_cfp(
-        cluster.conn, "sql", "--output", cluster.uri, "--spark-remote", remote, "--json",
+        cluster.conn, "sql", "--output", cluster.uri, "--spark-remote", cluster.remote, "--json",
         "--limit", "1000000", query, timeout=240,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -114,7 +116,7 @@ def spark_ids(cluster: SparkCluster, request: pytest.FixtureRequest) -> Counter[
     `cfp sql` (a remote session in the tests' process would leave PySpark's
     `SPARK_CONNECT_MODE_ENABLED` set, and every embedded session the worker opens after it would
     then refuse to start), or in the tests' own embedded session for a local folder."""
-    if any(a.startswith("sc://") for a in cluster.args):
+    if cluster.remote is not None:
         return Counter(str(row["id"]) for row in remote_sql(cluster, "SELECT id FROM changes"))
     session = request.getfixturevalue("delta_spark")
     prepare(session, SparkOptions(cluster.output, access=storage_access(cluster.conn)))
