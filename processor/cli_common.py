@@ -15,6 +15,7 @@ from observers.formats import Format
 from observers.spark.session import DEFAULT_MASTER
 from processor import connection
 from processor.redact import redact
+from processor.stacks import log_stacks_on_signal
 
 T = TypeVar("T")
 
@@ -56,13 +57,15 @@ class ByteSize(click.ParamType[int]):
 
 
 def run_async(main: Callable[[asyncio.Event], Coroutine[Any, Any, T]]) -> T:
-    """Run `main(stop)`; SIGINT and SIGTERM set `stop` so that it can finish cleanly."""
+    """Run `main(stop)`; SIGINT and SIGTERM set `stop` so that it can finish cleanly, and
+    SIGUSR1 logs where every task waits."""
 
     async def wrapper() -> T:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        log_stacks_on_signal(loop)
         try:
             return await main(stop)
         finally:

@@ -22,6 +22,8 @@ from processor.connection import ENV_VAR
 from processor.lease_position import LeasePosition
 
 LEASE_TABLE = "cfptestleases"
+OUR_CODE = ("/processor/", "/observers/", "/leases/")
+LIVE: list[Cluster] = []  # the clusters of the running test, for `diagnose` when it fails
 
 
 @dataclass
@@ -35,6 +37,9 @@ class Cluster:
     env: dict[str, str] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     exited: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        LIVE.append(self)
 
     @property
     def out(self) -> Path:
@@ -126,6 +131,33 @@ class Cluster:
         return next(
             str(e["url"]) for e in self.log_events(name) if e.get("event") == "http.listening"
         )
+
+    def diagnose(self, *, settle_s: float = 2.0) -> str:
+        """Where the running hosts wait (SIGUSR1 makes them log it), in our code's frames, and
+        each host's last log lines: for the report of a test that timed out."""
+        names = self.running()
+        for name in names:
+            self.signal(name, signal.SIGUSR1)
+        time.sleep(settle_s)
+        out = []
+        for name in self.procs:
+            events = self.log_events(name)
+            stacks = [e for e in events if e.get("event") == "host.stacks"]
+            out.append(f"--- {name} ({'running' if name in names else 'exited'})")
+            for e in events[-15:]:
+                if e.get("event") != "host.stacks":
+                    out.append(json.dumps(e)[:300])
+            last = stacks[-1] if stacks else {"tasks": {}, "threads": {}}
+            for task, frames in last["tasks"].items():
+                ours = [f.rsplit("/", 1)[-1] for f in frames if any(c in f for c in OUR_CODE)]
+                if ours:  # with the innermost frame, ours or not (a thread, a future)
+                    inner = frames[-1].rsplit("/", 1)[-1]
+                    out.append(f"task {task}: {' > '.join([*ours[-4:], inner])}")
+            for thread, frames in last["threads"].items():
+                out.append(
+                    f"thread {thread}: {' > '.join(f.rsplit('/', 1)[-1] for f in frames[-4:])}"
+                )
+        return "\n".join(out)
 
     def log_events(self, name: str) -> list[dict[str, Any]]:
         out = []

@@ -13,6 +13,7 @@ from azure.storage.blob.aio import BlobServiceClient
 
 from processor.changefeed.emulator.azurite import Azurite
 from processor.changefeed.emulator.service import reset_account
+from tests.cluster import LIVE
 
 EMULATOR_CONTAINERS = [f"cfp-emu-{i}" for i in range(8)]
 # Every JVM the tests start (embedded sessions, the Spark Connect server, the hosts' and `cfp`
@@ -51,6 +52,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return FIRST.index(item.path.name) if item.path.name in FIRST else len(FIRST)
 
     items.sort(key=rank)  # stable: the order within a file and among the others stays
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test that ran hosts reports where each one waited (they are still running:
+    fixtures stop them after this)."""
+    report = yield
+    if call.when == "call" and report.failed:
+        for cluster in LIVE:
+            if cluster.running():
+                report.sections.append((f"hosts of {cluster.processor}", cluster.diagnose()))
+    if call.when == "teardown":
+        LIVE.clear()
+    return report
 
 
 @pytest.fixture(scope="session")
