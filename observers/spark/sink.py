@@ -139,6 +139,7 @@ class SparkSink:
         if self._own_session:
             await in_daemon_thread(self._open)
         self._flusher = asyncio.create_task(self._flush_loop(), name="spark-sink")
+        self._flusher.add_done_callback(_log_crash)
         return self
 
     def _open(self) -> None:
@@ -265,7 +266,7 @@ class SparkSink:
             log.error("spark.write_failed", rows=rows, bytes=size, error=repr(e)[:2000])
             for item in items:
                 self._failed[item.lease] = e
-                item.done.set_exception(e)
+                _resolve(item.done, e)
             return
         self.stats.writes += 1
         self.stats.rows += done.rows
@@ -297,7 +298,7 @@ class SparkSink:
             if error is None:
                 kept.append(item)
             else:
-                item.done.set_exception(error)
+                _resolve(item.done, error)
         return kept
 
     async def _settle(self, items: list[Pending]) -> None:
@@ -334,11 +335,28 @@ def _per_lease(items: Sequence[Pending]) -> dict[str, list[Pending]]:
 
 async def _checkpoint(batches: list[Pending]) -> None:
     """Checkpoint one lease's batches of a write: the newest mark covers the older ones."""
+    error: BaseException | None = None
     try:
         await batches[-1].on_commit()
     except Exception as e:
-        for item in batches:
-            item.done.set_exception(e)
+        error = e
+    for item in batches:
+        _resolve(item.done, error)
+
+
+def _log_crash(task: asyncio.Task[None]) -> None:
+    """The flush loop ends only when the sink closes; anything else is a bug that would leave
+    every lease of the host waiting in silence, so it is logged at once."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.error("spark.sink_crashed", error=repr(error), exc_info=error)
+
+
+def _resolve(done: asyncio.Future[None], error: BaseException | None) -> None:
+    """Settle a batch's future, unless its waiter gave up on it (a close that timed out, a
+    cancelled worker): setting a cancelled future raises, and would stop the sink's loop."""
+    if done.done():
+        return
+    if error is None:
+        done.set_result(None)
     else:
-        for item in batches:
-            item.done.set_result(None)
+        done.set_exception(error)

@@ -141,3 +141,35 @@ async def test_a_lease_whose_write_failed_refuses_its_next_batch(tmp_path: Path)
         await asyncio.sleep(0.5)
         with pytest.raises(SparkWriteError):
             await observer.process_changes(ctx, batch)
+
+
+async def test_a_close_that_gives_up_waiting_leaves_the_sink_working(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's close stops waiting for a slow write (its lease is gone by then); the write
+    must still settle, and the host's other leases go on writing through the same sink."""
+    monkeypatch.setattr("observers.spark.observer.CLOSE_TIMEOUT_S", 0.2)
+    log = FakeLog()
+    log.gate.clear()
+    checkpoints: list[object] = []
+
+    async def checkpoint(mark: object | None) -> None:
+        checkpoints.append(mark)
+
+    record = Event(0, 1, "created", 1).record()
+    batch = EventBatch([record], ["p0"], shard="00",
+                       segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
+    async with sink(tmp_path, log) as s:
+        slow = SparkObserver(s)
+        ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, _checkpoint=checkpoint)
+        ctx._mark = "slow"
+        await slow.process_changes(ctx, batch)
+        await asyncio.to_thread(log.entered.wait, 5)
+        with pytest.raises(TimeoutError):
+            await slow.close(ctx, None)  # type: ignore[arg-type]
+        log.gate.set()
+        other = await s.submit("01", rows("01", 3), lambda: asyncio.sleep(0))
+        async with asyncio.timeout(5):
+            await other
+    assert checkpoints == ["slow"]  # the slow write was checkpointed once it was in
+    assert log.writes == [{"00": ["id-0-1"]}, {"01": ["id-0-3"]}]
