@@ -21,6 +21,7 @@ AZURITE_BIN = Path(
         "CFP_AZURITE_BIN", ROOT / "deploy" / "local" / "node_modules" / ".bin" / "azurite"
     )
 )
+START_TIMEOUT_S = 120.0
 
 
 def free_port() -> int:
@@ -29,15 +30,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_port(port: int, timeout_s: float = 30.0) -> None:
+def wait_for_port(
+    port: int, timeout_s: float = 30.0, process: subprocess.Popen[bytes] | None = None
+) -> None:
+    """Wait until something listens on loopback `port`; fails at once if `process` exits."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the process for port {port} exited ({process.returncode})")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.1)
-    raise RuntimeError(f"Azurite did not listen on port {port} within {timeout_s}s")
+    raise RuntimeError(f"nothing listened on port {port} within {timeout_s}s")
 
 
 @dataclass
@@ -89,8 +95,13 @@ class Azurite:
             stderr=subprocess.STDOUT,
             env={**os.environ, "AZURITE_ACCOUNTS": ""},
         )
-        wait_for_port(self.blob_port)
-        wait_for_port(self.table_port)
+        # generous: Node starts slowly beside several JVMs on two cores, and a restart loads
+        # the account's metadata first
+        try:
+            for port in (self.blob_port, self.table_port):
+                wait_for_port(port, START_TIMEOUT_S, self.process)
+        except RuntimeError as e:
+            raise RuntimeError(f"Azurite did not start: {e} (its log: {log.name})") from e
         return self
 
     def stop(self) -> None:
