@@ -17,7 +17,13 @@ from observers.errors import PluginLoadError
 from observers.formats import Format
 from observers.jsonl import JsonlObserver
 from observers.log import LogObserver
-from observers.protocol import ChangeEvent, CloseReason, ObserverFactory, PartitionContext
+from observers.protocol import (
+    ChangeEvent,
+    CloseReason,
+    LeaseLostError,
+    ObserverFactory,
+    PartitionContext,
+)
 
 if TYPE_CHECKING:  # the Spark observer's modules load only when it is chosen
     from observers.spark.session import SparkOptions
@@ -84,6 +90,19 @@ def _adapt(method: Callable[..., Any] | None) -> Callable[..., Awaitable[None]]:
     return in_thread
 
 
+def _checked(
+    still_ours: Callable[[], bool],
+    method: Callable[..., Any],
+    ctx: PartitionContext,
+    events: Sequence[ChangeEvent],
+) -> None:
+    """Run in the worker thread: the lease is checked again right before the user's code, since
+    the process may have been paused (or starved) between the host's check and this thread."""
+    if not still_ours():
+        raise LeaseLostError(ctx.lease_token, ctx.epoch)
+    method(ctx, events)
+
+
 class ObserverCalls:
     """One observer instance with async entry points, whatever kind of methods it has."""
 
@@ -95,13 +114,30 @@ class ObserverCalls:
         self.auto_checkpoint = bool(getattr(observer, "auto_checkpoint", True))
         self._open = _adapt(getattr(observer, "open", None))
         self._process = _adapt(process)
+        self._plain_process = None if inspect.iscoroutinefunction(process) else process
         self._close = _adapt(getattr(observer, "close", None))
 
     async def open(self, ctx: PartitionContext) -> None:
         await self._open(ctx)
 
-    async def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
-        await self._process(ctx, events)
+    async def process_changes(
+        self,
+        ctx: PartitionContext,
+        events: Sequence[ChangeEvent],
+        *,
+        still_ours: Callable[[], bool] | None = None,
+    ) -> None:
+        """`still_ours`, when given, is checked just before the method runs (in a plain
+        method's thread), and `LeaseLostError` raised if it fails: the last moment at which a
+        host paused or starved since its own checks can still be stopped."""
+        if still_ours is None:
+            await self._process(ctx, events)
+        elif self._plain_process is not None:
+            await asyncio.to_thread(_checked, still_ours, self._plain_process, ctx, events)
+        elif still_ours():
+            await self._process(ctx, events)
+        else:
+            raise LeaseLostError(ctx.lease_token, ctx.epoch)
 
     async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
         await self._close(ctx, reason)

@@ -38,12 +38,18 @@ class HeldLease:
 
     def is_usable(self) -> bool:
         """Ours, and renewed recently enough that no other host can have judged it expired."""
-        if self.lost.is_set():
-            return False
-        if self._clock.monotonic() - self.confirmed_at >= self._fence_after_s:
-            self.lost.set()  # self-fencing: we could not renew in time
-            return False
-        return True
+        if self.is_fresh():
+            return True
+        self.lost.set()  # self-fencing: we could not renew in time
+        return False
+
+    def is_fresh(self) -> bool:
+        """`is_usable` without marking the lease lost, so safe in any thread: the check a plain
+        observer method's thread makes just before the method sees a batch."""
+        return (
+            not self.lost.is_set()
+            and self._clock.monotonic() - self.confirmed_at < self._fence_after_s
+        )
 
     def _note(self, lease: Lease) -> None:
         self.lease = lease

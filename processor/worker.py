@@ -282,7 +282,7 @@ class Worker:
                 reraise=True,
             ):
                 with attempt:
-                    await calls.process_changes(ctx, events)
+                    await calls.process_changes(ctx, events, still_ours=held.is_fresh)
         except Exception as e:
             self._check_still_ours()  # lost, handed over or stopping: the batch comes again
             error = f"process_changes: {e!r}"

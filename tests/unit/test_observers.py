@@ -14,6 +14,7 @@ from observers import (
     ChangeEvent,
     CloseReason,
     EventBatch,
+    LeaseLostError,
     ObserverCalls,
     PartitionContext,
     PluginLoadError,
@@ -115,6 +116,34 @@ async def test_open_and_close_are_optional() -> None:
     await calls.open(ctx())
     await calls.close(ctx(), CloseReason.LEASE_LOST)
     assert calls.auto_checkpoint is True
+
+
+@pytest.mark.parametrize("kind", ["plain", "async"])
+async def test_a_lease_no_longer_ours_is_checked_just_before_the_method(kind: str) -> None:
+    """The host's checks come before a thread hop (plain methods) and retry pauses: a host paused
+    in between must not hand the batch over once it resumes with the lease gone."""
+    checked_in: list[int] = []
+    ran: list[str] = []
+
+    class Plain:
+        def process_changes(self, c: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+            ran.append("plain")
+
+    class Async:
+        async def process_changes(self, c: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+            ran.append("async")
+
+    def still_ours() -> bool:
+        checked_in.append(threading.get_ident())
+        return len(checked_in) == 1  # ours the first time, lost afterwards
+
+    calls = ObserverCalls(Plain() if kind == "plain" else Async())
+    await calls.process_changes(ctx(), [], still_ours=still_ours)
+    with pytest.raises(LeaseLostError):
+        await calls.process_changes(ctx(), [], still_ours=still_ours)
+    assert ran == [kind]
+    on_loop = checked_in[0] == threading.get_ident()
+    assert on_loop is (kind == "async")  # a plain method's check runs in its own thread
 
 
 def test_jsonl_writes_one_line_per_event_with_lease_and_epoch(tmp_path: Path) -> None:
