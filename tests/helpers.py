@@ -12,11 +12,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from azure.storage.blob.aio import BlobServiceClient
-
 from processor.changefeed.emulator.azurite import ROOT
 from processor.changefeed.emulator.emulator import EmulationSummary, Emulator, EmulatorConfig
-from processor.changefeed.emulator.service import reset_account
+from processor.changefeed.emulator.service import open_service, reset_account
 from processor.changefeed.feed_reader import FeedReader
 from processor.changefeed.position import FeedPosition, RawRecord
 from processor.changefeed.selection import EventFilter
@@ -29,7 +27,7 @@ async def emulate(
     conn: str, config: EmulatorConfig | None = None, **changes: Any
 ) -> EmulationSummary:
     config = replace(config or EmulatorConfig(), **changes)
-    async with BlobServiceClient.from_connection_string(conn) as service:
+    async with open_service(conn) as service:
         return await Emulator(service, config).run_batch()
 
 
@@ -43,7 +41,7 @@ class Feed:
 
 async def emulate_afresh(conn: str, **changes: Any) -> list[RawRecord]:
     """Empty the account, emulate a feed with `changes` to the default config, and read it."""
-    async with BlobServiceClient.from_connection_string(conn) as service:
+    async with open_service(conn) as service:
         await reset_account(service, EMULATOR_CONTAINERS)
     await emulate(conn, **changes)
     records, _ = await read_all(conn)

@@ -5,17 +5,20 @@ conflict with the partitions of the leases it writes, so hosts writing other lea
 each other's commits. Change data feed is on: the state job reads the rows each commit added.
 `OUTPUT/state` (one row per blob) has deletion vectors on, so that a MERGE writes the rows it
 changes rather than rewriting whole files. Both are made with `CREATE TABLE IF NOT EXISTS`; two
-hosts making one at the same moment may see one refused, after which it exists.
+hosts making one at the same moment may see theirs refused until the other's exists.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from observers.errors import PluginLoadError
+from observers.spark.changelog import is_conflict
 from observers.spark.output import Output
 from observers.spark.schema import CHANGES_SCHEMA
 from observers.spark.sql import sql_string, table_ref
@@ -37,6 +40,11 @@ OLD_LAYOUT = (
     "--output (the old folder stays readable with any Parquet reader)"
 )
 
+
+CREATE_ATTEMPTS = 8
+CREATION_RACE = re.compile(
+    r"DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION|FileAlreadyExists|already exists", re.IGNORECASE
+)
 
 _SQL_TYPES = {
     pa.string(): "STRING",
@@ -99,14 +107,33 @@ def create_tables(session: Any, output: Output, *, is_local_spark: bool = True) 
         (output.changes, CHANGES_SCHEMA, CHANGES_PROPERTIES, "shard"),
         (output.state, STATE_SCHEMA, STATE_PROPERTIES, ""),
     ):
-        statement = create_statement(uri, schema, properties, partitioned_by=partition)
-        try:
-            session.sql(statement).collect()
-        except Exception:
-            # another host made it at the same moment (its commit of version 0 won): fine if
-            # it now exists, else the error is real
-            if not is_delta_table(session, uri):
-                raise
+        create_table(
+            session, uri, create_statement(uri, schema, properties, partitioned_by=partition)
+        )
+
+
+def create_table(session: Any, uri: str, statement: str) -> None:
+    """Run `statement` (CREATE TABLE IF NOT EXISTS), riding out another host making the same
+    table at the same moment: its commit of version 0 wins, or its first files are there before
+    that commit is (Delta then refuses a "non-empty location"). Fine once the table exists; any
+    other error at once."""
+    for attempt in Retrying(
+        retry=retry_if_exception(is_creation_race),
+        stop=stop_after_attempt(CREATE_ATTEMPTS),
+        wait=wait_random_exponential(multiplier=0.5, max=8.0),
+        reraise=True,
+    ):
+        with attempt:
+            try:
+                session.sql(statement).collect()
+            except Exception:
+                if not is_delta_table(session, uri):
+                    raise
+
+
+def is_creation_race(error: BaseException) -> bool:
+    """An error of a table made by two writers at once (rather than storage or credentials)."""
+    return is_conflict(error) or bool(CREATION_RACE.search(f"{type(error).__name__}: {error}"))
 
 
 def is_delta_table(session: Any, uri: str) -> bool:

@@ -4,17 +4,26 @@ tables in tests/integration/test_delta_tables.py.)"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tenacity import wait_none
 
 from observers.spark.changelog import Range, is_conflict, lease_ranges, merge_statement
 from observers.spark.schema import CHANGES_SCHEMA
 from observers.spark.sql import sql_string, table_ref
 from observers.spark.state import STATE_SCHEMA
 from observers.spark.state_job import applied_version, commit_metadata, is_gone
-from observers.spark.tables import CHANGES_PROPERTIES, create_statement, sql_type
+from observers.spark.tables import (
+    CHANGES_PROPERTIES,
+    create_statement,
+    create_table,
+    is_creation_race,
+    sql_type,
+)
 from tests.state_model import Event, changes
 
 
@@ -99,3 +108,53 @@ def test_conflicts_and_vanished_commits_are_told_from_other_errors() -> None:
     assert not is_conflict(RuntimeError("[PATH_NOT_FOUND] Path does not exist"))
     assert is_gone(RuntimeError("[DELTA_CHANGE_DATA_FILE_NOT_FOUND] part-0001 was vacuumed"))
     assert not is_gone(RuntimeError("[DELTA_CONCURRENT_APPEND] files were added"))
+
+
+class CreatingSession:
+    """Answers CREATE TABLE with `errors` in turn (None: made) and DESCRIBE DETAIL as a Delta
+    table only once it was made, here or by the other host after `made_by_other` refusals."""
+
+    def __init__(self, errors: list[Exception | None], made_by_other: int = 99) -> None:
+        self.errors = errors
+        self.made_by_other = made_by_other
+        self.creates = 0
+        self.made = False
+
+    def sql(self, statement: str) -> Any:
+        session = self
+
+        class Result:
+            def collect(self) -> list[dict[str, str]]:
+                if statement.startswith("DESCRIBE DETAIL"):
+                    return [{"format": "delta"}] if session.made else []
+                session.creates += 1
+                error = session.errors.pop(0) if session.errors else None
+                if session.creates >= session.made_by_other:
+                    session.made = True
+                if error is not None:
+                    raise error
+                session.made = True
+                return []
+
+        return Result()
+
+
+RACE = RuntimeError("[DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION] Cannot create table")
+
+
+def test_a_table_another_host_is_making_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("observers.spark.tables.wait_random_exponential", lambda **_: wait_none())
+    other_first = CreatingSession([RACE, RACE], made_by_other=2)  # made by the other host
+    create_table(other_first, "/t", "CREATE TABLE IF NOT EXISTS t")
+    assert (other_first.creates, other_first.made) == (2, True)
+    ours_later = CreatingSession([RACE, RACE, None])  # its files were there, not the table
+    create_table(ours_later, "/t", "CREATE TABLE IF NOT EXISTS t")
+    assert ours_later.creates == 3
+
+
+def test_any_other_error_of_a_create_is_raised_at_once() -> None:
+    session = CreatingSession([PermissionError("403 This request is not authorized")])
+    with pytest.raises(PermissionError, match="403"):
+        create_table(session, "/t", "CREATE TABLE IF NOT EXISTS t")
+    assert session.creates == 1
+    assert is_creation_race(RACE) and not is_creation_race(PermissionError("403"))

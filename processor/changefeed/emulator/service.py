@@ -23,7 +23,11 @@ async def open_service(conn_str: str) -> AsyncIterator[BlobServiceClient]:
             f"refusing to emulate against {info.blob_endpoint}: only loopback endpoints (Azurite) "
             "may receive an emulated $blobchangefeed"
         )
-    async with BlobServiceClient.from_connection_string(conn_str) as service:
+    # loopback: no proxy applies, so none is looked up in the environment (aiohttp does that
+    # in a thread, for every request)
+    async with BlobServiceClient.from_connection_string(
+        conn_str, use_env_settings=False
+    ) as service:
         yield service
 
 
