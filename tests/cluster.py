@@ -37,6 +37,7 @@ class Cluster:
     env: dict[str, str] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     exited: dict[str, int] = field(default_factory=dict)
+    _tails: dict[Path, _Tail] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         LIVE.append(self)
@@ -102,13 +103,7 @@ class Cluster:
     def deliveries(self) -> list[dict[str, Any]]:
         """Every delivered event, ordered by delivery time (then by line within its file). A
         line a host is still writing (no newline yet) is left for the next call."""
-        lines: list[dict[str, Any]] = []
-        for path in sorted(self.out.glob("*.jsonl")):
-            complete = path.read_text().rpartition("\n")[0]
-            for i, text in enumerate(complete.splitlines()):
-                doc = json.loads(text)
-                doc["_line"] = i
-                lines.append(doc)
+        lines = [doc for path in sorted(self.out.glob("*.jsonl")) for doc in self._read(path)]
         lines.sort(key=lambda d: (d["t"], d["host"], d["_line"]))
         return lines
 
@@ -160,13 +155,35 @@ class Cluster:
         return "\n".join(out)
 
     def log_events(self, name: str) -> list[dict[str, Any]]:
-        out = []
-        for text in (self.workdir / f"{name}.log").read_text().splitlines():
+        return list(self._read(self.workdir / f"{name}.log"))
+
+    def _read(self, path: Path) -> list[dict[str, Any]]:
+        """The JSON lines of a file hosts append to, parsed once each: tests poll these files
+        many times a second, and parsing them whole each time cost a core on a loaded machine.
+        Lines that are not JSON (a traceback) are left out."""
+        tail = self._tails.setdefault(path, _Tail())
+        with path.open("rb") as f:
+            if f.seek(0, os.SEEK_END) < tail.offset:  # made anew: start over
+                tail.offset, tail.docs = 0, []
+            f.seek(tail.offset)
+            data = f.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        tail.offset += len(complete)
+        for text in complete.splitlines():
             try:
-                out.append(json.loads(text))
+                doc = json.loads(text)
             except ValueError:
                 continue
-        return out
+            if isinstance(doc, dict):
+                doc["_line"] = len(tail.docs)
+                tail.docs.append(doc)
+        return tail.docs
+
+
+@dataclass
+class _Tail:
+    offset: int = 0
+    docs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def quick_host_args(
