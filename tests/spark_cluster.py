@@ -28,7 +28,9 @@ from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp
 
 _processors = itertools.count()
 TABLES_CONTAINER = "cfp-tables"  # in the monitored account: left out of the feed and of verify
-EXPIRY_S = 4.0
+# long enough that a Spark host's loop, starved beside several JVMs on two cores, still renews in
+# time: every lease lost that way is a replay, more Spark writes, and more load
+EXPIRY_S = 6.0
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +78,9 @@ async def spark_cluster(
         "--observer", "spark",
         "--output", output.uri,
         "--spark-warm-up-rows", "0",
-        "--state-interval", "30",  # runs when taken, on drain and at the end: enough here
+        # runs when taken, on drain and at the end: enough here; each run is a Spark job that
+        # competes with the writes
+        "--state-interval", "120",
         *spark,
     )  # fmt: skip
     c = SparkCluster(feed.conn, processor, tmp_path, args=args)
