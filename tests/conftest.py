@@ -20,8 +20,14 @@ EMULATOR_CONTAINERS = [f"cfp-emu-{i}" for i in range(8)]
 # commands' sessions) compiles with C1 only and collects on one thread. A test's JVM opens,
 # makes a few small Delta commits and exits: measured 67 s -> 34 s of CPU (and 36 s -> 28 s of
 # wall time alone) for a session that makes six; with several JVMs on two cores, CPU is the
-# tests' time. Hosts in production keep the JVM's defaults: C2 pays off in a process of days.
-QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# tests' time. Spark's code generation is off too (as `spark.*` system properties, which every
+# Spark process takes as settings): the tests' data is a few thousand rows, and compiling code for
+# each plan cost more than it saved (a session making 4 MERGEs and a state job run: 43 s -> 37 s
+# alone). Production keeps the defaults: C2 and generated code pay off in a process of days.
+QUICK_JVM_OPTIONS = (
+    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    " -Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN"
+)
 
 
 def quick_jvms() -> None:

@@ -68,7 +68,7 @@ def by_shard(items: list[Item]) -> dict[tuple[str, str], list[str]]:
     return dict(out)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     cuts=st.lists(st.integers(min_value=1, max_value=25), min_size=1, max_size=10),
     grow_after=st.sets(st.integers(min_value=0, max_value=9), max_size=STAGES),
