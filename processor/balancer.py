@@ -77,6 +77,8 @@ class Balancer:
     progress: HostProgress = field(default_factory=HostProgress)
     # after every tick: None when the lease store answered, else its error (the host's health)
     on_tick: Callable[[str | None], None] | None = None
+    # when the lease store last answered: a tick's end, or its listing when the feed then failed
+    store_answered_at: float | None = None
     _tracker: ExpiryTracker | None = None
     _requested_at: dict[str, float] = field(default_factory=dict)
     _stop: asyncio.Event | None = None  # set when the host stops: a tick in flight takes nothing
@@ -90,6 +92,7 @@ class Balancer:
             error: str | None = None
             try:
                 await self.tick()
+                self.store_answered_at = self.clock.monotonic()
                 self.ready.set()
             except LeaseStoreMisconfigured:
                 raise  # retrying cannot fix it: the host stops with the error (exit 1)
@@ -117,6 +120,7 @@ class Balancer:
     async def tick(self) -> None:
         assert self._tracker is not None
         leases = await self.store.list_leases()
+        self.store_answered_at = self.clock.monotonic()
         leases += await self._create_scan(leases)
         leases += await self._create_missing({lease.token for lease in leases})
         self.book.update_from(leases)

@@ -170,12 +170,17 @@ class Host:
         it has not answered for a whole lease expiry (every lease is fenced by then)."""
         now = self.clock.monotonic()
         self.last_tick_at = now
-        if store_error is None:
-            self._store_ok_at = now
-            if self.ready.is_set():
-                self.lifecycle.move(HostState.PAUSED if self.balancer.paused else HostState.RUNNING)
-        elif now - self._store_ok_at >= self.config.timings.expiry_s:
-            self.lifecycle.move(HostState.FAILED, error=store_error)
+        self._store_ok_at, failure = store_health(
+            now=now,
+            ok_at=self._store_ok_at,
+            answered_at=self.balancer.store_answered_at,
+            store_error=store_error,
+            expiry_s=self.config.timings.expiry_s,
+        )
+        if failure is not None:
+            self.lifecycle.move(HostState.FAILED, error=failure)
+        elif store_error is None and self.ready.is_set():
+            self.lifecycle.move(HostState.PAUSED if self.balancer.paused else HostState.RUNNING)
 
     def store_silent_s(self) -> float:
         """Seconds since the lease store last answered a balancing tick."""
@@ -269,6 +274,26 @@ class Host:
 
     def _reasons(self) -> dict[str, int]:
         return {r.value: n for r, n in self.supervisor.closed_reasons.items()}
+
+
+def store_health(
+    *,
+    now: float,
+    ok_at: float,
+    answered_at: float | None,
+    store_error: str | None,
+    expiry_s: float,
+) -> tuple[float, str | None]:
+    """After a balancing tick: when the lease store last answered, and why the host has failed
+    (None: it has not). The store's answer is its listing's time, not the tick's end: a tick
+    that then waited on a failing feed says nothing of the store since. Failed once the store
+    has been silent for a whole expiry (every lease is fenced by then)."""
+    if store_error is None and answered_at is not None:
+        ok_at = max(ok_at, answered_at)
+    silent = now - ok_at
+    if silent < expiry_s:
+        return ok_at, None
+    return ok_at, store_error or f"the lease store has not answered for {silent:.1f} s"
 
 
 def host_lifecycle(clock: Clock, progress: HostProgress) -> Lifecycle:

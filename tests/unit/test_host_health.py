@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from leases import LeaseToken
 from observers import CloseReason
 from processor.endpoints import HostHealth, make_app
+from processor.host import store_health
 from processor.lifecycle import MOVES, HostState, Lifecycle, may_move
 from processor.progress import HostProgress
 
@@ -127,3 +128,20 @@ def test_host_lag_in_events_uses_its_own_average() -> None:
     assert entry.lag_events() == 30
     entry.bytes_left = 0
     assert entry.lag_events() == 0
+
+
+def test_a_tick_stuck_on_the_feed_does_not_count_as_the_store_answering() -> None:
+    """The listing answered at 10 s; the feed then failed until 15 s (connections dropped): the
+    store has been silent for 5 s, more than the 3 s expiry."""
+    ok_at, failure = store_health(
+        now=15.0, ok_at=9.0, answered_at=10.0, store_error=None, expiry_s=3.0
+    )
+    assert ok_at == 10.0 and failure == "the lease store has not answered for 5.0 s"
+    ok_at, failure = store_health(
+        now=12.0, ok_at=9.0, answered_at=12.0, store_error=None, expiry_s=3.0
+    )
+    assert (ok_at, failure) == (12.0, None)
+    ok_at, failure = store_health(
+        now=13.0, ok_at=9.0, answered_at=12.0, store_error="listing: reset", expiry_s=3.0
+    )
+    assert (ok_at, failure) == (9.0, "listing: reset")  # a failed listing is not an answer
