@@ -55,14 +55,6 @@ async def in_daemon_thread(fn: Callable[[], None]) -> None:
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
 
-    def settle(error: BaseException | None) -> None:
-        if done.cancelled():
-            return
-        if error is None:
-            done.set_result(None)
-        else:
-            done.set_exception(error)
-
     def run() -> None:
         error: BaseException | None = None
         try:
@@ -70,7 +62,7 @@ async def in_daemon_thread(fn: Callable[[], None]) -> None:
         except BaseException as e:  # handed to the waiting coroutine
             error = e
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(settle, error)
+            loop.call_soon_threadsafe(_resolve, done, error)
 
     threading.Thread(target=run, name="spark-open", daemon=True).start()
     await done
@@ -352,8 +344,8 @@ def _log_crash(task: asyncio.Task[None]) -> None:
 
 
 def _resolve(done: asyncio.Future[None], error: BaseException | None) -> None:
-    """Settle a batch's future, unless its waiter gave up on it (a close that timed out, a
-    cancelled worker): setting a cancelled future raises, and would stop the sink's loop."""
+    """Settle a future unless its waiter gave up on it (a close that timed out, a cancelled
+    worker or open): setting a cancelled future raises, and would stop the sink's loop."""
     if done.done():
         return
     if error is None:
