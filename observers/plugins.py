@@ -90,16 +90,20 @@ def _adapt(method: Callable[..., Any] | None) -> Callable[..., Awaitable[None]]:
     return in_thread
 
 
-def _checked(
-    still_ours: Callable[[], bool],
+def _check(still_ours: Callable[[], bool] | None, ctx: PartitionContext) -> None:
+    """The lease, checked again right before the observer's code (in a plain method's thread):
+    the process may have been paused or starved since the host's own check."""
+    if still_ours is not None and not still_ours():
+        raise LeaseLostError(ctx.lease_token, ctx.epoch)
+
+
+def _checked_call(
+    still_ours: Callable[[], bool] | None,
     method: Callable[..., Any],
     ctx: PartitionContext,
     events: Sequence[ChangeEvent],
 ) -> None:
-    """Run in the worker thread: the lease is checked again right before the user's code, since
-    the process may have been paused (or starved) between the host's check and this thread."""
-    if not still_ours():
-        raise LeaseLostError(ctx.lease_token, ctx.epoch)
+    _check(still_ours, ctx)
     method(ctx, events)
 
 
@@ -113,8 +117,8 @@ class ObserverCalls:
         self.observer = observer
         self.auto_checkpoint = bool(getattr(observer, "auto_checkpoint", True))
         self._open = _adapt(getattr(observer, "open", None))
-        self._process = _adapt(process)
-        self._plain_process = None if inspect.iscoroutinefunction(process) else process
+        self._process = process
+        self._process_is_async = inspect.iscoroutinefunction(process)
         self._close = _adapt(getattr(observer, "close", None))
 
     async def open(self, ctx: PartitionContext) -> None:
@@ -130,14 +134,11 @@ class ObserverCalls:
         """`still_ours`, when given, is checked just before the method runs (in a plain
         method's thread), and `LeaseLostError` raised if it fails: the last moment at which a
         host paused or starved since its own checks can still be stopped."""
-        if still_ours is None:
-            await self._process(ctx, events)
-        elif self._plain_process is not None:
-            await asyncio.to_thread(_checked, still_ours, self._plain_process, ctx, events)
-        elif still_ours():
+        if self._process_is_async:
+            _check(still_ours, ctx)
             await self._process(ctx, events)
         else:
-            raise LeaseLostError(ctx.lease_token, ctx.epoch)
+            await asyncio.to_thread(_checked_call, still_ours, self._process, ctx, events)
 
     async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
         await self._close(ctx, reason)

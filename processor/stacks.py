@@ -55,9 +55,7 @@ def thread_stacks() -> dict[str, list[str]]:
 
 def log_stacks() -> None:
     tasks = {
-        f"{task.get_name()}": awaits(task.get_coro())
-        for task in asyncio.all_tasks()
-        if not task.done()
+        task.get_name(): awaits(task.get_coro()) for task in asyncio.all_tasks() if not task.done()
     }
     log.warning("host.stacks", tasks=tasks, threads=thread_stacks())
 

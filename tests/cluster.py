@@ -127,13 +127,18 @@ class Cluster:
             str(e["url"]) for e in self.log_events(name) if e.get("event") == "http.listening"
         )
 
-    def diagnose(self, *, settle_s: float = 2.0) -> str:
+    def diagnose(self, *, within_s: float = 5.0) -> str:
         """Where the running hosts wait (SIGUSR1 makes them log it), in our code's frames, and
         each host's last log lines: for the report of a test that timed out."""
         names = self.running()
+        before = {name: self._stacks_logged(name) for name in names}
         for name in names:
             self.signal(name, signal.SIGUSR1)
-        time.sleep(settle_s)
+        deadline = time.monotonic() + within_s  # a host too wedged to answer is reported as is
+        while time.monotonic() < deadline and any(
+            self._stacks_logged(n) == before[n] for n in names
+        ):
+            time.sleep(0.05)
         out = []
         for name in self.procs:
             events = self.log_events(name)
@@ -153,6 +158,9 @@ class Cluster:
                     f"thread {thread}: {' > '.join(f.rsplit('/', 1)[-1] for f in frames[-4:])}"
                 )
         return "\n".join(out)
+
+    def _stacks_logged(self, name: str) -> int:
+        return sum(1 for e in self.log_events(name) if e.get("event") == "host.stacks")
 
     def log_events(self, name: str) -> list[dict[str, Any]]:
         return list(self._read(self.workdir / f"{name}.log"))
