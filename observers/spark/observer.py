@@ -72,11 +72,15 @@ class SparkObserver:
                 # in the change log already; the lease's next owner replays it, adding nothing
                 ctx.log.info("spark.checkpoint_refused")
 
+        table = await asyncio.to_thread(self._table, events)  # CPU work: off the event loop
+        future = await self.sink.submit(ctx.lease_token, table, checkpoint)
+        self._in_flight.append(future)
+
+    def _table(self, events: Sequence[ChangeEvent]) -> pa.Table:
         table = changes_table(events)
         if self.excluded is not None:
             table = table.filter(pc.not_equal(table["container"], pa.scalar(self.excluded)))
-        future = await self.sink.submit(ctx.lease_token, table, checkpoint)
-        self._in_flight.append(future)
+        return table
 
     async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
         """Wait until every queued batch of this lease is written and checkpointed, for up to

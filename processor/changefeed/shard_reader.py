@@ -329,10 +329,21 @@ class ShardReader:
                 )
             self._window = None
             return None
-        return self._take(w)
+        try:
+            batch, self._pending = await asyncio.to_thread(self._take, w)
+        except asyncio.CancelledError:
+            self._window = None  # the thread may still be moving through it: fetch it again
+            raise
+        return batch
 
-    def _take(self, w: _Window) -> ShardBatch:
-        """Decode and hand out the window's next `batch_events` records (at least one)."""
+    def _take(self, w: _Window) -> tuple[ShardBatch, FeedCorrupt | None]:
+        """Decode the window's next `batch_events` records (at least one), and the error of a
+        bad block met after good records (raised by the next read).
+
+        Runs in a thread: decoding is the reader's CPU work (tens of milliseconds a batch, far
+        more on a busy machine), and on the event loop it would hold back the host's lease
+        renewals (a host beside a busy JVM lost its leases that way)."""
+        pending: FeedCorrupt | None = None
         first_block = w.scan.blocks[w.next]
         start = ShardPosition(w.chunk, first_block.offset, w.within)
         records: list[RawRecord] = []
@@ -347,7 +358,7 @@ class ShardReader:
                 except UndecodableBlockError as e:
                     if not records:
                         raise
-                    self._pending = e  # deliver the good records first, fail on the next read
+                    pending = e  # deliver the good records first, fail on the next read
                     break
                 records.extend(got)
                 blocks.append(block)
@@ -363,7 +374,7 @@ class ShardReader:
             if stopped_inside
             else ShardPosition(w.chunk, last.end, 0)
         )
-        return self._batch(w.chunk, start, end, tuple(blocks), records)
+        return self._batch(w.chunk, start, end, tuple(blocks), records), pending
 
     async def _fetch(self, info: BlobInfo, start: int) -> _Window:
         """Fetch bytes from `start` (growing the range until a whole block is in it), then start

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+import observers.spark.observer as spark_observer
 from observers.protocol import EventBatch, PartitionContext
 from observers.spark.changelog import Inserted
 from observers.spark.observer import SparkObserver, SparkWriteError
@@ -126,6 +127,34 @@ async def test_an_observer_leaves_out_the_output_container_and_still_checkpoints
         await observer.close(ctx, None)  # type: ignore[arg-type]
     assert log.writes == [{"00": ["id-0-1"]}]  # the c2 event never reached Spark
     assert positions[-1] == "mark-1"  # the batch of c2 alone was checkpointed too
+
+
+async def test_an_observer_builds_its_arrow_rows_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Arrow conversion is CPU work of every batch: on the loop it delays lease renewals."""
+    threads: set[int] = set()
+    build = spark_observer.changes_table
+
+    def spying(events: Any) -> pa.Table:
+        threads.add(threading.get_ident())
+        return build(events)
+
+    monkeypatch.setattr(spark_observer, "changes_table", spying)
+
+    async def checkpoint(mark: object | None) -> None:
+        pass
+
+    ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, _checkpoint=checkpoint)
+    async with sink(tmp_path, FakeLog()) as s:
+        observer = SparkObserver(s)
+        await observer.open(ctx)
+        ctx._mark = "mark-0"
+        batch = EventBatch([Event(0, 1, "created", 1).record()], ["p0"], shard="00",
+                           segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
+        await observer.process_changes(ctx, batch)
+        await observer.close(ctx, None)  # type: ignore[arg-type]
+    assert threads and threading.get_ident() not in threads
 
 
 async def test_a_lease_whose_write_failed_refuses_its_next_batch(tmp_path: Path) -> None:

@@ -1,0 +1,99 @@
+"""The shard reader decodes off the event loop, and a read cancelled mid-decode loses nothing.
+
+Decoding is the reader's CPU work; on the loop it held back a busy host's lease renewals until
+its leases expired under it (bench/spark_ingest.py lost and replayed a quarter of its rows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from processor.changefeed.decode import BlockDecoder
+from processor.changefeed.emulator.avro_encoding import RecordEncoder, encode_block, encode_header
+from processor.changefeed.shard_reader import ShardReader
+from processor.changefeed.storage import BlobInfo, FeedStorage
+
+SYNC = b"\x02" * 16
+SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}
+CHUNK = "log/00/2026/01/01/0000/00000.avro"
+PREFIX = "log/00/2026/01/01/0000/"
+
+
+def chunk_bytes(blocks: int, per_block: int) -> bytes:
+    enc = RecordEncoder(SCHEMA)
+    data = encode_header(SCHEMA, SYNC)
+    for b in range(blocks):
+        data += encode_block([enc.encode({"n": b * per_block + i}) for i in range(per_block)], SYNC)
+    return data
+
+
+class BytesStorage(FeedStorage):
+    """One chunk held in memory (the reader asks for listings and byte ranges only)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def list_blobs(self, prefix: str) -> list[BlobInfo]:
+        return [BlobInfo(CHUNK, len(self.data))]
+
+    async def read_range(self, path: str, offset: int, length: int) -> bytes:
+        return self.data[offset : offset + length]
+
+
+async def read_all(reader: ShardReader) -> list[Any]:
+    got: list[Any] = []
+    while (read := await reader.read(is_finalized=True)).batch is not None:
+        got += read.batch.records
+    return got
+
+
+async def test_records_are_decoded_in_a_thread_other_than_the_event_loops(
+    monkeypatch: Any,
+) -> None:
+    threads: set[int] = set()
+    decode = BlockDecoder.decode
+
+    def spying(self: BlockDecoder, *args: Any, **kwargs: Any) -> Any:
+        threads.add(threading.get_ident())
+        return decode(self, *args, **kwargs)
+
+    monkeypatch.setattr(BlockDecoder, "decode", spying)
+    reader = ShardReader(BytesStorage(chunk_bytes(3, 10)), segment="s", prefix=PREFIX)
+    records = await read_all(reader)
+    assert [r["n"] for r in records] == list(range(30))
+    assert threads and threading.get_ident() not in threads
+
+
+async def test_a_read_cancelled_while_decoding_is_read_again_from_its_position(
+    monkeypatch: Any,
+) -> None:
+    """The cancelled read's thread goes on moving through its window; the next read must not
+    start where that thread stopped, but where the reader's position says."""
+    started, release = threading.Event(), threading.Event()
+    decode = BlockDecoder.decode
+    calls = 0
+
+    def slow_once(self: BlockDecoder, *args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # the second batch: the first one was handed out already
+            started.set()
+            release.wait(5)
+        return decode(self, *args, **kwargs)
+
+    monkeypatch.setattr(BlockDecoder, "decode", slow_once)
+    reader = ShardReader(
+        BytesStorage(chunk_bytes(4, 5)), segment="s", prefix=PREFIX, batch_events=5
+    )
+    first = await reader.read(is_finalized=True)
+    assert first.batch is not None
+    task = asyncio.create_task(reader.read(is_finalized=True))
+    await asyncio.to_thread(started.wait, 5)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    release.set()
+    await asyncio.sleep(0.05)  # the orphaned decode finishes and moves its window on
+    rest = await read_all(reader)
+    assert [r["n"] for r in first.batch.records + rest] == list(range(20))
