@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 AZURITE := deploy/local/node_modules/.bin/azurite
 JARS := deploy/spark/jars/.installed
+FETCHED := deploy/spark/jars/.fetched
 AZURITE_DIR ?= .azurite
 
 .PHONY: help install demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-spark bench-state bench-rebalance bench-balance bench-formats clean
@@ -22,10 +23,12 @@ help:
 	@echo "make bench-balance    the pure balancer at 1,000 hosts x 10,000 leases"
 	@echo "make bench-formats    what --format and the change log's envelope columns cost"
 
+# --no-compile: modules are compiled when first imported (a fraction of what is installed:
+# PySpark alone ships thousands), not all of them at install time
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
 	touch $@
 
 $(AZURITE): deploy/local/package.json deploy/local/package-lock.json
@@ -33,14 +36,21 @@ $(AZURITE): deploy/local/package.json deploy/local/package-lock.json
 	touch $@
 
 # Delta Lake and hadoop-azure for every Spark session (spark.jars): fetched once from Maven
-# Central, then checked against PySpark's own jars (a duplicate class fails the install)
-$(JARS): deploy/spark/pom.xml $(VENV)/.installed
+# Central (beside the virtualenv's install), then checked against PySpark's own jars (a
+# duplicate class fails the install)
+$(FETCHED): deploy/spark/pom.xml
 	rm -rf deploy/spark/jars
 	mvn -q -B -Dstyle.color=never -f deploy/spark/pom.xml dependency:copy-dependencies -DoutputDirectory=jars
+	touch $@
+
+$(JARS): $(FETCHED) $(VENV)/.installed
 	$(PY) -m observers.spark.jars --check
 	touch $@
 
-install: $(VENV)/.installed $(AZURITE) $(JARS)
+# the three downloads (PyPI, npm, Maven Central) run side by side; each one's output is
+# printed whole when it ends
+install:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target $(VENV)/.installed $(AZURITE) $(JARS)
 
 demo: install
 	$(PY) deploy/local/demo.py
