@@ -75,6 +75,41 @@ async def test_same_seed_same_feed(account: str) -> None:
     assert await run() == await run()
 
 
+async def test_feed_only_writes_the_same_operations_and_touches_no_blob(account: str) -> None:
+    """`feed_only` (tests of readers and hosts, which never look at the blobs): the same seed
+    gives the same operations on the same blobs, with made-up ETags, and no blob is written."""
+
+    async def run(**changes: object) -> list[tuple[str, str, str, object]]:
+        from processor.changefeed.emulator.service import reset_account
+        from tests.conftest import EMULATOR_CONTAINERS
+
+        async with BlobServiceClient.from_connection_string(account) as service:
+            await reset_account(service, EMULATOR_CONTAINERS)
+        await emulate(account, seed=43, segments=2, events_per_segment=80, **changes)
+        records, _ = await read_all(account)
+        return [
+            (str(r["subject"]), str(r["eventType"]), str(r["data"]["etag"]),  # type: ignore[index]
+             r["data"]["contentLength"])  # type: ignore[index]
+            for r in records
+        ]  # fmt: skip
+
+    real = await run()
+    made_up = await run(feed_only=True)
+    assert [r[:2] for r in made_up] == [r[:2] for r in real]
+    assert [r[3] for r in made_up] == [r[3] for r in real]  # sizes follow the operations
+    etags = [r[2] for r in made_up]
+    assert len(set(etags)) == len(etags) and all(e.startswith("0x") for e in etags)
+    assert set(etags).isdisjoint(r[2] for r in real)
+    async with BlobServiceClient.from_connection_string(account) as service:
+        blobs = [
+            b.name
+            async for c in service.list_containers()
+            if not c.name.startswith("$")
+            async for b in service.get_container_client(c.name).list_blobs()
+        ]
+    assert blobs == []
+
+
 async def test_layout_manifests_and_chunks(account: str) -> None:
     await emulate(
         account, seed=51, segments=3, events_per_segment=200, shards=(2, 4, 1), chunk_bytes=16 << 10

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import time
 import zlib
@@ -59,6 +60,9 @@ class EmulatorConfig:
     control_every: int = 250
     concurrency: int = 32
     finalize_last: bool = True
+    # write the change feed only, with made-up ETags, and leave the blobs alone: 4x faster, for
+    # readers and hosts that never look at the account's blobs (not `cfp verify`, not a scan)
+    feed_only: bool = False
 
     def __post_init__(self) -> None:
         if self.schema_version not in SUPPORTED_VERSIONS:
@@ -127,6 +131,7 @@ class Emulator:
         self._since_control = 0
         # one client per blob: building one costs about as much CPU as the request it sends
         self._blobs: dict[tuple[str, str], BlobClient] = {}
+        self._made_up_etags = itertools.count(1)
 
     async def setup(self) -> datetime:
         """Create containers and the feed; return the begin time of the first new segment.
@@ -227,6 +232,8 @@ class Emulator:
         self._since_control = 0
 
     async def _apply(self, op: Op) -> Outcome:
+        if self.config.feed_only:
+            return self._made_up(op)
         blob = self._blobs.get((op.container, op.name))
         if blob is None:
             blob = self._blobs[op.container, op.name] = self._service.get_blob_client(
@@ -266,6 +273,24 @@ class Emulator:
             await blob.set_blob_tags(dict(op.tags))
         props = await blob.get_blob_properties()
         return Outcome(_etag(props.etag), prev.size, prev.content_type, "")
+
+    def _made_up(self, op: Op) -> Outcome:
+        """What storage would have answered, without asking it (`feed_only`): a new ETag in the
+        service's shape, and the size and content type the operation leaves."""
+        n = next(self._made_up_etags)
+        etag = f"0x8DE{n:013X}"
+        if op.kind is OpKind.CREATE:  # a request id of its own, as the service's reply has
+            return Outcome(etag, op.size, op.content_type, f"00000000-0000-4000-8000-{n:012x}")
+        prev = op.previous
+        assert prev is not None
+        if op.kind is OpKind.DELETE:
+            return Outcome(etag, 0, prev.content_type, "")
+        if op.kind is OpKind.SET_PROPERTIES:
+            return Outcome(etag, prev.size, op.content_type, "")
+        if op.kind is OpKind.SNAPSHOT:
+            when = f"2026-01-01T00:00:00.{n % 10_000_000:07d}Z"
+            return Outcome(etag, prev.size, prev.content_type, "", snapshot=when)
+        return Outcome(etag, prev.size, prev.content_type, "")
 
     def _rng_bytes(self, op: Op) -> bytes:
         # cheap deterministic content: the blob's name repeated to its size
