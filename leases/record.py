@@ -139,10 +139,6 @@ class Lease:
         """None when nothing was read from the feed yet (a scan partition reads no feed bytes)."""
         return self.event_bytes / self.events if self.events and self.event_bytes else None
 
-    @property
-    def is_free(self) -> bool:
-        return self.owner is None
-
     def is_held_by(self, host: HostId, epoch: int) -> bool:
         """Whether this snapshot still shows `host` as owner at `epoch` (nothing newer happened)."""
         return self.owner == host and self.epoch == epoch

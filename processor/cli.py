@@ -7,7 +7,6 @@ import asyncio
 import json
 import sys
 from datetime import datetime
-from typing import TypeVar
 
 import click
 
@@ -34,9 +33,6 @@ from processor.cli_spark import (
     verify_command,
 )
 from processor.logs import configure_logging
-
-T = TypeVar("T")
-SAVE_EVERY_S = 1.0
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

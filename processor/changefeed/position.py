@@ -93,11 +93,6 @@ class ShardBatch:
         """The shard position just after delivered record `k`."""
         return self.position_after_raw(self.raw_index[k])
 
-    def position_of(self, k: int) -> ShardPosition:
-        """The shard position of delivered record `k` itself: where a read that gets it starts."""
-        r = self.raw_index[k]
-        return self.position_after_raw(r - 1) if r else self.start
-
     def event_keys(self) -> list[str]:
         """`event_key` of every delivered record, in order (built block by block: the key of
         record `i` of a block is the block's prefix and `i`)."""

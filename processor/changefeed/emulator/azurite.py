@@ -6,7 +6,6 @@ The binary is `deploy/local/node_modules/.bin/azurite` of this checkout, or `$CF
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import time
@@ -113,7 +112,3 @@ class Azurite:
                 self.process.kill()
                 self.process.wait()
         self.process = None
-
-    def wipe(self) -> None:
-        self.stop()
-        shutil.rmtree(self.location, ignore_errors=True)

@@ -22,7 +22,6 @@ class OpKind(Enum):
 
 
 CONTENT_TYPES = ("application/octet-stream", "text/plain", "application/json", "image/png")
-TIERS = ("Hot", "Cool")
 # A few names that exercise escaping and non-ASCII paths end to end.
 ODD_NAMES = (
     "dir/sub dir/space name.txt",
