@@ -71,17 +71,21 @@ async def test_a_read_cancelled_while_decoding_is_read_again_from_its_position(
 ) -> None:
     """The cancelled read's thread goes on moving through its window; the next read must not
     start where that thread stopped, but where the reader's position says."""
-    started, release = threading.Event(), threading.Event()
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
     decode = BlockDecoder.decode
     calls = 0
 
     def slow_once(self: BlockDecoder, *args: Any, **kwargs: Any) -> Any:
         nonlocal calls
         calls += 1
-        if calls == 2:  # the second batch: the first one was handed out already
-            started.set()
-            release.wait(5)
-        return decode(self, *args, **kwargs)
+        if calls != 2:
+            return decode(self, *args, **kwargs)
+        started.set()  # the second batch: the first one was handed out already
+        release.wait(5)
+        try:
+            return decode(self, *args, **kwargs)
+        finally:
+            finished.set()
 
     monkeypatch.setattr(BlockDecoder, "decode", slow_once)
     reader = ShardReader(
@@ -94,6 +98,6 @@ async def test_a_read_cancelled_while_decoding_is_read_again_from_its_position(
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     release.set()
-    await asyncio.sleep(0.05)  # the orphaned decode finishes and moves its window on
+    assert await asyncio.to_thread(finished.wait, 5)  # the orphaned decode has ended
     rest = await read_all(reader)
     assert [r["n"] for r in first.batch.records + rest] == list(range(20))

@@ -94,6 +94,19 @@ def _etag(value: object) -> str:
     return str(value or "").strip('"')
 
 
+def _leaves(op: Op) -> tuple[int, str]:
+    """The size and content type of the blob as `op` leaves it (a deleted one: 0 bytes)."""
+    if op.kind is OpKind.CREATE:
+        return op.size, op.content_type
+    prev = op.previous
+    assert prev is not None
+    if op.kind is OpKind.DELETE:
+        return 0, prev.content_type
+    if op.kind is OpKind.SET_PROPERTIES:
+        return prev.size, op.content_type
+    return prev.size, prev.content_type
+
+
 class Emulator:
     """Drives a workload against one Azurite account and writes its change feed.
 
@@ -233,64 +246,56 @@ class Emulator:
 
     async def _apply(self, op: Op) -> Outcome:
         if self.config.feed_only:
-            return self._made_up(op)
+            etag, request_id, snapshot = self._made_up(op)
+        else:
+            etag, request_id, snapshot = await self._perform(op)
+        size, content_type = _leaves(op)
+        return Outcome(etag, size, content_type, request_id, snapshot=snapshot)
+
+    async def _perform(self, op: Op) -> tuple[str, str, str | None]:
+        """Run `op` on its blob: the ETag, request id and snapshot storage answered with."""
         blob = self._blobs.get((op.container, op.name))
         if blob is None:
             blob = self._blobs[op.container, op.name] = self._service.get_blob_client(
                 op.container, op.name
             )
-        prev = op.previous
         if op.kind is OpKind.CREATE:
-            body = self._rng_bytes(op)
             r = await blob.upload_blob(
-                body,
+                self._rng_bytes(op),
                 overwrite=True,
                 content_settings=ContentSettings(content_type=op.content_type),
             )
-            return Outcome(
-                _etag(r.get("etag")), op.size, op.content_type, str(r.get("request_id", ""))
-            )
-        assert prev is not None
+            return _etag(r.get("etag")), str(r.get("request_id", "")), None
         if op.kind is OpKind.DELETE:
             props = await blob.get_blob_properties()
             await blob.delete_blob(delete_snapshots="include")
-            return Outcome(_etag(props.etag), 0, prev.content_type, "")
+            return _etag(props.etag), "", None
         if op.kind is OpKind.SET_METADATA:
             r = await blob.set_blob_metadata(dict(op.metadata))
-            return Outcome(_etag(r.get("etag")), prev.size, prev.content_type, "")
+            return _etag(r.get("etag")), "", None
         if op.kind is OpKind.SET_PROPERTIES:
             r = await blob.set_http_headers(ContentSettings(content_type=op.content_type))
-            return Outcome(_etag(r.get("etag")), prev.size, op.content_type, "")
+            return _etag(r.get("etag")), "", None
         if op.kind is OpKind.SNAPSHOT:
             r = await blob.create_snapshot()
-            snapshot = str(r.get("snapshot") or "") or None
-            return Outcome(
-                _etag(r.get("etag")), prev.size, prev.content_type, "", snapshot=snapshot
-            )
+            return _etag(r.get("etag")), "", str(r.get("snapshot") or "") or None
         if op.kind is OpKind.SET_TIER:
             await blob.set_standard_blob_tier(StandardBlobTier(op.tier))
         else:
             await blob.set_blob_tags(dict(op.tags))
         props = await blob.get_blob_properties()
-        return Outcome(_etag(props.etag), prev.size, prev.content_type, "")
+        return _etag(props.etag), "", None
 
-    def _made_up(self, op: Op) -> Outcome:
+    def _made_up(self, op: Op) -> tuple[str, str, str | None]:
         """What storage would have answered, without asking it (`feed_only`): a new ETag in the
-        service's shape, and the size and content type the operation leaves."""
+        service's shape, a request id for a create (as the service's reply has), a snapshot
+        time for a snapshot."""
         n = next(self._made_up_etags)
-        etag = f"0x8DE{n:013X}"
-        if op.kind is OpKind.CREATE:  # a request id of its own, as the service's reply has
-            return Outcome(etag, op.size, op.content_type, f"00000000-0000-4000-8000-{n:012x}")
-        prev = op.previous
-        assert prev is not None
-        if op.kind is OpKind.DELETE:
-            return Outcome(etag, 0, prev.content_type, "")
-        if op.kind is OpKind.SET_PROPERTIES:
-            return Outcome(etag, prev.size, op.content_type, "")
-        if op.kind is OpKind.SNAPSHOT:
-            when = f"2026-01-01T00:00:00.{n % 10_000_000:07d}Z"
-            return Outcome(etag, prev.size, prev.content_type, "", snapshot=when)
-        return Outcome(etag, prev.size, prev.content_type, "")
+        request_id = f"00000000-0000-4000-8000-{n:012x}" if op.kind is OpKind.CREATE else ""
+        snapshot = (
+            f"2026-01-01T00:00:00.{n % 10_000_000:07d}Z" if op.kind is OpKind.SNAPSHOT else None
+        )
+        return f"0x8DE{n:013X}", request_id, snapshot
 
     def _rng_bytes(self, op: Op) -> bytes:
         # cheap deterministic content: the blob's name repeated to its size
