@@ -228,8 +228,9 @@ class Balancer:
 
     async def _create_scan(self, leases: list[Lease]) -> list[Lease]:
         """With --initial-scan: the scan's leases, made before any other lease of a processor
-        that has none (insert-if-absent, like every lease). The feed's leases then start at the
-        scan's start minus the segment slack (`feed_start_after_scan`)."""
+        that has none (insert-if-absent, like every lease), and any a host died before making;
+        returns the scan rows `leases` lacked. The feed's leases then start at the scan's start
+        minus the segment slack (`feed_start_after_scan`)."""
         if not self.scan_partitions:
             return []
         scans = [x for x in leases if is_scan_token(x.token)]
@@ -238,24 +239,37 @@ class Balancer:
                 log.warning("initial_scan.skipped", reason="the processor already has leases")
                 self._scan_skipped_logged = True
             return []
+        missing, of = missing_scan_partitions(scans, self.scan_partitions)
+        added: list[Lease] = []
+        if missing:
+            added = await self._insert_scan(missing, of=of)
+            if len(added) < len(missing):
+                # another host made some since our listing: every partition must reach the
+                # barrier's book now, or this tick's feed workers would not wait for the scan
+                known = {x.token for x in scans}
+                listed = await self.store.list_leases()
+                added = [x for x in listed if is_scan_token(x.token) and x.token not in known]
+        self.initial_continuation = feed_start_after_scan(scans + added)
+        return added
+
+    async def _insert_scan(self, partitions: list[int], *, of: int) -> list[Lease]:
+        started = self.clock.wall()
         created: list[Lease] = []
-        if not scans:
-            started = self.clock.wall()
-            for partition in range(self.scan_partitions):
-                position = LeasePosition(
-                    scan=ScanPosition(partition, self.scan_partitions, started)
-                )
-                token = LeaseToken(scan_token(partition))
-                row = await self.store.create_if_absent(token, position.to_json())
-                if row is not None:
-                    self.stats.created += 1
-                    created.append(row)
-            if created:
-                log.info(
-                    "initial_scan.created", partitions=len(created), started=started.isoformat()
-                )
-            scans = created or [x for x in await self.store.list_leases() if is_scan_token(x.token)]
-        self.initial_continuation = feed_start_after_scan(scans)
+        for partition in partitions:
+            position = LeasePosition(scan=ScanPosition(partition, of, started))
+            row = await self.store.create_if_absent(
+                LeaseToken(scan_token(partition)), position.to_json()
+            )
+            if row is not None:
+                self.stats.created += 1
+                created.append(row)
+        if created:
+            log.info(
+                "initial_scan.created",
+                partitions=[x.token for x in created],
+                of=of,
+                started=started.isoformat(),
+            )
         return created
 
     async def _create_missing(self, existing: set[str]) -> list[Lease]:
@@ -288,18 +302,32 @@ class Balancer:
         return created
 
 
-def feed_start_after_scan(scans: list[Lease]) -> str | None:
-    """The continuation of a feed lease made alongside a scan: from the scan's start minus the
-    segment slack, so that every change a listing may have missed is delivered (a change older
-    than that is in the listing)."""
-    started = []
+def _scan_positions(scans: list[Lease]) -> list[ScanPosition]:
+    positions = []
     for lease in scans:
         try:
             scan = LeasePosition.from_json(lease.continuation, lease=lease.token).scan
         except FeedError:
             continue
         if scan is not None:
-            started.append(scan.started_at)
+            positions.append(scan)
+    return positions
+
+
+def missing_scan_partitions(scans: list[Lease], wanted: int) -> tuple[list[int], int]:
+    """The partitions of the initial scan that have no lease row, and how many it has: all
+    `wanted` of a scan not begun, or those a host died before making (lease rows are never
+    deleted, and the rows made say how many partitions the scan has)."""
+    made = _scan_positions(scans)
+    of = made[0].partitions if made else wanted
+    return sorted(set(range(of)) - {x.partition for x in made}), of
+
+
+def feed_start_after_scan(scans: list[Lease]) -> str | None:
+    """The continuation of a feed lease made alongside a scan: from the scan's start minus the
+    segment slack, so that every change a listing may have missed is delivered (a change older
+    than that is in the listing)."""
+    started = [x.started_at for x in _scan_positions(scans)]
     if not started:
         return None
     return LeasePosition(start_time=min(started) - TIME_SLACK).to_json()

@@ -2,25 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-from types import SimpleNamespace
-
 from leases import HostId, LeaseToken, MemoryLeaseStore, ProcessorState
-from processor.balancer import Balancer
-from processor.clock import SystemClock
-from processor.positions import PositionBook
-from processor.supervisor import WorkerSupervisor
-from processor.timings import derive_timings
-
-
-class NoFeed:
-    """A catalog of an empty feed: the tick creates no feed lease."""
-
-    async def segments(self, **_: object) -> list[str]:
-        return []
-
-    async def shard_names(self, segments: list[str], **_: object) -> set[str]:
-        return set()
+from tests.unit.balancers import balancer as make_balancer
 
 
 async def test_a_paused_tick_takes_only_a_lease_handed_to_it() -> None:
@@ -38,21 +21,7 @@ async def test_a_paused_tick_takes_only_a_lease_handed_to_it() -> None:
         assert await store.release(held) is not None
     await store.set_processor_state(ProcessorState(paused=True))
 
-    started: list[str] = []
-    supervisor = WorkerSupervisor(
-        lambda held: asyncio.sleep(0), clock=SystemClock(), fence_after_s=9
-    )
-    supervisor.start = lambda lease: started.append(lease.token) or True  # type: ignore[method-assign]
-    balancer = Balancer(
-        store=store,
-        catalog=NoFeed(),  # type: ignore[arg-type]
-        supervisor=supervisor,
-        book=PositionBook(store.list_leases, refresh_s=1),
-        me=me,
-        timings=derive_timings(3.0),
-        clock=SystemClock(),
-    )
-    balancer._tracker = SimpleNamespace()  # type: ignore[assignment]  # a paused tick plans nothing
+    balancer, started = make_balancer(store, me)
     await balancer.tick()
 
     rows = {x.token: x.owner for x in await store.list_leases()}

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leases import Lease, LeaseToken
+from leases import Lease, LeaseToken, MemoryLeaseStore
 from observers.envelope import ReadMethod
 from observers.protocol import ChangeEvent, EventBatch
 from observers.spark.schema import changes_table
@@ -18,6 +18,7 @@ from processor.balancer import feed_start_after_scan
 from processor.barrier import may_enter
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.position import ShardPosition
+from processor.changefeed.selection import TIME_SLACK
 from processor.lease_position import LeasePosition, ScanPosition, scan_token
 from processor.scan_reader import (
     ScanReader,
@@ -27,6 +28,7 @@ from processor.scan_reader import (
     scan_segment,
 )
 from processor.status import describe_position
+from tests.unit.balancers import FixedFeed, balancer
 
 STARTED = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 SEGMENT = "idx/segments/2026/11/23/1000/meta.json"
@@ -191,3 +193,50 @@ async def test_containers_without_blobs_are_passed_over() -> None:
     listing = Listing({"a": ["1", "2"], "empty": [], "c": ["3"]})
     reader = ScanReader(listing, LeasePosition(scan=ScanPosition(0, 1, STARTED)))  # type: ignore[arg-type]
     assert await _scan(reader) == [("a", "1"), ("a", "2"), ("c", "3")]
+
+
+async def test_a_host_that_lost_the_race_to_make_the_scan_still_waits_for_it() -> None:
+    """h2 lists an empty table, then h1 makes the scan and the feed's lease before h2 tries:
+    h2's barrier must still know every scan partition, or its feed worker starts at once."""
+    store = MemoryLeaseStore()
+    now = datetime.now(UTC)
+    segment = f"idx/segments/{now:%Y/%m/%d/%H}00/meta.json"
+    feed = FixedFeed([segment], {"00"})
+    h1, _ = balancer(store, "h1", feed, scan_partitions=3)
+
+    class ListsBeforeH1:
+        """The store as h2 sees it: its first listing is answered just before h1's tick."""
+
+        raced = False
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(store, name)
+
+        async def list_leases(self) -> list[Lease]:
+            rows = await store.list_leases()
+            if not self.raced:
+                self.raced = True
+                await h1.tick()
+            return rows
+
+    h2, _ = balancer(ListsBeforeH1(), "h2", feed, scan_partitions=3)  # type: ignore[arg-type]
+    await h2.tick()
+    assert {x.token for x in await store.list_leases()} == {"00", *map(scan_token, range(3))}
+    assert not h2.book.may_enter(segment, [segment])
+    assert h2.initial_continuation == h1.initial_continuation is not None
+
+
+async def test_partitions_a_dead_host_did_not_make_are_made_by_the_next() -> None:
+    """h1 died after making 2 of its 4 partitions: the next host makes the other 2 (with the
+    count h1 chose, not its own), so no part of the account goes unscanned."""
+    store = MemoryLeaseStore()
+    for partition in (0, 2):
+        position = LeasePosition(scan=ScanPosition(partition, 4, STARTED))
+        assert await store.create_if_absent(LeaseToken(scan_token(partition)), position.to_json())
+    h2, _ = balancer(store, "h2", FixedFeed(), scan_partitions=8)
+    await h2.tick()
+    rows = {x.token: LeasePosition.from_json(x.continuation) for x in await store.list_leases()}
+    assert sorted(rows) == [scan_token(p) for p in range(4)]
+    assert all(p.scan is not None and p.scan.partitions == 4 for p in rows.values())
+    start = h2.initial_continuation
+    assert start is not None and LeasePosition.from_json(start).start_time == STARTED - TIME_SLACK
