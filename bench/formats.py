@@ -22,8 +22,8 @@ import pyarrow as pa
 from observers.formats import Format
 from observers.spark import schema
 from observers.spark.records import made_up_records
-from processor.changefeed.output import formatted_lines, json_lines
 from processor.changefeed.position import BlockSpan, ShardBatch, ShardPosition
+from processor.cli.lines import formatted_lines, json_lines
 
 BATCH = 250
 SEGMENT = "idx/segments/2026/11/23/1000/meta.json"

@@ -41,15 +41,15 @@ from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from processor.changefeed.emulator.azurite import Azurite  # noqa: E402
-from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
-from processor.changefeed.emulator.feed_writer import FeedWriter  # noqa: E402
-from processor.changefeed.emulator.service import reset_account  # noqa: E402
 from processor.changefeed.feed_reader import FeedReader  # noqa: E402
 from processor.changefeed.layout import CONTAINER, segment_time, shard_name  # noqa: E402
-from processor.changefeed.output import json_lines  # noqa: E402
 from processor.changefeed.selection import EventFilter  # noqa: E402
 from processor.changefeed.storage import FeedStorage  # noqa: E402
+from processor.cli.lines import json_lines  # noqa: E402
+from processor.emulator.azurite import Azurite  # noqa: E402
+from processor.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
+from processor.emulator.feed_writer import FeedWriter  # noqa: E402
+from processor.emulator.service import reset_account  # noqa: E402
 from processor.logs import configure_logging  # noqa: E402
 from processor.runtime import tune_gc  # noqa: E402
 

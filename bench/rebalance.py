@@ -36,8 +36,8 @@ from azure.storage.blob.aio import BlobServiceClient
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from processor.changefeed.emulator.azurite import Azurite  # noqa: E402
-from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
+from processor.emulator.azurite import Azurite  # noqa: E402
+from processor.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
 from processor.logs import configure_logging  # noqa: E402
 from tests.cluster import Cluster, Table, all_caught_up, is_balanced  # noqa: E402
 from tests.helpers import read_all  # noqa: E402

@@ -2,7 +2,7 @@
 
 A pure function of one snapshot: no I/O, no clock, no logging, and randomness only from the
 `rng` it is given. The loop that lists the table, observes expiry, calls `plan_takes` and writes
-the result lives in `processor/balancer.py`.
+the result lives in `processor/host/balancer.py`.
 
 Policy:
 - live hosts are the owners of live leases, the hosts that asked for one of them, and this

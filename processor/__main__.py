@@ -1,5 +1,5 @@
 """`python -m processor` is the `cfp` command."""
 
-from processor.entry import main
+from processor.cli.entry import main
 
 main()

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from leases import Lease, LeaseError, TableLeaseStore
-from processor.changefeed.emulator.azurite import ROOT
 from processor.connection import ENV_VAR
-from processor.lease_position import LeasePosition
+from processor.emulator.azurite import ROOT
+from processor.reading.lease_position import LeasePosition
 
 LEASE_TABLE = "cfptestleases"
 OUR_CODE = ("/processor/", "/observers/", "/leases/")

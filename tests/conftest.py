@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from azure.storage.blob.aio import BlobServiceClient
 
-from processor.changefeed.emulator.azurite import Azurite
-from processor.changefeed.emulator.service import reset_account
+from processor.emulator.azurite import Azurite
+from processor.emulator.service import reset_account
 from tests.cluster import LIVE
 
 EMULATOR_CONTAINERS = [f"cfp-emu-{i}" for i in range(8)]

@@ -14,7 +14,7 @@ import click
 import yaml
 
 from processor import connection
-from processor.cli import main as cli
+from processor.cli.main import main as cli
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 

@@ -12,14 +12,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from processor.changefeed.emulator.azurite import ROOT
-from processor.changefeed.emulator.emulator import EmulationSummary, Emulator, EmulatorConfig
-from processor.changefeed.emulator.service import open_service, reset_account
 from processor.changefeed.feed_reader import FeedReader
 from processor.changefeed.position import FeedPosition, RawRecord
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import FeedStorage
 from processor.connection import ENV_VAR
+from processor.emulator.azurite import ROOT
+from processor.emulator.emulator import EmulationSummary, Emulator, EmulatorConfig
+from processor.emulator.service import open_service, reset_account
 from tests.conftest import EMULATOR_CONTAINERS
 
 

@@ -21,8 +21,8 @@ from deltalake import DeltaTable, QueryBuilder
 
 from observers.spark.output import Output, delta_rs_options, parse_output
 from observers.spark.session import SparkOptions, prepare
-from processor.changefeed.emulator.azurite import Azurite
 from processor.connection import storage_access
+from processor.emulator.azurite import Azurite
 from tests.cluster import Cluster, Table, all_caught_up
 from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp
 

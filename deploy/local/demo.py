@@ -47,11 +47,11 @@ from rich.console import Console  # noqa: E402
 
 from leases import TableLeaseStore  # noqa: E402
 from observers.spark.output import delta_rs_options, parse_output  # noqa: E402
-from processor.changefeed.emulator.azurite import Azurite, free_port  # noqa: E402
-from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
 from processor.changefeed.feed_reader import FeedReader  # noqa: E402
 from processor.changefeed.storage import FeedStorage  # noqa: E402
 from processor.connection import storage_access  # noqa: E402
+from processor.emulator.azurite import Azurite, free_port  # noqa: E402
+from processor.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
 from processor.logs import configure_logging  # noqa: E402
 
 WORKDIR = ROOT / ".demo"

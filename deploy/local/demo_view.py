@@ -21,7 +21,7 @@ from rich.text import Text
 
 from leases import HostReport, Lease, TableLeaseStore
 from leases.errors import LeaseError
-from processor.status import describe_position, parse_position, size_text
+from processor.admin.report import describe_position, parse_position, size_text
 
 
 @dataclass

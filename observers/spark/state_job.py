@@ -1,6 +1,6 @@
 """The state job: brings the current-state table up to the change log, one MERGE per run.
 
-One host of the processor runs it at a time (the host holding its lease, `processor.jobs`),
+One host of the processor runs it at a time (the host holding its lease, `processor.host.jobs`),
 every `--state-interval` seconds. A run:
 
 1. reads which change-log version the state table has applied: the `userMetadata` of the last

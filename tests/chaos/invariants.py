@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from leases import Lease
 from processor.changefeed.errors import InvalidContinuation
-from processor.lease_position import LeasePosition
+from processor.reading.lease_position import LeasePosition
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 
-from processor.changefeed.emulator.azurite import free_port
+from processor.emulator.azurite import free_port
 
 CHUNK = 64 * 1024
 

@@ -35,11 +35,11 @@ from azure.storage.blob.aio import BlobServiceClient
 from deltalake import DeltaTable, QueryBuilder
 
 from leases import Lease, LeaseError, TableLeaseStore
-from processor.changefeed.emulator.azurite import ROOT, Azurite
-from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
 from processor.changefeed.errors import FeedError
 from processor.changefeed.layout import SEGMENT_INTERVAL
 from processor.connection import ENV_VAR, azurite_connection_string
+from processor.emulator.azurite import ROOT, Azurite
+from processor.emulator.emulator import Emulator, EmulatorConfig
 from tests.chaos.invariants import (
     Delivery,
     backward_moves,

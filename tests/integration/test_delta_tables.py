@@ -36,7 +36,7 @@ from observers.spark.sql import table_ref
 from observers.spark.state import merge_statement, newest_per_blob
 from observers.spark.state_job import StateJob, optimize
 from observers.spark.tables import create_tables
-from processor.verify import read_state
+from processor.admin.verify import read_state
 from tests.helpers import Feed
 from tests.spark_cluster import (
     SparkCluster,

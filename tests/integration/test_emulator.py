@@ -9,10 +9,10 @@ from collections import Counter
 import pytest
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
-from processor.changefeed.emulator.schemas import data_fields, event_types
 from processor.changefeed.layout import CONTAINER, SEGMENTS_JSON
 from processor.changefeed.manifests import parse_feed_manifest, parse_segment_manifest
 from processor.changefeed.selection import EventFilter
+from processor.emulator.schemas import data_fields, event_types
 from tests.helpers import emulate, read_all, run_cfp
 
 
@@ -63,7 +63,7 @@ async def test_the_feed_explains_the_live_listing(account: str) -> None:
 
 async def test_same_seed_same_feed(account: str) -> None:
     async def run() -> list[tuple[str, str, str]]:
-        from processor.changefeed.emulator.service import reset_account
+        from processor.emulator.service import reset_account
         from tests.conftest import EMULATOR_CONTAINERS
 
         async with BlobServiceClient.from_connection_string(account) as service:
@@ -80,7 +80,7 @@ async def test_feed_only_writes_the_same_operations_and_touches_no_blob(account:
     gives the same operations on the same blobs, with made-up ETags, and no blob is written."""
 
     async def run(**changes: object) -> list[tuple[str, str, str, object]]:
-        from processor.changefeed.emulator.service import reset_account
+        from processor.emulator.service import reset_account
         from tests.conftest import EMULATOR_CONTAINERS
 
         async with BlobServiceClient.from_connection_string(account) as service:

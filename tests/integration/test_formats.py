@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from processor.changefeed.emulator.azurite import Azurite
+from processor.emulator.azurite import Azurite
 from tests.format_shapes import CHECKS
 from tests.helpers import ROOT, Feed, emulate_afresh, json_lines, run_cfp
 

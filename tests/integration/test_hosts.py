@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from processor.changefeed.emulator.azurite import Azurite
 from processor.changefeed.selection import parse_event_time
+from processor.emulator.azurite import Azurite
 from tests.cluster import (
     LEASE_TABLE,
     Cluster,

@@ -15,9 +15,9 @@ from typing import Any
 
 from azure.storage.blob.aio import BlobServiceClient
 
-from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
 from processor.changefeed.selection import parse_event_time
-from processor.lease_position import LeasePosition, is_scan_token
+from processor.emulator.emulator import Emulator, EmulatorConfig
+from processor.reading.lease_position import LeasePosition, is_scan_token
 from tests.cluster import LEASE_TABLE, Cluster, Table, quick_host_args
 from tests.helpers import emulate, run_cfp, until
 

@@ -24,7 +24,7 @@ from leases import (
 )
 from leases.store import ConditionalLeaseStore
 from leases.table_store import TableLeaseStore
-from processor.changefeed.emulator.azurite import Azurite
+from processor.emulator.azurite import Azurite
 
 A, B, C = HostId("host-a"), HostId("host-b"), HostId("host-c")
 T0 = LeaseToken("00")

@@ -14,14 +14,14 @@ from pathlib import Path
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from processor.changefeed.avro_chunk import parse_header
-from processor.changefeed.emulator.avro_encoding import RecordEncoder, encode_block
-from processor.changefeed.emulator.azurite import ROOT
-from processor.changefeed.emulator.emulator import DEFAULT_START, Emulator, EmulatorConfig
-from processor.changefeed.emulator.feed_writer import iso_ms
-from processor.changefeed.emulator.schemas import writer_schema
 from processor.changefeed.layout import CONTAINER, SEGMENTS_JSON
 from processor.changefeed.selection import EventFilter, parse_event_time
 from processor.connection import ENV_VAR
+from processor.emulator.avro_encoding import RecordEncoder, encode_block
+from processor.emulator.azurite import ROOT
+from processor.emulator.emulator import DEFAULT_START, Emulator, EmulatorConfig
+from processor.emulator.feed_writer import iso_ms
+from processor.emulator.schemas import writer_schema
 from tests.helpers import emulate, json_lines, per_blob, read_all, run_cfp
 
 H = timedelta(hours=1)

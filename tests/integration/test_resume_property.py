@@ -17,13 +17,13 @@ from azure.storage.blob.aio import BlobServiceClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from processor.changefeed.emulator.azurite import Azurite
-from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
-from processor.changefeed.emulator.service import reset_account
 from processor.changefeed.feed_reader import FeedReader
 from processor.changefeed.position import FeedPosition
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import FeedStorage
+from processor.emulator.azurite import Azurite
+from processor.emulator.emulator import Emulator, EmulatorConfig
+from processor.emulator.service import reset_account
 from tests.conftest import EMULATOR_CONTAINERS
 
 CONFIG = EmulatorConfig(

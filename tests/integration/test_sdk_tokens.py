@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from azure.storage.blob.changefeed import ChangeFeedClient
 
-from processor.changefeed.emulator.azurite import Azurite
+from processor.emulator.azurite import Azurite
 from tests.helpers import Feed, emulate, emulate_afresh, json_lines, run_cfp
 
 SEGMENT_EVENTS = 300

@@ -21,10 +21,10 @@ import pytest
 from azure.storage.blob.aio import BlobServiceClient
 
 from leases import Lease
-from processor.changefeed.emulator.azurite import ROOT, free_port, wait_for_port
-from processor.changefeed.emulator.emulator import Emulator, EmulatorConfig
 from processor.changefeed.layout import segment_path
-from processor.lease_position import LeasePosition
+from processor.emulator.azurite import ROOT, free_port, wait_for_port
+from processor.emulator.emulator import Emulator, EmulatorConfig
+from processor.reading.lease_position import LeasePosition
 from tests.cluster import Cluster, Table, all_caught_up, owners
 from tests.helpers import Feed
 from tests.spark_cluster import (

@@ -20,8 +20,8 @@ import aiohttp
 import pytest
 
 from leases import TableLeaseStore
-from processor.changefeed.emulator.azurite import Azurite
 from processor.connection import azurite_connection_string
+from processor.emulator.azurite import Azurite
 from tests.chaos.proxy import FaultyProxy
 from tests.cluster import LEASE_TABLE, Cluster, Table, quick_host_args, sampled
 from tests.helpers import emulate_afresh

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 from leases import ExpiryTracker, HostId, LeaseStore
-from processor.balancer import Balancer
 from processor.clock import SystemClock
-from processor.positions import PositionBook
-from processor.supervisor import WorkerSupervisor
-from processor.timings import derive_timings
+from processor.host.balancer import Balancer
+from processor.host.supervisor import WorkerSupervisor
+from processor.host.timings import derive_timings
+from processor.reading.barrier_book import PositionBook
 
 
 class FixedFeed:

@@ -13,20 +13,20 @@ from processor.changefeed.avro_chunk import (
     read_long,
     scan_blocks,
 )
-from processor.changefeed.emulator.avro_encoding import (
-    RecordEncoder,
-    encode_block,
-    encode_header,
-    encode_long,
-    encode_long_padded,
-)
-from processor.changefeed.emulator.schemas import writer_schema
 from processor.changefeed.errors import (
     BadHeaderError,
     BadMagicError,
     BadSyncMarkerError,
     TruncatedHeaderError,
 )
+from processor.emulator.avro_encoding import (
+    RecordEncoder,
+    encode_block,
+    encode_header,
+    encode_long,
+    encode_long_padded,
+)
+from processor.emulator.schemas import writer_schema
 from tests.fixtures import RECORDED, RECORDED_CHUNKS, SERVICE_SYNC
 
 CHUNK_2020 = RECORDED / "python-recording-2020/log/00/2020/08/12/0000/00000.avro"

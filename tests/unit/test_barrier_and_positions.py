@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from processor.barrier import has_finished_before, may_enter
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.layout import segment_path
 from processor.changefeed.position import ShardPosition
-from processor.lease_position import LeasePosition
-from processor.timings import EXPIRY_MARGIN_S, JITTER_FRACTION, derive_timings
+from processor.host.timings import EXPIRY_MARGIN_S, JITTER_FRACTION, derive_timings
+from processor.reading.barrier import has_finished_before, may_enter
+from processor.reading.lease_position import LeasePosition
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 SEGMENTS = [segment_path(BASE + timedelta(hours=h)) for h in range(12)]

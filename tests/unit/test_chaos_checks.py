@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from leases import HostId, Lease, LeaseToken
 from processor.changefeed.position import ShardPosition
-from processor.lease_position import LeasePosition
+from processor.reading.lease_position import LeasePosition
 from tests.chaos.invariants import (
     Delivery,
     backward_moves,

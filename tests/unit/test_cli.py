@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from click.testing import CliRunner
 
-from processor.cli import ByteSize, IsoTime, main
+from processor.cli.main import ByteSize, IsoTime, main
 
 
 @pytest.mark.parametrize(

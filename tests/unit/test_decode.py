@@ -8,15 +8,15 @@ import pytest
 
 from processor.changefeed.avro_chunk import parse_header, scan_blocks
 from processor.changefeed.decode import decode_blocks
-from processor.changefeed.emulator.avro_encoding import (
+from processor.changefeed.errors import UndecodableBlockError
+from processor.changefeed.position import RawRecord
+from processor.emulator.avro_encoding import (
     RecordEncoder,
     encode_block,
     encode_header,
     encode_long_padded,
 )
-from processor.changefeed.emulator.schemas import writer_schema
-from processor.changefeed.errors import UndecodableBlockError
-from processor.changefeed.position import RawRecord
+from processor.emulator.schemas import writer_schema
 from tests.fixtures import RECORDED, RECORDED_CHUNKS, as_expected_line, expected_records
 
 SYNC = b"\x01" * 16

@@ -8,10 +8,10 @@ import json
 import re
 
 from observers.spark.jars import JARS_DIR_VAR
-from processor import probe
-from processor.endpoints import DEFAULT_HTTP_PORT, HostHealth, make_app
-from processor.lifecycle import Lifecycle
-from processor.progress import HostProgress
+from processor.host import probe
+from processor.host.endpoints import DEFAULT_HTTP_PORT, HostHealth, make_app
+from processor.host.lifecycle import Lifecycle
+from processor.host.progress import HostProgress
 from tests.deploy_files import DEPLOY, check_cfp_args, cli_variables, compose, dockerfile, k8s
 
 RUN_VARIABLES = cli_variables("run")
@@ -45,7 +45,7 @@ def test_dockerfile_runs_cfp_run_configured_only_by_known_variables() -> None:
     assert cfp_keys(d.env) <= known, cfp_keys(d.env) - known
     assert "deploy/spark/pom.xml" in (DEPLOY / "Dockerfile").read_text()  # the jars' stage
     assert d.env["CFP_HTTP_HOST"] == "0.0.0.0" and int(d.env["CFP_HTTP_PORT"]) == DEFAULT_HTTP_PORT
-    assert d.healthcheck[:3] == ["python", "-m", "processor.probe"]
+    assert d.healthcheck[:3] == ["python", "-m", "processor.host.probe"]
     assert d.healthcheck[3] in routes()
     assert probe.DEFAULT_HTTP_PORT == DEFAULT_HTTP_PORT
     for source in d.copies:

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from leases import LeaseToken
 from observers import CloseReason
-from processor.endpoints import HostHealth, make_app
-from processor.host import store_health
-from processor.lifecycle import MOVES, HostState, Lifecycle, may_move
-from processor.progress import HostProgress
+from processor.host.endpoints import HostHealth, make_app
+from processor.host.host import store_health
+from processor.host.lifecycle import MOVES, HostState, Lifecycle, may_move
+from processor.host.progress import HostProgress
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -100,7 +100,7 @@ def test_lag_is_event_time_behind_until_caught_up() -> None:
 
 def test_status_estimates_events_left_and_time_lag_from_the_lease_row() -> None:
     from leases import Lease
-    from processor.status import LeaseStatus, render_totals
+    from processor.admin.report import LeaseStatus, render_totals
 
     lease = Lease(
         LeaseToken("00"), events=100, event_bytes=50_000, last_event_time=T0 - timedelta(hours=2)

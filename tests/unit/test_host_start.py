@@ -11,10 +11,10 @@ import pytest
 
 from leases.memory_store import MemoryLeaseStore
 from observers import CloseReason
-from processor.config import HostConfig
-from processor.host import Host
-from processor.lifecycle import HostState
-from processor.timings import Timings
+from processor.host.config import HostConfig
+from processor.host.host import Host
+from processor.host.lifecycle import HostState
+from processor.host.timings import Timings
 
 
 class OpensSlowly:

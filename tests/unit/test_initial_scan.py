@@ -14,20 +14,20 @@ from leases import Lease, LeaseToken, MemoryLeaseStore
 from observers.envelope import ReadMethod
 from observers.protocol import ChangeEvent, EventBatch
 from observers.spark.schema import changes_table
-from processor.balancer import feed_start_after_scan
-from processor.barrier import may_enter
+from processor.admin.report import describe_position
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.position import ShardPosition
 from processor.changefeed.selection import TIME_SLACK
-from processor.lease_position import LeasePosition, ScanPosition, scan_token
-from processor.scan_reader import (
+from processor.host.balancer import feed_start_after_scan
+from processor.reading.barrier import may_enter
+from processor.reading.lease_position import LeasePosition, ScanPosition, scan_token
+from processor.reading.scan_stream import (
     ScanReader,
     backfill_record,
     scan_event_key,
     scan_partition,
     scan_segment,
 )
-from processor.status import describe_position
 from tests.unit.balancers import FixedFeed, balancer
 
 STARTED = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 from leases import HostId, Lease, MemoryLeaseStore, job_token
 from observers import JobRun
-from processor.jobs import FinalStep, JobRunner, final_step
-from processor.timings import derive_timings
+from processor.host.jobs import FinalStep, JobRunner, final_step
+from processor.host.timings import derive_timings
 
 EXPIRY_S = 3.0
 

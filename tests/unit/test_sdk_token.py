@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from processor.admin.sdk_position import plan_sdk_position, sdk_feed_position
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.position import FeedPosition, ShardPosition
 from processor.changefeed.sdk_token import (
@@ -23,9 +24,8 @@ from processor.changefeed.sdk_token import (
     to_sdk_token,
     url_host,
 )
-from processor.cli_read import Resume, load_continuation
-from processor.lease_position import LeasePosition
-from processor.sdk_position import plan_sdk_position, sdk_feed_position
+from processor.cli.read import Resume, load_continuation
+from processor.reading.lease_position import LeasePosition
 
 HOST = "emilydevtest.blob.core.windows.net"
 SEGMENT = "idx/segments/2020/07/30/2300/meta.json"

@@ -11,9 +11,9 @@ import threading
 from typing import Any
 
 from processor.changefeed.decode import BlockDecoder
-from processor.changefeed.emulator.avro_encoding import RecordEncoder, encode_block, encode_header
 from processor.changefeed.shard_reader import ShardReader
 from processor.changefeed.storage import BlobInfo, FeedStorage
+from processor.emulator.avro_encoding import RecordEncoder, encode_block, encode_header
 
 SYNC = b"\x02" * 16
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}

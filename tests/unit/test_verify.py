@@ -9,8 +9,8 @@ import pytest
 from deltalake import write_deltalake
 
 from observers.spark.state import STATE_SCHEMA
-from processor.cli_spark import _text_table, mentions
-from processor.verify import Blob, VerifyError, compare, read_state
+from processor.admin.verify import Blob, VerifyError, compare, read_state
+from processor.cli.spark import _text_table, mentions
 
 
 def blob(

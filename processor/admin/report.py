@@ -1,0 +1,345 @@
+"""`cfp status`: every lease of a processor, its owner and position, and what is left to read;
+its hosts, and its singleton jobs (who holds each, its last run).
+
+What is left is estimated from blob sizes: the unread bytes of the lease's current chunk, its
+later chunks, and its shard's chunks in later consumable segments. It is read-only and makes
+one listing per lease and segment still ahead of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from leases import HostReport, Lease, LeaseStore, ProcessorState, job_name
+from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.errors import FeedCorrupt, InvalidContinuation
+from processor.changefeed.layout import shard_name
+from processor.changefeed.storage import BlobInfo
+from processor.reading.barrier import readable_segments
+from processor.reading.lease_position import LeasePosition
+
+LISTING_CONCURRENCY = 16
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseStatus:
+    """A lease row as stored, its parsed position (None: not one we can read) and an estimate
+    of what is left to read (None: unknown)."""
+
+    lease: Lease
+    position: LeasePosition | None
+    bytes_left: int | None
+
+    def events_left(self) -> int | None:
+        """Bytes left over the lease's average event size so far (None: nothing to go by)."""
+        average = self.lease.average_event_bytes()
+        if self.bytes_left is None or average is None:
+            return None
+        return round(self.bytes_left / average)
+
+    def lag_seconds(self, now: datetime) -> float | None:
+        """Now minus the event time of the last checkpointed event; 0 when caught up."""
+        if self.lease.caught_up:
+            return 0.0
+        last = self.lease.last_event_time
+        return None if last is None else max(0.0, (now - last).total_seconds())
+
+    def to_json(self, now: datetime | None = None) -> dict[str, object]:
+        x, pos = self.lease, self.position
+        lag = self.lag_seconds(now or datetime.now(UTC))
+        return {
+            "lease": x.token,
+            "owner": x.owner,
+            "epoch": x.epoch,
+            "nextOwner": x.next_owner,
+            "segment": pos.segment if pos else None,
+            "segmentDone": pos.is_segment_done if pos else None,
+            "chunk": pos.shard.chunk if pos else None,
+            "offset": pos.shard.block_offset if pos else None,
+            "index": pos.shard.event_index if pos else None,
+            "lastCheckpoint": x.checkpoint_time.isoformat() if x.checkpoint_time else None,
+            "caughtUp": x.caught_up,
+            "error": x.error or None,
+            "parked": x.parked,
+            "bytesLeft": self.bytes_left,
+            "eventsLeft": self.events_left(),
+            "lastEventTime": x.last_event_time.isoformat() if x.last_event_time else None,
+            "lagSeconds": None if lag is None else round(lag, 1),
+            "events": x.events,
+            "continuation": x.continuation,
+            "deadLetters": x.dead_letters,
+            "moves": [m.to_json() for m in x.moves],
+            "gaps": [g.to_json() for g in x.gaps],
+        }
+
+
+# Chunk listings of finalized segments, which never change: (segment, shard prefix) -> blobs.
+ListingCache = dict[tuple[str, str], list[BlobInfo]]
+
+
+async def bytes_left(
+    catalog: FeedCatalog,
+    token: str,
+    pos: LeasePosition,
+    segments: list[str],
+    cache: ListingCache | None = None,
+) -> int:
+    """Bytes of the lease's shard after `pos`, up to the newest readable segment. With `cache`,
+    finalized segments are listed once (a host samples this every few seconds)."""
+    total = 0
+    for segment in readable_segments(segments, pos):
+        if pos.segment is not None and (
+            segment < pos.segment or (segment == pos.segment and pos.is_segment_done)
+        ):
+            continue
+        manifest = await catalog.manifest(segment)
+        prefix = next((p for p in manifest.shard_prefixes if shard_name(p) == token), None)
+        if prefix is None:
+            continue
+        blobs = None if cache is None else cache.get((segment, prefix))
+        if blobs is None:
+            blobs = await catalog.storage.list_blobs(prefix)
+            if cache is not None and manifest.is_finalized:
+                cache[(segment, prefix)] = blobs
+        for blob in blobs:
+            if segment == pos.segment and pos.shard.chunk is not None:
+                if blob.name < pos.shard.chunk:
+                    continue
+                if blob.name == pos.shard.chunk:
+                    total += max(0, blob.size - pos.shard.block_offset)
+                    continue
+            total += blob.size
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReport:
+    leases: list[LeaseStatus]
+    feed_error: str | None  # the feed's segment list could not be read: nothing is estimated
+    hosts: list[HostReport]
+    processor: ProcessorState
+    jobs: list[Lease] = field(default_factory=list)  # singleton jobs' leases (Spark's state job)
+
+
+def job_json(lease: Lease, now: datetime) -> dict[str, object]:
+    try:
+        progress = json.loads(lease.continuation) if lease.continuation else None
+    except ValueError:
+        progress = lease.continuation
+    return {
+        "job": job_name(lease.token),
+        "holder": lease.owner,
+        "epoch": lease.epoch,
+        "lastRun": lease.checkpoint_time.isoformat() if lease.checkpoint_time else None,
+        "lastRunSecondsAgo": (
+            round((now - lease.checkpoint_time).total_seconds(), 1)
+            if lease.checkpoint_time
+            else None
+        ),
+        "caughtUp": lease.caught_up,
+        "progress": progress,
+    }
+
+
+def render_jobs(jobs: list[Lease], now: datetime) -> str:
+    """One line per singleton job: who holds it, its last run, and what that run left."""
+    lines: list[tuple[str, ...]] = [("JOB", "HOLDER", "LAST RUN", "CAUGHT UP", "PROGRESS")]
+    for doc in (job_json(j, now) for j in jobs):
+        ago = doc["lastRunSecondsAgo"]
+        progress = doc["progress"]
+        text = (
+            " ".join(f"{k}={v}" for k, v in progress.items())
+            if isinstance(progress, dict)
+            else str(progress or "-")
+        )
+        lines.append(
+            (
+                str(doc["job"]),
+                f"{doc['holder']} (epoch {doc['epoch']})" if doc["holder"] else "nobody",
+                "never" if ago is None else f"{ago:.0f}s ago",
+                "yes" if doc["caughtUp"] else "no",
+                text,
+            )
+        )
+    widths = [max(len(row[i]) for row in lines) for i in range(len(lines[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines
+    )
+
+
+def host_json(r: HostReport, now: datetime) -> dict[str, object]:
+    return {
+        "host": r.name,
+        "state": r.state,
+        "since": r.since.isoformat(),
+        "lastSeen": r.seen.isoformat(),
+        "silentSeconds": round(r.silent_s(now), 1),
+        "silent": r.silent_s(now) > r.expiry_s,
+        "leases": r.leases,
+        "error": r.error or None,
+        "endpoint": r.endpoint or None,
+    }
+
+
+def render_hosts(hosts: list[HostReport], now: datetime) -> str:
+    """One line per host row: its state as it last reported it, and how long ago that was."""
+    lines: list[tuple[str, ...]] = [("HOST", "STATE", "LEASES", "LAST SEEN", "ENDPOINT")]
+    for r in sorted(hosts, key=lambda r: r.name):
+        silent = r.silent_s(now)
+        state = r.state + (f": {r.error}" if r.error else "")
+        if silent > r.expiry_s and r.state not in ("failed permanently", "stopped"):
+            state = f"silent (last said {state})"
+        lines.append((r.name, state, str(r.leases), f"{silent:.0f}s ago", r.endpoint or "-"))
+    widths = [max(len(row[i]) for row in lines) for i in range(len(lines[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines
+    )
+
+
+async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusReport:
+    """Every lease as stored, with what is left to read when the feed lets us estimate it (a
+    broken manifest leaves that lease's estimate out, not the whole report)."""
+    leases = await store.list_leases()
+    hosts = await store.list_hosts()
+    state = await store.processor_state()
+    jobs = await store.list_jobs()
+    feed_error: str | None = None
+    try:
+        segments: list[str] | None = await catalog.segments(max_age_s=0)
+    except FeedCorrupt as e:
+        segments, feed_error = None, str(e)
+    gate = asyncio.Semaphore(LISTING_CONCURRENCY)
+
+    async def one(lease: Lease) -> LeaseStatus:
+        pos = parse_position(lease)
+        left = None
+        if pos is not None and segments is not None:
+            async with gate:
+                with contextlib.suppress(FeedCorrupt):
+                    left = await bytes_left(catalog, lease.token, pos, segments)
+        return LeaseStatus(lease, pos, left)
+
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(one(lease)) for lease in leases]
+    return StatusReport([t.result() for t in tasks], feed_error, hosts, state, jobs)
+
+
+def describe_position(pos: LeasePosition | None) -> tuple[str, str]:
+    """(segment, place in it) for people: `2026/01/01/0100`, `00000.avro@48211#3` or `done`."""
+    if pos is None:
+        return "?", "invalid continuation"
+    if pos.scan is not None:
+        scan = pos.scan
+        if scan.done:
+            return "scan", "done"
+        if scan.after is None:
+            return "scan", "start"
+        after = "/".join(scan.after)
+        return "scan", f"after {after if len(after) <= 40 else '...' + after[-37:]}"
+    if pos.segment is None:
+        start = "start" if pos.start_time is None else f"from {pos.start_time:%Y-%m-%dT%H:%M}Z"
+        return "-", start
+    segment = pos.segment.removeprefix("idx/segments/").removesuffix("/meta.json")
+    if pos.is_segment_done:
+        return segment, "done"
+    if pos.shard.chunk is None:
+        return segment, "start"
+    chunk = pos.shard.chunk.rsplit("/", 1)[-1]
+    return segment, f"{chunk}@{pos.shard.block_offset}#{pos.shard.event_index}"
+
+
+def parse_position(lease: Lease) -> LeasePosition | None:
+    try:
+        return LeasePosition.from_json(lease.continuation, lease=lease.token)
+    except InvalidContinuation:
+        return None
+
+
+def render_table(rows: list[LeaseStatus], now: datetime | None = None) -> str:
+    """A fixed-width table for terminals."""
+    now = now or datetime.now(UTC)
+    header = (
+        "LEASE", "OWNER", "EPOCH", "SEGMENT", "POSITION", "CHECKPOINTED", "LEFT", "LAG", "STATE",
+    )  # fmt: skip
+    lines: list[tuple[str, ...]] = [header]
+    for r in rows:
+        segment, where = describe_position(r.position)
+        x = r.lease
+        lines.append(
+            (
+                x.token,
+                x.owner or "(free)",
+                str(x.epoch),
+                segment,
+                where,
+                x.checkpoint_time.strftime("%Y-%m-%d %H:%M:%S") if x.checkpoint_time else "-",
+                _left(r),
+                _seconds(r.lag_seconds(now)),
+                _state(x),
+            )
+        )
+    widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+        for row in lines
+    )
+
+
+def render_totals(rows: list[LeaseStatus], now: datetime) -> str:
+    """One line: what is left over all leases, and the worst time lag."""
+    lefts = [r.bytes_left for r in rows]
+    events = [r.events_left() for r in rows]
+    lags = [lag for r in rows if (lag := r.lag_seconds(now)) is not None]
+    known = all(b is not None for b in lefts)
+    total = size_text(sum(b for b in lefts if b is not None)) + ("" if known else "+?")
+    n = sum(e for e in events if e is not None)
+    about = f", about {n:,} events" if any(e is not None for e in events) else ""
+    worst = f"; largest time lag {_seconds(max(lags))}" if lags else ""
+    return f"left up to lastConsumable: {total}{about}{worst}"
+
+
+def _left(r: LeaseStatus) -> str:
+    n = r.events_left()
+    return size_text(r.bytes_left) + ("" if n is None else f" (~{n:,} ev)")
+
+
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return "?"
+    if s < 120:
+        return f"{s:.0f}s"
+    if s < 7200:
+        return f"{s / 60:.0f}m"
+    return f"{s / 3600:.1f}h"
+
+
+def _state(x: Lease) -> str:
+    state = "caught up" if x.caught_up else "reading"
+    if x.error:
+        state = ("PARKED: " if x.parked else "error: ") + x.error
+    if x.next_owner:
+        state += f" (hand-over to {x.next_owner})"
+    if x.moves:
+        last = x.moves[-1]
+        skipped = "?" if last.skipped_bytes is None else size_text(last.skipped_bytes)
+        state += f" (moved {len(x.moves)}x, last {last.at:%Y-%m-%d %H:%M} skipping {skipped})"
+    if x.gaps:
+        state += f" ({len(x.gaps)} retention gap(s), last {x.gaps[-1].at:%Y-%m-%d %H:%M})"
+    if x.dead_letters:
+        state += f" ({x.dead_letters} dead-lettered)"
+    return state
+
+
+def size_text(n: int | None) -> str:
+    if n is None:
+        return "?"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{value:.1f}GiB"

@@ -1,0 +1,602 @@
+"""`cfp run` (one host) and `cfp status` (every lease of a processor)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import click
+import structlog
+from click.core import ParameterSource
+
+from leases import DEFAULT_TABLE, LeaseError, LeaseStore
+from observers import PluginLoadError
+from observers.formats import Format
+from observers.spark.output import parse_output
+from observers.spark.session import (
+    DEFAULT_MAX_ROWS,
+    DEFAULT_MAX_WAIT_S,
+    DEFAULT_STATE_EVERY_S,
+    DEFAULT_WARM_UP_ROWS,
+    SparkOptions,
+    spark_conf,
+)
+from processor import connection
+from processor.admin.report import (
+    host_json,
+    job_json,
+    processor_status,
+    render_hosts,
+    render_jobs,
+    render_table,
+    render_totals,
+)
+from processor.admin.sdk_position import plan_sdk_position, sdk_feed_position
+from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.errors import FeedError, InvalidContinuation
+from processor.changefeed.sdk_token import to_sdk_token, url_host
+from processor.changefeed.storage import FeedStorage
+from processor.cli.common import (
+    IsoTime,
+    connection_option,
+    fail,
+    format_option,
+    output_connection_option,
+    run_async,
+    say_error,
+    spark_conf_option,
+    spark_master_option,
+    spark_remote_option,
+)
+from processor.clock import SystemClock
+from processor.host.config import HostConfig, default_host_name
+from processor.host.dead_letter import OnObserverError
+from processor.host.endpoints import (
+    DEFAULT_HTTP_HOST,
+    DEFAULT_HTTP_PORT,
+    EndpointError,
+    HostHealth,
+    serve,
+)
+from processor.host.gaps import OnGap
+from processor.host.host import host_lifecycle, open_host
+from processor.host.lifecycle import HostState
+from processor.host.progress import HostProgress
+from processor.host.timings import DEFAULT_EXPIRY_S, DEFAULT_POLL_S, derive_timings
+from processor.reading.lease_position import LeasePosition
+from processor.runtime import tune_gc
+
+DEFAULT_PROCESSOR = "default"
+# /healthz fails when no balancing tick completed for this long (ticks, at least this many s)
+STALL_AFTER_TICKS = 10
+STALL_AFTER_MIN_S = 120.0
+
+log = structlog.get_logger("cfp.run")
+
+lease_connection_option = click.option(
+    "--lease-connection-string",
+    envvar="CFP_LEASE_CONNECTION_STRING",
+    help="Connection string of the account holding the lease table (default: the feed's).",
+)
+lease_table_option = click.option(
+    "--lease-table",
+    envvar="CFP_LEASE_TABLE",
+    default=DEFAULT_TABLE,
+    show_default=True,
+    help="Azure Table holding the leases.",
+)
+processor_option = click.option(
+    "--processor-name",
+    envvar="CFP_PROCESSOR_NAME",
+    default=DEFAULT_PROCESSOR,
+    show_default=True,
+    help="Durable identity of the processor; its hosts share its leases (the PartitionKey).",
+)
+
+
+@click.command("run")
+@connection_option
+@lease_connection_option
+@lease_table_option
+@processor_option
+@click.option(
+    "--host-name",
+    envvar="CFP_HOST_NAME",
+    help="This host's identity in the lease table (default: host name + pid; must be unique).",
+)
+@click.option(
+    "--observer",
+    envvar="CFP_OBSERVER",
+    default="log",
+    show_default=True,
+    help="log, jsonl:DIR, spark, or module:Name (a class or zero-argument factory).",
+)
+@format_option(
+    "CFP_FORMAT",
+    "--observer jsonl:DIR: the JSON shape of its lines (the record with who delivered it, the "
+    "normalised envelope, a Debezium change event, or a YDB changefeed record).",
+)
+@click.option(
+    "--output",
+    envvar="CFP_OUTPUT",
+    help="--observer spark: where the Delta tables go (OUTPUT/changes, OUTPUT/state): a local "
+    "folder, or abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH.",
+)
+@output_connection_option
+@spark_master_option
+@spark_remote_option
+@spark_conf_option
+@click.option(
+    "--state-interval",
+    envvar="CFP_STATE_INTERVAL",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_STATE_EVERY_S,
+    show_default=True,
+    help="--observer spark: seconds between runs of the state job (one host runs it: the one "
+    "holding its lease), which MERGEs the new change-log commits into the state table.",
+)
+@click.option(
+    "--spark-max-rows",
+    envvar="CFP_SPARK_MAX_ROWS",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_ROWS,
+    show_default=True,
+    help="--observer spark: most rows in one Spark write (all leases of the host together).",
+)
+@click.option(
+    "--spark-max-wait",
+    envvar="CFP_SPARK_MAX_WAIT",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_MAX_WAIT_S,
+    show_default=True,
+    help="--observer spark: longest a batch waits for others to share a Spark write (seconds).",
+)
+@click.option(
+    "--spark-warm-up-rows",
+    envvar="CFP_SPARK_WARM_UP_ROWS",
+    type=click.IntRange(min=0),
+    default=DEFAULT_WARM_UP_ROWS,
+    show_default=True,
+    help="--observer spark: made-up rows written three times before the first lease (0: none).",
+)
+@click.option(
+    "--on-observer-error",
+    envvar="CFP_ON_OBSERVER_ERROR",
+    type=click.Choice([p.value for p in OnObserverError]),
+    default=OnObserverError.RETRY.value,
+    show_default=True,
+    help="A batch the observer keeps failing on: retry it for ever, stop the lease (parked "
+    "until `cfp lease resume/move`), or write it to --dead-letter-dir and go on.",
+)
+@click.option(
+    "--on-gap",
+    envvar="CFP_ON_GAP",
+    type=click.Choice([g.value for g in OnGap]),
+    default=OnGap.SKIP.value,
+    show_default=True,
+    help="A lease's data deleted by retention before it was read: record the gap in the lease "
+    "and go on from the earliest data still present, or stop the lease (parked).",
+)
+@click.option(
+    "--observer-attempts",
+    envvar="CFP_OBSERVER_ATTEMPTS",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Attempts of one batch before `stop` or `dead-letter` gives up on it.",
+)
+@click.option(
+    "--dead-letter-dir",
+    envvar="CFP_DEAD_LETTER_DIR",
+    help="Folder of dead-lettered batches (default with --observer spark: OUTPUT/dead-letter).",
+)
+@click.option(
+    "--lease-expiration",
+    envvar="CFP_LEASE_EXPIRATION",
+    type=click.FloatRange(min=0.5),
+    default=DEFAULT_EXPIRY_S,
+    show_default=True,
+    help="Seconds without a visible renewal after which other hosts may take a lease.",
+)
+@click.option(
+    "--renew-interval",
+    envvar="CFP_RENEW_INTERVAL",
+    type=click.FloatRange(min=0.05),
+    help="Seconds between renewals (default: a third of --lease-expiration).",
+)
+@click.option(
+    "--acquire-interval",
+    envvar="CFP_ACQUIRE_INTERVAL",
+    type=click.FloatRange(min=0.05),
+    help="Seconds between balancing ticks, +/-20% jitter (default: a third of the expiration).",
+)
+@click.option(
+    "--poll-interval",
+    envvar="CFP_POLL_INTERVAL",
+    type=click.FloatRange(min=0.05),
+    default=DEFAULT_POLL_S,
+    show_default=True,
+    help="Seconds between looks for new data once a lease is caught up.",
+)
+@click.option(
+    "--max-batch-events",
+    envvar="CFP_MAX_BATCH_EVENTS",
+    type=click.IntRange(min=1, max=100_000),
+    default=250,
+    show_default=True,
+    help="Most events handed to an observer at once.",
+)
+@click.option(
+    "--start-time",
+    envvar="CFP_START_TIME",
+    type=IsoTime(),
+    help="For leases created now: deliver only events at or after this time.",
+)
+@click.option(
+    "--start-from-now",
+    envvar="CFP_START_FROM_NOW",
+    is_flag=True,
+    help="For leases created now: deliver only events from now on.",
+)
+@click.option(
+    "--initial-scan",
+    envvar="CFP_INITIAL_SCAN",
+    is_flag=True,
+    help="For a processor without leases: first deliver every existing blob once as a backfill "
+    "event, then follow the feed from the scan's start minus one hour.",
+)
+@click.option(
+    "--scan-partitions",
+    envvar="CFP_SCAN_PARTITIONS",
+    type=click.IntRange(min=1, max=256),
+    default=8,
+    show_default=True,
+    help="--initial-scan: leases the scan is split into (spread over hosts like the feed's).",
+)
+@click.option(
+    "--until-caught-up",
+    envvar="CFP_UNTIL_CAUGHT_UP",
+    is_flag=True,
+    help="Exit 0 once every lease has delivered everything up to lastConsumable.",
+)
+@click.option(
+    "--unordered",
+    envvar="CFP_UNORDERED",
+    is_flag=True,
+    help="Drop the segment barrier: faster catch-up, no per-blob order across segments.",
+)
+@click.option(
+    "--http/--no-http",
+    "http_on",
+    envvar="CFP_HTTP",
+    default=True,
+    show_default=True,
+    help="Serve /healthz, /readyz, /metrics and /status.",
+)
+@click.option(
+    "--http-host",
+    envvar="CFP_HTTP_HOST",
+    default=DEFAULT_HTTP_HOST,
+    show_default=True,
+    help="Address of the HTTP endpoints (0.0.0.0 in a container).",
+)
+@click.option(
+    "--http-port",
+    envvar="CFP_HTTP_PORT",
+    type=click.IntRange(min=0, max=65535),
+    default=DEFAULT_HTTP_PORT,
+    show_default=True,
+    help="Port of the HTTP endpoints (0: any free port; logged as http.listening). The default "
+    "gives way to a free port when taken; a port set by flag or variable does not.",
+)
+def run_command(
+    connection_string: str | None,
+    lease_connection_string: str | None,
+    lease_table: str,
+    processor_name: str,
+    host_name: str | None,
+    observer: str,
+    output_format: str,
+    output: str | None,
+    output_connection_string: str | None,
+    spark_master: str,
+    spark_remote: str | None,
+    spark_conf_pairs: tuple[str, ...],
+    state_interval: float,
+    spark_max_rows: int,
+    spark_max_wait: float,
+    spark_warm_up_rows: int,
+    on_observer_error: str,
+    on_gap: str,
+    observer_attempts: int,
+    dead_letter_dir: str | None,
+    lease_expiration: float,
+    renew_interval: float | None,
+    acquire_interval: float | None,
+    poll_interval: float,
+    max_batch_events: int,
+    start_time: datetime | None,
+    start_from_now: bool,
+    initial_scan: bool,
+    scan_partitions: int,
+    until_caught_up: bool,
+    unordered: bool,
+    http_on: bool,
+    http_host: str,
+    http_port: int,
+) -> None:
+    """Run one host: take a fair share of the processor's leases and process their shards.
+
+    Stops gracefully on SIGTERM or SIGINT: finishes the batches in hand, checkpoints, and
+    releases every lease (keeping its continuation) before exiting 0.
+    """
+    if start_time is not None and start_from_now:
+        fail("--start-time and --start-from-now exclude each other", 2)
+    if initial_scan and (start_time is not None or start_from_now):
+        fail("--initial-scan sets where the feed starts: drop --start-time/--start-from-now", 2)
+    tune_gc()
+    try:
+        timings = derive_timings(
+            lease_expiration,
+            renew_every_s=renew_interval,
+            acquire_every_s=acquire_interval,
+            poll_s=poll_interval,
+        )
+    except ValueError as e:
+        fail(str(e), 2)
+    conn = connection.resolve(connection_string)
+    spark: SparkOptions | None = None
+    if observer == "spark":
+        try:
+            spark = SparkOptions(
+                parse_output(output or ""),
+                access=connection.storage_access(
+                    connection.resolve_other(output_connection_string, conn)
+                ),
+                feed=connection.storage_access(conn),
+                master=spark_master,
+                remote=spark_remote,
+                conf=spark_conf(spark_conf_pairs),
+                warm_up_rows=spark_warm_up_rows,
+                max_rows=spark_max_rows,
+                max_wait_s=spark_max_wait,
+                state_every_s=state_interval,
+            )
+        except (PluginLoadError, ValueError) as e:  # ValueError: a malformed connection string
+            fail(str(e), 2)
+    policy = OnObserverError(on_observer_error)
+    if policy is OnObserverError.DEAD_LETTER and dead_letter_dir is None:
+        if spark is None or spark.output.local is None:
+            fail("--on-observer-error dead-letter needs --dead-letter-dir (a local folder)", 2)
+        dead_letter_dir = str(spark.output.local / "dead-letter")
+    clock = SystemClock()
+    config = HostConfig(
+        connection_string=conn,
+        lease_connection_string=connection.resolve_other(lease_connection_string, conn),
+        lease_table=lease_table,
+        processor_name=processor_name,
+        host_name=host_name or default_host_name(),  # type: ignore[arg-type]
+        observer=observer,
+        timings=timings,
+        batch_events=max_batch_events,
+        start_time=clock.wall() if start_from_now else start_time,
+        until_caught_up=until_caught_up,
+        is_ordered=not unordered,
+        spark=spark,
+        on_observer_error=policy,
+        on_gap=OnGap(on_gap),
+        observer_attempts=observer_attempts,
+        dead_letter_dir=dead_letter_dir,
+        output_format=Format(output_format),
+        initial_scan=initial_scan,
+        scan_partitions=scan_partitions,
+    )
+
+    # the default port gives way to a free one when taken (several hosts on one machine); a port
+    # asked for by flag or variable does not
+    source = click.get_current_context().get_parameter_source("http_port")
+    endpoint = (
+        Endpoint(http_host, http_port, strict=source is not ParameterSource.DEFAULT)
+        if http_on
+        else None
+    )
+    raise SystemExit(run_async(lambda stop: _serve_host(config, clock, endpoint, stop)))
+
+
+@click.command("status")
+@connection_option
+@lease_connection_option
+@lease_table_option
+@processor_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON document for machines.")
+@click.option(
+    "--sdk-token",
+    is_flag=True,
+    help="Print only a continuation token of the official SDKs (CursorVersion 1) for the "
+    "processor's position: an SDK resumed from it misses nothing the leases have not delivered.",
+)
+def status_command(
+    connection_string: str | None,
+    lease_connection_string: str | None,
+    lease_table: str,
+    processor_name: str,
+    as_json: bool,
+    sdk_token: bool,
+) -> None:
+    """Show the hosts of a processor (state, leases, last heartbeat) and every lease: owner,
+    epoch, position, last checkpoint, bytes left."""
+    conn = connection.resolve(connection_string)
+
+    async def main(stop: asyncio.Event) -> int:
+        try:
+            async with (
+                connection.lease_store(
+                    connection.resolve_other(lease_connection_string, conn),
+                    table=lease_table,
+                    processor=processor_name,
+                ) as store,
+                FeedStorage.from_connection_string(conn, attempts=3) as storage,
+            ):
+                if sdk_token:
+                    return await _print_sdk_token(store, FeedCatalog(storage, refresh_s=0), conn)
+                report = await processor_status(store, FeedCatalog(storage, refresh_s=0))
+        except (LeaseError, FeedError) as e:
+            say_error(e)
+            return 1
+        rows, now = report.leases, datetime.now(UTC)
+        if as_json:
+            doc = {
+                "processor": processor_name,
+                "table": lease_table,
+                "at": now.isoformat(),
+                "feedError": report.feed_error,
+                "paused": report.processor.paused,
+                "pausedSince": (
+                    report.processor.since.isoformat()
+                    if report.processor.paused and report.processor.since
+                    else None
+                ),
+                "pauseReason": report.processor.reason or None,
+                "hosts": [host_json(h, now) for h in report.hosts],
+                "jobs": [job_json(j, now) for j in report.jobs],
+                "bytesLeft": sum(r.bytes_left or 0 for r in rows),
+                "eventsLeft": sum(r.events_left() or 0 for r in rows),
+                "leases": [r.to_json(now) for r in rows],
+            }
+            click.echo(json.dumps(doc, indent=2))
+        elif not rows:
+            click.echo(f"processor {processor_name!r} has no leases in table {lease_table!r}")
+        else:
+            if report.processor.paused:
+                since = report.processor.since
+                click.echo(
+                    f"processor {processor_name!r} is PAUSED"
+                    + (f" since {since:%Y-%m-%d %H:%M:%S}Z" if since else "")
+                    + (f": {report.processor.reason}" if report.processor.reason else "")
+                    + " (`cfp resume` to go on)\n"
+                )
+            if report.hosts:
+                click.echo(render_hosts(report.hosts, now) + "\n")
+            if report.jobs:
+                click.echo(render_jobs(report.jobs, now) + "\n")
+            click.echo(render_table(rows, now))
+            click.echo(render_totals(rows, now))
+        if report.feed_error is not None:
+            click.echo(f"cfp: the feed cannot be read: {report.feed_error}", err=True)
+        parked = [r.lease.token for r in rows if r.lease.parked]
+        if parked:
+            click.echo(
+                f"cfp: {len(parked)} lease(s) parked ({', '.join(parked)}): fix the cause, then "
+                "`cfp lease resume TOKEN`, or skip the bad spot with `cfp lease move`",
+                err=True,
+            )
+        return 0
+
+    raise SystemExit(run_async(main))
+
+
+async def _print_sdk_token(store: LeaseStore, catalog: FeedCatalog, conn: str) -> int:
+    positions: dict[str, LeasePosition] = {}
+    for lease in await store.list_leases():
+        try:
+            positions[lease.token] = LeasePosition.from_json(lease.continuation, lease=lease.token)
+        except InvalidContinuation as e:
+            say_error(e)
+            return 1
+    plan = plan_sdk_position(positions)
+    if plan is None:
+        say_error("no lease has entered a segment yet: there is no position to hand over")
+        return 1
+    position = await sdk_feed_position(plan, catalog.shard_ends)
+    click.echo(to_sdk_token(position, host=url_host(connection.parse(conn).blob_endpoint)))
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+    strict: bool  # asked for explicitly: a taken port is an error, not a reason to pick another
+
+
+async def _serve_host(
+    config: HostConfig, clock: SystemClock, endpoint: Endpoint | None, stop: asyncio.Event
+) -> int:
+    """Serve the endpoints (when asked), open the host and run it; the exit code."""
+    timings = config.timings
+    progress = HostProgress(wall=clock.wall)
+    lifecycle = host_lifecycle(clock, progress)
+    health = HostHealth(
+        host_name=config.host_name,
+        processor=config.processor_name,
+        lifecycle=lifecycle,
+        progress=progress,
+        expiry_s=timings.expiry_s,
+        stall_after_s=max(STALL_AFTER_MIN_S, STALL_AFTER_TICKS * timings.acquire_every_s),
+        extra={"leaseTable": config.lease_table, "observer": config.observer},
+    )
+
+    url = ""
+
+    async def run_host() -> int:
+        lifecycle.move(HostState.STARTING)
+        try:
+            host, store, storage = await open_host(
+                config, clock=clock, lifecycle=lifecycle, progress=progress
+            )
+        except (LeaseError, PluginLoadError) as e:
+            lifecycle.move(HostState.FAILED_PERMANENTLY, error=str(e))
+            say_error(e)
+            return 2
+        health.loop_age_s = lambda: (
+            None if host.last_tick_at is None else clock.monotonic() - host.last_tick_at
+        )
+        health.store_silent_s = host.store_silent_s
+        host.presence.endpoint = url
+        try:
+            await host.run(stop)
+            if config.until_caught_up and host.balancer.parked:
+                for lease in host.balancer.parked:
+                    say_error(f"lease {lease.token} is parked: {lease.error}")
+                return 1
+        except Exception as e:
+            leaves = _leaves(e)
+            for leaf in leaves:
+                say_error(leaf)
+            if not all(
+                isinstance(leaf, LeaseError | FeedError | PluginLoadError) for leaf in leaves
+            ):
+                raise  # a bug: let the traceback show
+            # an observer that could not open (the Spark observer's output): configuration
+            return 2 if all(isinstance(leaf, PluginLoadError) for leaf in leaves) else 1
+        finally:
+            await store.close()
+            await storage.close()
+        return 0
+
+    async with contextlib.AsyncExitStack() as stack:
+        if endpoint is not None:
+            address = endpoint.host
+            try:
+                port = await stack.enter_async_context(
+                    serve(health, host=address, port=endpoint.port)
+                )
+            except EndpointError as e:
+                if endpoint.strict or not e.port_taken:
+                    say_error(e)
+                    return 2
+                port = await stack.enter_async_context(serve(health, host=address, port=0))
+                log.warning("http.default_port_taken", wanted=endpoint.port, port=port)
+            url = f"http://{address}:{port}"
+            log.info("http.listening", url=url, port=port)
+        return await run_host()
+
+
+def _leaves(e: BaseException) -> list[BaseException]:
+    """The exceptions inside (possibly nested) exception groups, or `e` itself."""
+    if isinstance(e, BaseExceptionGroup):
+        return [leaf for inner in e.exceptions for leaf in _leaves(inner)]
+    return [e]

@@ -1,0 +1,461 @@
+"""`cfp verify`, `cfp sql`, `cfp optimize` and `cfp spark-connect`: the tools around the Spark
+observer's Delta tables."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from observers import PluginLoadError
+from observers.spark.output import (
+    Output,
+    StorageAccess,
+    delta_rs_options,
+    excluded_container,
+    parse_output,
+)
+from observers.spark.session import SparkOptions, embedded_settings, open_session, spark_conf
+from observers.spark.sql import table_ref
+from observers.spark.state_job import optimize
+from observers.spark.tables import check_layout, is_delta_table
+from processor import connection
+from processor.admin.verify import Comparison, VerifyError, compare, list_account, read_state
+from processor.cli.common import (
+    connection_option,
+    fail,
+    output_connection_option,
+    run_async,
+    say_error,
+    spark_conf_option,
+    spark_master_option,
+    spark_remote_option,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+output_option = click.option(
+    "--output",
+    envvar="CFP_OUTPUT",
+    required=True,
+    help="Where the hosts write the tables (their --output): a folder or an abfss:// URI.",
+)
+
+
+def tables_session_options(command: F) -> F:
+    """The options of a command that opens a Spark session on the hosts' tables: where they
+    are, how to reach them, and which Spark."""
+    for option in reversed(
+        (
+            output_option,
+            connection_option,
+            output_connection_option,
+            spark_master_option,
+            spark_remote_option,
+            spark_conf_option,
+        )
+    ):
+        command = option(command)
+    return command
+
+
+def _where(
+    output: str, connection_string: str | None, output_connection_string: str | None
+) -> tuple[Output, StorageAccess, StorageAccess]:
+    """The parsed `--output`, its account's credentials and the feed's (exit 2 when wrong)."""
+    conn = connection.resolve(connection_string)
+    try:
+        where = parse_output(output)
+        check_layout(where)
+        access = connection.storage_access(connection.resolve_other(output_connection_string, conn))
+        return where, access, connection.storage_access(conn)
+    except (PluginLoadError, ValueError) as e:  # ValueError: a malformed connection string
+        fail(str(e), 2)
+
+
+@click.command("verify")
+@output_option
+@connection_option
+@output_connection_option
+@click.option(
+    "--show",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Differences to print (all are counted).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document for machines.")
+def verify_command(
+    output: str,
+    connection_string: str | None,
+    output_connection_string: str | None,
+    show: int,
+    as_json: bool,
+) -> None:
+    """Compare the current-state table with a live listing of the storage account.
+
+    Every blob of every container (except the `$`-prefixed system ones, and the output's own
+    container when the tables live in this account) must be a live row of the state table with
+    the same ETag, size and content type, and every live row a blob. Reads the Delta table with
+    the `deltalake` package (no Spark). Exit status 0 only when they are equal; 1 when they
+    differ or cannot be read.
+    """
+    where, access, feed = _where(output, connection_string, output_connection_string)
+    conn = connection.resolve(connection_string)
+    left_out = excluded_container(where, access, feed)
+
+    async def main(stop: asyncio.Event) -> int:
+        try:
+            state, tombstones = await asyncio.to_thread(
+                read_state, where.state, delta_rs_options(where, access)
+            )
+            account = await list_account(conn, leave_out={left_out} if left_out else set())
+        except (VerifyError, ValueError) as e:  # ValueError: a malformed connection string
+            say_error(e)
+            return 1
+        result = compare(state, account)
+        if as_json:
+            doc = _verify_doc(result, tombstones, where.state, left_out)
+            click.echo(json.dumps(doc, indent=2))
+        else:
+            _print_verify(result, tombstones, where.state, left_out, show)
+        return 0 if result.is_equal else 1
+
+    raise SystemExit(run_async(main))
+
+
+def _verify_doc(
+    result: Comparison, tombstones: int, table: str, left_out: str | None
+) -> dict[str, Any]:
+    return {
+        "state": table,
+        "equal": result.is_equal,
+        "stateBlobs": result.state_blobs,
+        "tombstones": tombstones,
+        "accountBlobs": result.account_blobs,
+        "leftOut": left_out,
+        "differences": [
+            {"container": d.container, "blob": d.name, "problem": d.problem}
+            for d in result.differences
+        ],
+    }
+
+
+def _print_verify(
+    result: Comparison, tombstones: int, table: str, left_out: str | None, show: int
+) -> None:
+    click.echo(
+        f"state table  {table}: {result.state_blobs:,} live blobs, {tombstones:,} tombstones"
+    )
+    others = f", nor {left_out}: the tables' own container" if left_out else ""
+    click.echo(
+        f"account      {result.account_blobs:,} blobs (containers not starting with ${others})"
+    )
+    if result.is_equal:
+        click.echo("EQUAL: every blob matches by name, ETag, size and content type")
+        return
+    missing, extra = result.count("missing from the state"), result.count("not in the account")
+    differing = len(result.differences) - missing - extra
+    click.echo(
+        f"DIFFERENT: {missing:,} missing from the state, {extra:,} not in the account, "
+        f"{differing:,} with other properties"
+    )
+    for d in result.differences[:show]:
+        click.echo(f"  {d.describe()}")
+    if len(result.differences) > show:
+        click.echo(f"  ... and {len(result.differences) - show:,} more (--show N)")
+
+
+ENVELOPE_VIEW = """SELECT stream_name, read_method, container AS object, blob AS key, op,
+    id AS uuid, event_time AS source_timestamp, read_timestamp, sort_keys, raw AS payload
+    FROM changes"""
+"""The change log under the envelope's field names (`observers.envelope.Envelope`)."""
+
+
+def _spark_options(
+    where: Output,
+    access: StorageAccess,
+    spark_master: str,
+    spark_remote: str | None,
+    spark_conf_pairs: tuple[str, ...],
+) -> SparkOptions:
+    try:
+        return SparkOptions(
+            where,
+            access=access,
+            master=spark_master,
+            remote=spark_remote,
+            conf=spark_conf(spark_conf_pairs),
+        )
+    except PluginLoadError as e:
+        fail(str(e), 2)
+
+
+def _with_session(options: SparkOptions, work: Callable[[Any], None]) -> None:
+    """Run `work(session)` on a session opened for the tables; Spark's errors exit 1 with
+    Spark's first line."""
+    from pyspark.errors import PySparkException  # noqa: PLC0415  (slow import)
+
+    try:
+        spark = open_session(options)
+    except PluginLoadError as e:
+        fail(str(e), 2)
+    try:
+        for name, uri in (("changes", options.changes), ("state", options.state)):
+            if not is_delta_table(spark, uri):
+                fail(f"{uri}: no {name} table here (is --output the hosts' --output?)")
+        work(spark)
+    except PySparkException as e:
+        fail(str(e).strip().splitlines()[0])
+    finally:
+        spark.stop()
+
+
+@click.command("sql")
+@click.argument("query")
+@tables_session_options
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Rows to print at most.",
+)
+@click.option(
+    "--truncate",
+    type=click.IntRange(min=0),
+    default=60,
+    show_default=True,
+    help="Longest value printed in a table cell (0: whole values).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per row.")
+def sql_command(
+    output: str,
+    query: str,
+    connection_string: str | None,
+    output_connection_string: str | None,
+    spark_master: str,
+    spark_remote: str | None,
+    spark_conf_pairs: tuple[str, ...],
+    limit: int,
+    truncate: int,
+    as_json: bool,
+) -> None:
+    """Run a Spark SQL QUERY over the tables for a quick look.
+
+    Views: `changes` (the change log), `envelope` (the change log with the envelope's field
+    names), `state` (every blob, tombstones too), `live` (the state's live blobs), and
+    `changes_history` and `state_history` (the tables' commits, as DESCRIBE HISTORY gives them,
+    which Spark does not take as a subquery). `{changes}` and `{state}` in QUERY stand for the
+    Delta tables themselves, for what a view cannot do: `SELECT ... FROM {changes} VERSION AS
+    OF 3`. Runs in an embedded Spark session, or on --spark-remote.
+    """
+    where, access, _ = _where(output, connection_string, output_connection_string)
+    options = _spark_options(where, access, spark_master, spark_remote, spark_conf_pairs)
+    text = query.replace("{changes}", table_ref(where.changes)).replace(
+        "{state}", table_ref(where.state)
+    )
+    found: list[Any] = []
+
+    def work(spark: Any) -> None:
+        for name, uri in (("changes", where.changes), ("state", where.state)):
+            spark.read.format("delta").load(uri).createOrReplaceTempView(name)
+        spark.sql("SELECT * FROM state WHERE NOT deleted").createOrReplaceTempView("live")
+        spark.sql(ENVELOPE_VIEW).createOrReplaceTempView("envelope")
+        for name, uri in (("changes_history", where.changes), ("state_history", where.state)):
+            if mentions(query, name):  # DESCRIBE HISTORY runs at once: only when asked for
+                spark.sql(f"DESCRIBE HISTORY {table_ref(uri)}").createOrReplaceTempView(name)
+        found.append(spark.sql(text).limit(limit + 1).toArrow())
+
+    _with_session(options, work)
+    rows = found[0]
+    shown = rows.slice(0, limit).to_pylist()
+    if as_json:
+        for row in shown:
+            click.echo(json.dumps(row, default=str, ensure_ascii=False))
+    else:
+        click.echo(_text_table(rows.column_names, shown, truncate))
+    if rows.num_rows > limit:
+        click.echo(f"(first {limit} rows; --limit N for more)", err=True)
+
+
+def mentions(query: str, name: str) -> bool:
+    """Whether QUERY names the view `name` (a whole word, not part of a longer name)."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", query, re.IGNORECASE) is not None
+
+
+def _text_table(names: list[str], rows: list[dict[str, Any]], truncate: int) -> str:
+    def cell(value: Any) -> str:
+        text = "null" if value is None else str(value)
+        return text if not truncate or len(text) <= truncate else text[: truncate - 3] + "..."
+
+    cells = [[cell(r[n]) for n in names] for r in rows]
+    widths = [max([len(n)] + [len(c[i]) for c in cells]) for i, n in enumerate(names)]
+    lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(line.rstrip() for line in lines)
+
+
+@click.command("optimize")
+@tables_session_options
+@click.option(
+    "--vacuum",
+    "vacuum_hours",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="HOURS",
+    help="Then VACUUM both tables: delete files no version of the last HOURS needs (Delta "
+    "refuses less than 168 unless told otherwise with --spark-conf).",
+)
+def optimize_command(
+    output: str,
+    connection_string: str | None,
+    output_connection_string: str | None,
+    spark_master: str,
+    spark_remote: str | None,
+    spark_conf_pairs: tuple[str, ...],
+    vacuum_hours: int | None,
+) -> None:
+    """Compact the small files of both tables now (OPTIMIZE; the state job also does it every
+    15 minutes), and with --vacuum delete the files old versions no longer need."""
+    where, access, _ = _where(output, connection_string, output_connection_string)
+    options = _spark_options(where, access, spark_master, spark_remote, spark_conf_pairs)
+
+    def work(spark: Any) -> None:
+        def files() -> dict[str, int]:
+            return {
+                uri: int(spark.sql(f"DESCRIBE DETAIL {table_ref(uri)}").collect()[0]["numFiles"])
+                for uri in (where.changes, where.state)
+            }
+
+        before = files()
+        optimize(spark, where.changes, where.state)
+        if vacuum_hours is not None:
+            for uri in (where.changes, where.state):
+                spark.sql(f"VACUUM {table_ref(uri)} RETAIN {vacuum_hours} HOURS").collect()
+        for uri, n in files().items():
+            click.echo(f"{uri}: {before[uri]:,} files before, {n:,} after")
+
+    _with_session(options, work)
+
+
+READY_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+@click.command("spark-connect")
+@click.option(
+    "--host",
+    envvar="CFP_SPARK_CONNECT_HOST",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. The server has no authentication: keep it on loopback "
+    "or a private network.",
+)
+@click.option(
+    "--port",
+    envvar="CFP_SPARK_CONNECT_PORT",
+    type=click.IntRange(1, 65535),
+    default=15002,
+    show_default=True,
+)
+@spark_master_option
+@spark_conf_option
+@click.option(
+    "--log-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write the server's log to DIR/spark-connect.log (default: this terminal).",
+)
+def spark_connect_command(
+    host: str,
+    port: int,
+    spark_master: str,
+    spark_conf_pairs: tuple[str, ...],
+    log_dir: Path | None,
+) -> None:
+    """Run a Spark Connect server with Delta Lake until SIGTERM or SIGINT, then stop it and
+    exit 0. Hosts use it with --spark-remote sc://HOST:PORT; they send their storage
+    credentials as session settings, so the server is started with none.
+    """
+    try:
+        conf = embedded_settings(
+            {
+                "spark.connect.grpc.binding.address": host,
+                "spark.connect.grpc.binding.port": str(port),
+                **spark_conf(spark_conf_pairs),
+            }
+        )
+    except PluginLoadError as e:
+        fail(str(e), 2)
+    import pyspark  # noqa: PLC0415  (slow import, only here)
+
+    home = Path(pyspark.__file__).parent
+    command = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS]
+    command += ["--name", "cfp Spark Connect server", "--master", spark_master]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
+    out: Any = None
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        out = (log_dir / "spark-connect.log").open("ab")
+    # its own process group: SIGTERM reaches spark-submit and the JVM together
+    server = subprocess.Popen(
+        command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    is_ready = False
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not stopping and server.poll() is None:
+        if not is_ready and _listening(host, port):
+            is_ready = True
+            click.echo(f"cfp: Spark Connect server ready at sc://{host}:{port}", err=True)
+        elif not is_ready and time.monotonic() > deadline:
+            say_error(f"the server did not listen on {host}:{port} in time")
+            break
+        time.sleep(0.2)
+    if server.poll() is not None:
+        fail(f"the Spark Connect server exited with status {server.returncode}")
+    _stop_group(server)
+    raise SystemExit(0 if stopping else 1)
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _stop_group(server: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the server's process group (spark-submit and the JVM), then SIGKILL if it has
+    not stopped in time."""
+    try:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    except ProcessLookupError:
+        pass

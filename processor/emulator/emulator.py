@@ -1,0 +1,378 @@
+"""`cfp emulate`: real blob operations against Azurite plus the change feed Azure would write.
+
+Every operation really happens (the live listing afterwards is the truth the feed must explain);
+its record carries the ETag and length storage returned. Operations run concurrently in windows
+of distinct blobs, and their records are appended in operation order, so the feed's content and
+order depend only on the seed and the starting blobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import random
+import time
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import structlog
+from azure.core.exceptions import ResourceExistsError
+from azure.storage.blob import BlobProperties, ContentSettings, StandardBlobTier
+from azure.storage.blob.aio import BlobClient, BlobServiceClient
+
+from processor.changefeed.errors import UnsafeEndpoint
+from processor.changefeed.layout import (
+    CONTAINER,
+    SEGMENT_INTERVAL,
+    SEGMENT_PREFIX,
+    is_init_segment,
+    is_segment_path,
+    segment_time,
+)
+from processor.connection import is_loopback_endpoint
+from processor.emulator.feed_writer import FeedWriter
+from processor.emulator.records import Outcome, RecordFactory
+from processor.emulator.schemas import SUPPORTED_VERSIONS
+from processor.emulator.workload import BlobModel, Op, OpKind, Workload
+
+log = structlog.get_logger("cfp.emulator")
+
+DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class EmulatorConfig:
+    seed: int = 0
+    start_time: datetime | None = None
+    segments: int = 3
+    events_per_segment: int = 500
+    shards: tuple[int, ...] = (2, 3, 1)
+    schema_version: int = 5
+    block_events: tuple[int, int] = (1, 60)
+    chunk_bytes: int = 4 << 20
+    containers: int = 3
+    blobs_per_container: int = 200
+    max_blob_bytes: int = 2048
+    control_every: int = 250
+    concurrency: int = 32
+    finalize_last: bool = True
+    # write the change feed only, with made-up ETags, and leave the blobs alone: 4x faster, for
+    # readers and hosts that never look at the account's blobs (not `cfp verify`, not a scan)
+    feed_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.schema_version not in SUPPORTED_VERSIONS:
+            raise ValueError(f"--schema-version must be one of {SUPPORTED_VERSIONS}")
+        if not self.shards or min(self.shards) < 1 or max(self.shards) > 100:
+            raise ValueError("--shards must be a list of counts between 1 and 100")
+        lo, hi = self.block_events
+        if not 1 <= lo <= hi:
+            raise ValueError("--block-events must be LOW-HIGH with 1 <= LOW <= HIGH")
+
+    def shards_for(self, index: int) -> int:
+        return self.shards[index % len(self.shards)]
+
+
+@dataclass(slots=True)
+class EmulationSummary:
+    segments: list[str] = field(default_factory=list)
+    events: Counter[str] = field(default_factory=Counter)
+    control_records: int = 0
+    live_blobs: int = 0
+
+
+def shard_of(container: str, name: str, shards: int) -> int:
+    """The shard of a blob within a segment: a stable hash of its path."""
+    return zlib.crc32(f"{container}/{name}".encode()) % shards
+
+
+def _etag(value: object) -> str:
+    return str(value or "").strip('"')
+
+
+def _leaves(op: Op) -> tuple[int, str]:
+    """The size and content type of the blob as `op` leaves it (a deleted one: 0 bytes)."""
+    if op.kind is OpKind.CREATE:
+        return op.size, op.content_type
+    prev = op.previous
+    assert prev is not None
+    if op.kind is OpKind.DELETE:
+        return 0, prev.content_type
+    if op.kind is OpKind.SET_PROPERTIES:
+        return prev.size, op.content_type
+    return prev.size, prev.content_type
+
+
+class Emulator:
+    """Drives a workload against one Azurite account and writes its change feed.
+
+    Use `run_batch()` for a virtual-clock run, `run_live()` to keep appending in real time, or
+    the step methods (`begin_segment`, `perform`, `flush`, `finalize_segment`) from tests.
+    """
+
+    def __init__(self, service: BlobServiceClient, config: EmulatorConfig) -> None:
+        endpoint = service.url
+        if not is_loopback_endpoint(endpoint):
+            raise UnsafeEndpoint(
+                f"refusing to emulate against {endpoint.split('?')[0]}: only loopback endpoints "
+                "(Azurite) may receive an emulated $blobchangefeed"
+            )
+        self._service = service
+        self.config = config
+        self._rng = random.Random(config.seed)
+        self.writer = FeedWriter(
+            service.get_container_client(CONTAINER),
+            rng=self._rng,
+            block_events=config.block_events,
+            chunk_bytes=config.chunk_bytes,
+        )
+        self.records = RecordFactory(
+            version=config.schema_version,
+            account=service.account_name or "devstoreaccount1",
+            blob_endpoint=endpoint,
+            rng=self._rng,
+        )
+        self.containers = [f"cfp-emu-{i}" for i in range(config.containers)]
+        self.workload: Workload | None = None
+        self.summary = EmulationSummary()
+        self._counter = 0
+        self._segment_index = 0
+        self._since_control = 0
+        # one client per blob: building one costs about as much CPU as the request it sends
+        self._blobs: dict[tuple[str, str], BlobClient] = {}
+        self._made_up_etags = itertools.count(1)
+
+    async def setup(self) -> datetime:
+        """Create containers and the feed; return the begin time of the first new segment.
+
+        A feed that already has segments is continued after its newest one (a `Publishing`
+        leftover of an interrupted live run is finalized first).
+        """
+        await self.writer.ensure_feed()
+        for name in self.containers:
+            with contextlib.suppress(ResourceExistsError):
+                await self._service.create_container(name)
+        existing = await self._existing_blobs()
+        self.workload = Workload(
+            self._rng,
+            containers=self.containers,
+            blobs_per_container=self.config.blobs_per_container,
+            schema_version=self.config.schema_version,
+            max_blob_bytes=self.config.max_blob_bytes,
+            existing=existing,
+        )
+        last = await self._last_segment()
+        start = self.config.start_time or DEFAULT_START
+        if last is not None and last + SEGMENT_INTERVAL > start:
+            start = last + SEGMENT_INTERVAL
+        return start.replace(minute=0, second=0, microsecond=0)
+
+    async def _existing_blobs(self) -> dict[tuple[str, str], BlobModel]:
+        blobs: dict[tuple[str, str], BlobModel] = {}
+        for name in self.containers:
+            client = self._service.get_container_client(name)
+            props: BlobProperties
+            async for props in client.list_blobs(include=["tags"]):
+                ctype = props.content_settings.content_type or "application/octet-stream"
+                tier = str(props.blob_tier or "Hot")
+                blobs[(name, props.name)] = BlobModel(
+                    ctype, props.size, tier, dict(props.tags or {})
+                )
+        return blobs
+
+    async def _last_segment(self) -> datetime | None:
+        container = self._service.get_container_client(CONTAINER)
+        last: str | None = None
+        async for b in container.list_blobs(name_starts_with=SEGMENT_PREFIX):
+            if is_segment_path(b.name) and not is_init_segment(b.name):
+                last = b.name
+        if last is None:
+            return None
+        doc = await (await container.download_blob(last)).readall()
+        if b'"Publishing"' in doc:
+            await self.writer.finalize_leftover(last, doc, segment_time(last))
+        return segment_time(last)
+
+    async def begin_segment(self, begin: datetime) -> None:
+        shards = self.config.shards_for(self._segment_index)
+        self._segment_index += 1
+        await self.writer.begin_segment(
+            begin, shards=shards, schema_version=self.config.schema_version
+        )
+        self.summary.segments.append(f"{begin:%Y-%m-%dT%H:%MZ} shards={shards}")
+
+    async def perform(self, count: int, *, times: Sequence[datetime]) -> None:
+        """Perform `count` operations; operation i gets event time `times[i]`."""
+        assert self.workload is not None, "call setup() first"
+        ops = [self.workload.next_op() for _ in range(count)]
+        window: list[Op] = []
+        keys: set[tuple[str, str]] = set()
+        start = 0
+        for i, op in enumerate(ops):
+            if op.key in keys or len(window) >= self.config.concurrency:
+                await self._run_window(window, times[start:i])
+                window, keys, start = [], set(), i
+            window.append(op)
+            keys.add(op.key)
+        if window:
+            await self._run_window(window, times[start:])
+
+    async def _run_window(self, ops: list[Op], times: Sequence[datetime]) -> None:
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(self._apply(op)) for op in ops]
+        seg = self.writer.segment
+        assert seg is not None
+        for op, task, at in zip(ops, tasks, times, strict=True):
+            self._counter += 1
+            record = self.records.blob_event(op, task.result(), at=at, counter=self._counter)
+            await self.writer.add(shard_of(op.container, op.name, len(seg.shards)), record)
+            self.summary.events[record["eventType"]] += 1
+            self._since_control += 1
+            if self.config.control_every and self._since_control >= self.config.control_every:
+                await self.add_control(at)
+
+    async def add_control(self, at: datetime, shard: int | None = None) -> None:
+        seg = self.writer.segment
+        assert seg is not None
+        self._counter += 1
+        pick = self._rng.randrange(len(seg.shards)) if shard is None else shard
+        await self.writer.add(pick, self.records.control_event(at=at, counter=self._counter))
+        self.summary.control_records += 1
+        self._since_control = 0
+
+    async def _apply(self, op: Op) -> Outcome:
+        if self.config.feed_only:
+            etag, request_id, snapshot = self._made_up(op)
+        else:
+            etag, request_id, snapshot = await self._perform(op)
+        size, content_type = _leaves(op)
+        return Outcome(etag, size, content_type, request_id, snapshot=snapshot)
+
+    async def _perform(self, op: Op) -> tuple[str, str, str | None]:
+        """Run `op` on its blob: the ETag, request id and snapshot storage answered with."""
+        blob = self._blobs.get((op.container, op.name))
+        if blob is None:
+            blob = self._blobs[op.container, op.name] = self._service.get_blob_client(
+                op.container, op.name
+            )
+        if op.kind is OpKind.CREATE:
+            r = await blob.upload_blob(
+                self._rng_bytes(op),
+                overwrite=True,
+                content_settings=ContentSettings(content_type=op.content_type),
+            )
+            return _etag(r.get("etag")), str(r.get("request_id", "")), None
+        if op.kind is OpKind.DELETE:
+            props = await blob.get_blob_properties()
+            await blob.delete_blob(delete_snapshots="include")
+            return _etag(props.etag), "", None
+        if op.kind is OpKind.SET_METADATA:
+            r = await blob.set_blob_metadata(dict(op.metadata))
+            return _etag(r.get("etag")), "", None
+        if op.kind is OpKind.SET_PROPERTIES:
+            r = await blob.set_http_headers(ContentSettings(content_type=op.content_type))
+            return _etag(r.get("etag")), "", None
+        if op.kind is OpKind.SNAPSHOT:
+            r = await blob.create_snapshot()
+            return _etag(r.get("etag")), "", str(r.get("snapshot") or "") or None
+        if op.kind is OpKind.SET_TIER:
+            await blob.set_standard_blob_tier(StandardBlobTier(op.tier))
+        else:
+            await blob.set_blob_tags(dict(op.tags))
+        props = await blob.get_blob_properties()
+        return _etag(props.etag), "", None
+
+    def _made_up(self, op: Op) -> tuple[str, str, str | None]:
+        """What storage would have answered, without asking it (`feed_only`): a new ETag in the
+        service's shape, a request id for a create (as the service's reply has), a snapshot
+        time for a snapshot."""
+        n = next(self._made_up_etags)
+        request_id = f"00000000-0000-4000-8000-{n:012x}" if op.kind is OpKind.CREATE else ""
+        snapshot = (
+            f"2026-01-01T00:00:00.{n % 10_000_000:07d}Z" if op.kind is OpKind.SNAPSHOT else None
+        )
+        return f"0x8DE{n:013X}", request_id, snapshot
+
+    def _rng_bytes(self, op: Op) -> bytes:
+        # cheap deterministic content: the blob's name repeated to its size
+        seed = f"{op.container}/{op.name}#{self._counter}".encode()
+        return (seed * (op.size // max(len(seed), 1) + 1))[: op.size]
+
+    async def flush(self) -> None:
+        await self.writer.flush()
+
+    async def finalize_segment(self, at: datetime, *, move_last_consumable: bool = True) -> None:
+        seg = self.writer.segment
+        assert seg is not None
+        await self.add_control(at, shard=len(seg.shards) - 1)
+        await self.writer.finalize_segment(move_last_consumable=move_last_consumable)
+
+    async def run_batch(self) -> EmulationSummary:
+        """Write `segments` hourly segments of `events_per_segment` operations each."""
+        begin = await self.setup()
+        n = self.config.events_per_segment
+        for i in range(self.config.segments):
+            await self.begin_segment(begin)
+            step = SEGMENT_INTERVAL / (n + 1)
+            await self.perform(n, times=[begin + step * (k + 1) for k in range(n)])
+            last = i == self.config.segments - 1
+            if last and not self.config.finalize_last:
+                await self.flush()
+            else:
+                await self.finalize_segment(begin + SEGMENT_INTERVAL - timedelta(seconds=1))
+            log.info(
+                "emulate.segment", begin=begin.isoformat(), records=self.writer.records_written
+            )
+            begin += SEGMENT_INTERVAL
+        self.summary.live_blobs = len(self.workload.blobs) if self.workload else 0
+        return self.summary
+
+    async def run_live(
+        self,
+        stop: asyncio.Event,
+        *,
+        rate_per_s: float,
+        segment_seconds: float,
+        flush_every_s: float = 1.0,
+        finish: bool = False,
+    ) -> EmulationSummary:
+        """Append in real time until `stop` is set; one virtual hour lasts `segment_seconds`.
+
+        The newest segment stays `Publishing`; each segment is finalized (and `lastConsumable`
+        moved) when its time is up. On stop, queued records are flushed and the open segment is
+        left `Publishing`, as the service would leave it, or finalized with `finish` (so that
+        everything written is consumable: a demo or a test that wants to catch up fully).
+        """
+        begin = await self.setup()
+        if self.config.start_time is None:
+            now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+            begin = max(begin, now)
+        per_tick = max(1, round(rate_per_s * flush_every_s))
+        while not stop.is_set():
+            await self.begin_segment(begin)
+            seg_start = time.monotonic()
+            while not stop.is_set():
+                elapsed = time.monotonic() - seg_start
+                if elapsed >= segment_seconds:
+                    break
+                at = begin + SEGMENT_INTERVAL * (elapsed / segment_seconds)
+                await self.perform(per_tick, times=[at] * per_tick)
+                await self.flush()
+                rest = flush_every_s - (time.monotonic() - seg_start - elapsed)
+                if rest > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), timeout=rest)
+            if stop.is_set():
+                await self.flush()
+                if finish:
+                    await self.finalize_segment(begin + SEGMENT_INTERVAL - timedelta(seconds=1))
+                break
+            await self.finalize_segment(begin + SEGMENT_INTERVAL - timedelta(seconds=1))
+            log.info("emulate.segment.finalized", begin=begin.isoformat())
+            begin += SEGMENT_INTERVAL
+        self.summary.live_blobs = len(self.workload.blobs) if self.workload else 0
+        return self.summary

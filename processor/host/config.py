@@ -1,0 +1,43 @@
+"""Everything one host needs to run, gathered from CLI flags and `CFP_*` variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime
+
+from leases import HostId
+from observers.formats import Format
+from observers.spark.session import SparkOptions
+from processor.host.dead_letter import OnObserverError
+from processor.host.gaps import OnGap
+from processor.host.timings import Timings
+
+
+def default_host_name() -> HostId:
+    """Host name + pid: unique per process, so two processes never share an identity."""
+    return HostId(f"{socket.gethostname()}-{os.getpid()}")
+
+
+@dataclass(frozen=True, slots=True)
+class HostConfig:
+    connection_string: str
+    lease_connection_string: str
+    lease_table: str
+    processor_name: str
+    host_name: HostId
+    observer: str
+    timings: Timings
+    batch_events: int = 250
+    start_time: datetime | None = None
+    until_caught_up: bool = False
+    is_ordered: bool = True
+    spark: SparkOptions | None = None  # --observer spark
+    on_observer_error: OnObserverError = OnObserverError.RETRY
+    observer_attempts: int = 5  # before `stop` or `dead-letter` gives up on a batch
+    dead_letter_dir: str | None = None  # with OnObserverError.DEAD_LETTER
+    on_gap: OnGap = OnGap.SKIP
+    output_format: Format = Format.NATIVE  # of the jsonl observer's lines
+    initial_scan: bool = False  # a processor without leases starts with a scan of the account
+    scan_partitions: int = 8

@@ -1,0 +1,230 @@
+"""What each lease of this host has done so far: the numbers behind `/status` and `/metrics`.
+
+Workers report here (started, delivered, checkpointed, ended) and nothing else reads their
+internals. Counters go to Prometheus as they happen; per-lease gauges (lag, position) are read
+at scrape time from the live entries, so a lease that left the host leaves no stale series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from prometheus_client import CollectorRegistry, Counter, Enum, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from leases import LeaseToken
+from observers import CloseReason
+from processor.host.lifecycle import HostState
+
+CHECKPOINT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass(slots=True)
+class LeaseProgress:
+    token: LeaseToken
+    epoch: int
+    started_at: datetime
+    continuation: str | None  # as last checkpointed
+    events: int = 0
+    batches: int = 0
+    bytes_read: int = 0
+    last_event_time: datetime | None = None  # of the last event the observer accepted
+    checkpointed_at: datetime | None = None
+    caught_up: bool = False
+    bytes_left: int | None = None  # sampled every few seconds; None until known
+
+    def lag_seconds(self, now: datetime) -> float:
+        """Now minus the event time of the last delivered event; 0 once caught up (nothing is
+        waiting, however old the last event is) and 0 before anything was delivered."""
+        if self.caught_up or self.last_event_time is None:
+            return 0.0
+        return max(0.0, (now - self.last_event_time).total_seconds())
+
+    def lag_events(self) -> int | None:
+        """Bytes left over this host's average bytes per delivered event on the lease."""
+        if self.bytes_left is None:
+            return None
+        if self.bytes_left == 0:
+            return 0
+        if not self.events or not self.bytes_read:
+            return None  # nothing delivered yet to take an average from
+        return round(self.bytes_left * self.events / self.bytes_read)
+
+    def to_json(self, now: datetime) -> dict[str, object]:
+        return {
+            "lease": self.token,
+            "epoch": self.epoch,
+            "ownedSince": self.started_at.isoformat(),
+            "continuation": self.continuation,
+            "events": self.events,
+            "batches": self.batches,
+            "bytesRead": self.bytes_read,
+            "lastEventTime": self.last_event_time.isoformat() if self.last_event_time else None,
+            "lastCheckpoint": self.checkpointed_at.isoformat() if self.checkpointed_at else None,
+            "caughtUp": self.caught_up,
+            "state": "caught up" if self.caught_up else "reading",
+            "lagSeconds": round(self.lag_seconds(now), 3),
+            "lagBytes": self.bytes_left,
+            "lagEvents": self.lag_events(),
+        }
+
+
+class HostProgress:
+    """Every lease this host works on now, plus the host's Prometheus counters.
+
+    One registry per host (not the process-wide default) so that tests may run several hosts in
+    one process."""
+
+    def __init__(self, *, wall: Callable[[], datetime] | None = None) -> None:
+        self._wall = wall or (lambda: datetime.now(UTC))
+        self.leases: dict[LeaseToken, LeaseProgress] = {}
+        self.total_events = 0  # over every lease this host ever held (leases come and go)
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.events = Counter(
+            "cfp_events", "Events accepted by the observer.", ["lease"], registry=r
+        )
+        self.batches = Counter(
+            "cfp_batches", "Batches accepted by the observer.", ["lease"], registry=r
+        )
+        self.bytes_read = Counter(
+            "cfp_read_bytes", "Change feed bytes read (Avro blocks).", ["lease"], registry=r
+        )
+        self.acquired = Counter("cfp_leases_acquired", "Leases this host acquired.", registry=r)
+        self.stolen = Counter(
+            "cfp_leases_stolen",
+            "Leases this host took from another owner (expired, or not handed over in time).",
+            registry=r,
+        )
+        self.closed = Counter(
+            "cfp_leases_closed",
+            "Leases this host stopped working on, by reason (handed_over, lease_lost, "
+            "shutdown, feed_error, observer_error).",
+            ["reason"],
+            registry=r,
+        )
+        self.checkpoint_seconds = Histogram(
+            "cfp_checkpoint_seconds",
+            "Time to write one checkpoint into the lease table.",
+            buckets=CHECKPOINT_BUCKETS,
+            registry=r,
+        )
+        self.dead_letters = Counter(
+            "cfp_dead_letters", "Batches written to the dead-letter folder.", registry=r
+        )
+        self.gaps = Counter(
+            "cfp_gaps",
+            "Retention gaps stepped over: a lease's data was deleted before it was read.",
+            registry=r,
+        )
+        self.store_errors = Counter(
+            "cfp_lease_store_errors", "Balancing ticks the lease store failed.", registry=r
+        )
+        self.job_runs = Counter(
+            "cfp_job_runs",
+            "Runs of a singleton job on this host (the Spark state job), by outcome (ok, failed).",
+            ["job", "outcome"],
+            registry=r,
+        )
+        self.state = Enum(
+            "cfp_host_state",
+            "The host's lifecycle state.",
+            states=[s.value for s in HostState],
+            registry=r,
+        )
+        for reason in CloseReason:
+            self.closed.labels(reason.value)
+        r.register(_LeaseGauges(self))
+
+    # --- what workers and the balancer report -------------------------------------------------
+
+    def started(self, token: LeaseToken, epoch: int, continuation: str | None) -> LeaseProgress:
+        entry = LeaseProgress(token, epoch, self._wall(), continuation)
+        self.leases[token] = entry
+        return entry
+
+    def delivered(
+        self, token: LeaseToken, *, events: int, read_bytes: int, last_event_time: datetime | None
+    ) -> None:
+        entry = self.leases.get(token)
+        if entry is None:
+            return
+        entry.events += events
+        entry.batches += 1
+        self.total_events += events
+        entry.caught_up = False
+        if last_event_time is not None:
+            entry.last_event_time = last_event_time
+        self.events.labels(token).inc(events)
+        self.batches.labels(token).inc()
+        self.add_read(token, read_bytes)
+
+    def add_read(self, token: LeaseToken, read_bytes: int) -> None:
+        entry = self.leases.get(token)
+        if entry is not None and read_bytes > 0:
+            entry.bytes_read += read_bytes
+            self.bytes_read.labels(token).inc(read_bytes)
+
+    def checkpointed(
+        self, token: LeaseToken, continuation: str, *, caught_up: bool, seconds: float
+    ) -> None:
+        self.checkpoint_seconds.observe(seconds)
+        entry = self.leases.get(token)
+        if entry is not None:
+            entry.continuation = continuation
+            entry.checkpointed_at = self._wall()
+            entry.caught_up = caught_up
+            if caught_up:
+                entry.bytes_left = 0
+
+    def ended(self, token: LeaseToken, reason: CloseReason) -> None:
+        self.leases.pop(token, None)
+        self.closed.labels(reason.value).inc()
+
+    def to_json(self) -> list[dict[str, object]]:
+        now = self._wall()
+        return [self.leases[t].to_json(now) for t in sorted(self.leases)]
+
+    def now(self) -> datetime:
+        return self._wall()
+
+
+class _LeaseGauges(Collector):
+    """Per-lease gauges computed when scraped, from the leases this host holds right now."""
+
+    def __init__(self, progress: HostProgress) -> None:
+        self._progress = progress
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        p = self._progress
+        now = p.now()
+        owned = GaugeMetricFamily("cfp_leases_owned", "Leases this host works on now.")
+        owned.add_metric([], len(p.leases))
+        lag_s = GaugeMetricFamily(
+            "cfp_lag_seconds",
+            "Now minus the event time of the last delivered event (0 when caught up).",
+            labels=["lease"],
+        )
+        lag_b = GaugeMetricFamily(
+            "cfp_lag_bytes",
+            "Feed bytes left up to lastConsumable, from blob sizes (sampled).",
+            labels=["lease"],
+        )
+        lag_e = GaugeMetricFamily(
+            "cfp_lag_events",
+            "Events left up to lastConsumable: bytes left over the average event size so far.",
+            labels=["lease"],
+        )
+        for token, entry in sorted(p.leases.items()):
+            lag_s.add_metric([token], entry.lag_seconds(now))
+            if entry.bytes_left is not None:
+                lag_b.add_metric([token], entry.bytes_left)
+            if (events := entry.lag_events()) is not None:
+                lag_e.add_metric([token], events)
+        yield owned
+        yield lag_s
+        yield lag_b
+        yield lag_e

@@ -1,0 +1,147 @@
+"""Reading one lease's shard across segments, one step at a time, for its worker.
+
+Each `read()` returns one of: a batch; "advanced" (the position moved without events: a segment
+without this shard, or a shard finished; worth a checkpoint so other leases' barriers open);
+"caught up" (nothing more exists now); or "blocked" (the next segment may not be entered yet
+because other leases have not finished the segments before it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.layout import shard_name
+from processor.changefeed.position import RawRecord, ShardPosition
+from processor.changefeed.selection import EventFilter, TimeRange
+from processor.changefeed.shard_reader import DEFAULT_BATCH_EVENTS, ShardReader
+from processor.reading.barrier import readable_segments
+from processor.reading.lease_position import LeasePosition
+
+
+class Step(Enum):
+    BATCH = "batch"
+    ADVANCED = "advanced"
+    CAUGHT_UP = "caught_up"
+    BLOCKED = "blocked"
+
+
+class Batch(Protocol):
+    """What a worker hands on: a shard's batch, or a batch of the initial scan."""
+
+    @property
+    def segment(self) -> str: ...
+    @property
+    def records(self) -> list[RawRecord]: ...
+    @property
+    def read_bytes(self) -> int: ...
+    def event_keys(self) -> list[str]: ...
+
+
+class Reader(Protocol):
+    """What a worker reads a lease with: its shard (`LeaseReader`) or its scan partition."""
+
+    position: LeasePosition
+
+    def reset(self) -> None: ...
+    async def read(
+        self,
+        *,
+        may_enter: Callable[[str, list[str]], bool],
+        read_ahead: asyncio.TaskGroup | None = None,
+        max_age_s: float | None = None,
+    ) -> LeaseRead: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRead:
+    step: Step
+    position: LeasePosition  # after this step
+    batch: Batch | None = None
+    waiting_for: str | None = None  # the segment a BLOCKED lease wants to enter
+
+
+class LeaseReader:
+    """Errors: `FeedCorrupt` subclasses for bad data (the position stays before it),
+    `FeedUnavailable` when storage does not answer (call `reset()` before reading again)."""
+
+    def __init__(
+        self,
+        catalog: FeedCatalog,
+        *,
+        shard: str,
+        position: LeasePosition,
+        batch_events: int = DEFAULT_BATCH_EVENTS,
+        is_ordered: bool = True,
+    ) -> None:
+        self._catalog = catalog
+        self.shard = shard
+        self.position = position
+        self._batch_events = batch_events
+        self._is_ordered = is_ordered
+        self._filter = EventFilter(window=TimeRange(start=position.start_time))
+        self._reader: ShardReader | None = None
+
+    def reset(self) -> None:
+        """Stop read-ahead and forget reader state; the next read starts from `position`."""
+        if self._reader is not None:
+            self._reader.cancel_read_ahead()
+        self._reader = None
+
+    async def read(
+        self,
+        *,
+        may_enter: Callable[[str, list[str]], bool],
+        read_ahead: asyncio.TaskGroup | None = None,
+        max_age_s: float | None = None,
+    ) -> LeaseRead:
+        pos = self.position
+        if pos.segment is None or pos.is_segment_done:
+            segments = await self._catalog.segments(max_age_s=max_age_s)
+            after = pos.segment or ""
+            following = [s for s in readable_segments(segments, pos) if s > after]
+            if not following:
+                return LeaseRead(Step.CAUGHT_UP, pos)
+            nxt = following[0]
+            if self._is_ordered and not may_enter(nxt, segments):
+                return LeaseRead(Step.BLOCKED, pos, waiting_for=nxt)
+            manifest = await self._catalog.manifest(nxt)
+            if self._prefix(manifest.shard_prefixes) is None:
+                self.position = LeasePosition(nxt, True, ShardPosition(), pos.start_time)
+            else:
+                self.position = LeasePosition(nxt, False, ShardPosition(), pos.start_time)
+            self._reader = None
+            return LeaseRead(Step.ADVANCED, self.position)
+        assert pos.segment is not None
+        manifest = await self._catalog.manifest(pos.segment)
+        prefix = self._prefix(manifest.shard_prefixes)
+        if prefix is None:
+            self.position = LeasePosition(pos.segment, True, ShardPosition(), pos.start_time)
+            return LeaseRead(Step.ADVANCED, self.position)
+        if self._reader is None:
+            self._reader = ShardReader(
+                self._catalog.storage,
+                segment=pos.segment,
+                prefix=prefix,
+                position=pos.shard,
+                event_filter=self._filter,
+                batch_events=self._batch_events,
+            )
+        result = await self._reader.read(is_finalized=manifest.is_finalized, read_ahead=read_ahead)
+        if result.batch is not None:
+            self.position = LeasePosition(pos.segment, False, result.batch.end, pos.start_time)
+            return LeaseRead(Step.BATCH, self.position, batch=result.batch)
+        if result.is_complete:
+            self.position = LeasePosition(pos.segment, True, ShardPosition(), pos.start_time)
+            self._reader = None
+            return LeaseRead(Step.ADVANCED, self.position)
+        # caught up inside a Publishing segment: keep the reader's shard position
+        self.position = LeasePosition(pos.segment, False, self._reader.position, pos.start_time)
+        return LeaseRead(Step.CAUGHT_UP, self.position)
+
+    def _prefix(self, prefixes: tuple[str, ...]) -> str | None:
+        return next((p for p in prefixes if shard_name(p) == self.shard), None)
