@@ -2,12 +2,13 @@
 
 Public names: `Observer`, `PartitionContext`, `CloseReason`, `ChangeEvent`, `EventBatch` (what
 `process_changes` receives; from `protocol`), `LeaseLostError`, `SingletonJob` and `JobRun`
-(work one host at a time does), and the plugin loader. Built-ins:
+(work one host at a time does), and the plugin loader (`ObserverChoice`, what `--observer`
+chose; `load_observer_factory`). Built-ins:
 `log`, `jsonl`, `spark`. Plugins import only from here. Nothing here knows about Azure Tables.
 """
 
 from observers.errors import ObserverError, PluginLoadError, ReplayRequired
-from observers.plugins import ObserverCalls, load_observer_factory
+from observers.plugins import ObserverCalls, ObserverChoice, load_observer_factory
 from observers.protocol import (
     ChangeEvent,
     CloseReason,
@@ -28,6 +29,7 @@ __all__ = [
     "LeaseLostError",
     "Observer",
     "ObserverCalls",
+    "ObserverChoice",
     "ObserverError",
     "ObserverFactory",
     "PartitionContext",

@@ -11,6 +11,7 @@ import asyncio
 import importlib
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from observers.errors import PluginLoadError
@@ -29,18 +30,22 @@ if TYPE_CHECKING:  # the Spark observer's modules load only when it is chosen
     from observers.spark.session import SparkOptions
 
 
-def load_observer_factory(
-    spec: str,
-    *,
-    host_name: str,
-    spark: SparkOptions | None = None,
-    fmt: Format = Format.NATIVE,
-) -> ObserverFactory:
+@dataclass(frozen=True, slots=True)
+class ObserverChoice:
+    """What `--observer` and the options of the observer it names chose, before anything is
+    built: the host carries it without knowing what any observer needs."""
+
+    spec: str  # log, jsonl:DIR, spark or module:Name
+    spark: SparkOptions | None = None  # with `spark`
+    fmt: Format = Format.NATIVE  # the JSON shape of the jsonl observer's lines
+
+
+def load_observer_factory(choice: ObserverChoice, *, host_name: str) -> ObserverFactory:
     """The factory `--observer SPEC` names. Errors: `PluginLoadError` naming what is wrong.
-    `fmt` is the JSON shape of the jsonl observer's lines; no other observer takes one.
 
     A factory may also be an async context manager (the Spark one is: one session per host);
     the host enters it before the first lease and leaves it after the last."""
+    spec, spark, fmt = choice.spec, choice.spark, choice.fmt
     if fmt is not Format.NATIVE and not spec.startswith("jsonl:"):
         raise PluginLoadError(spec, f"--format {fmt.value} is for the jsonl observer only")
     if spec == "log":

@@ -17,9 +17,7 @@ from datetime import UTC, datetime
 from leases import HostReport, Lease, LeaseStore, ProcessorState, job_name
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, InvalidContinuation
-from processor.changefeed.layout import shard_name
-from processor.changefeed.storage import BlobInfo
-from processor.reading.barrier import readable_segments
+from processor.reading.backlog import bytes_left
 from processor.reading.lease_position import LeasePosition
 
 LISTING_CONCURRENCY = 16
@@ -75,45 +73,6 @@ class LeaseStatus:
             "moves": [m.to_json() for m in x.moves],
             "gaps": [g.to_json() for g in x.gaps],
         }
-
-
-# Chunk listings of finalized segments, which never change: (segment, shard prefix) -> blobs.
-ListingCache = dict[tuple[str, str], list[BlobInfo]]
-
-
-async def bytes_left(
-    catalog: FeedCatalog,
-    token: str,
-    pos: LeasePosition,
-    segments: list[str],
-    cache: ListingCache | None = None,
-) -> int:
-    """Bytes of the lease's shard after `pos`, up to the newest readable segment. With `cache`,
-    finalized segments are listed once (a host samples this every few seconds)."""
-    total = 0
-    for segment in readable_segments(segments, pos):
-        if pos.segment is not None and (
-            segment < pos.segment or (segment == pos.segment and pos.is_segment_done)
-        ):
-            continue
-        manifest = await catalog.manifest(segment)
-        prefix = next((p for p in manifest.shard_prefixes if shard_name(p) == token), None)
-        if prefix is None:
-            continue
-        blobs = None if cache is None else cache.get((segment, prefix))
-        if blobs is None:
-            blobs = await catalog.storage.list_blobs(prefix)
-            if cache is not None and manifest.is_finalized:
-                cache[(segment, prefix)] = blobs
-        for blob in blobs:
-            if segment == pos.segment and pos.shard.chunk is not None:
-                if blob.name < pos.shard.chunk:
-                    continue
-                if blob.name == pos.shard.chunk:
-                    total += max(0, blob.size - pos.shard.block_offset)
-                    continue
-            total += blob.size
-    return total
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,12 +18,12 @@ import click
 from leases import Lease, LeaseError, LeaseMove, LeaseToken, TableLeaseStore
 from processor import connection
 from processor.admin.lease_moves import Past, plan_move
-from processor.admin.report import bytes_left
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedError
 from processor.changefeed.storage import FeedStorage
 from processor.cli.common import connection_option, run_async, say_error
 from processor.cli.run import lease_connection_option, lease_table_option, processor_option
+from processor.reading.backlog import bytes_left
 from processor.reading.lease_position import LeasePosition
 
 

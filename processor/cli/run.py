@@ -13,7 +13,7 @@ import structlog
 from click.core import ParameterSource
 
 from leases import DEFAULT_TABLE, LeaseError, LeaseStore
-from observers import PluginLoadError
+from observers import ObserverChoice, PluginLoadError
 from observers.formats import Format
 from observers.spark.output import parse_output
 from observers.spark.session import (
@@ -379,18 +379,16 @@ def run_command(
         lease_table=lease_table,
         processor_name=processor_name,
         host_name=host_name or default_host_name(),  # type: ignore[arg-type]
-        observer=observer,
+        observer=ObserverChoice(observer, spark=spark, fmt=Format(output_format)),
         timings=timings,
         batch_events=max_batch_events,
         start_time=clock.wall() if start_from_now else start_time,
         until_caught_up=until_caught_up,
         is_ordered=not unordered,
-        spark=spark,
         on_observer_error=policy,
         on_gap=OnGap(on_gap),
         observer_attempts=observer_attempts,
         dead_letter_dir=dead_letter_dir,
-        output_format=Format(output_format),
         initial_scan=initial_scan,
         scan_partitions=scan_partitions,
     )
@@ -536,7 +534,7 @@ async def _serve_host(
         progress=progress,
         expiry_s=timings.expiry_s,
         stall_after_s=max(STALL_AFTER_MIN_S, STALL_AFTER_TICKS * timings.acquire_every_s),
-        extra={"leaseTable": config.lease_table, "observer": config.observer},
+        extra={"leaseTable": config.lease_table, "observer": config.observer.spec},
     )
 
     url = ""

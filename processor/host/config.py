@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from leases import HostId
-from observers.formats import Format
-from observers.spark.session import SparkOptions
+from observers import ObserverChoice
 from processor.host.dead_letter import OnObserverError
 from processor.host.gaps import OnGap
 from processor.host.timings import Timings
@@ -27,17 +26,15 @@ class HostConfig:
     lease_table: str
     processor_name: str
     host_name: HostId
-    observer: str
+    observer: ObserverChoice
     timings: Timings
     batch_events: int = 250
     start_time: datetime | None = None
     until_caught_up: bool = False
     is_ordered: bool = True
-    spark: SparkOptions | None = None  # --observer spark
     on_observer_error: OnObserverError = OnObserverError.RETRY
     observer_attempts: int = 5  # before `stop` or `dead-letter` gives up on a batch
     dead_letter_dir: str | None = None  # with OnObserverError.DEAD_LETTER
     on_gap: OnGap = OnGap.SKIP
-    output_format: Format = Format.NATIVE  # of the jsonl observer's lines
     initial_scan: bool = False  # a processor without leases starts with a scan of the account
     scan_partitions: int = 8

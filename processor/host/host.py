@@ -94,7 +94,7 @@ class Host:
             batch_events=config.batch_events,
             # an observer that orders by sequencer itself (Spark) does not need the barrier
             is_ordered=config.is_ordered and getattr(observer_factory, "needs_segment_order", True),
-            observer_spec=config.observer,
+            observer_spec=config.observer.spec,
             caught_up=caught_up if config.until_caught_up else None,
             on_observer_error=config.on_observer_error,
             on_gap=config.on_gap,
@@ -333,12 +333,7 @@ async def open_host(
     storage = FeedStorage.from_connection_string(config.connection_string)
     try:
         await store.open()
-        factory = load_observer_factory(
-            config.observer,
-            host_name=config.host_name,
-            spark=config.spark,
-            fmt=config.output_format,
-        )
+        factory = load_observer_factory(config.observer, host_name=config.host_name)
     except BaseException:
         await store.close()
         await storage.close()

@@ -11,10 +11,10 @@ import asyncio
 
 import structlog
 
-from processor.admin.report import ListingCache, bytes_left
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedError, InvalidContinuation
 from processor.host.progress import HostProgress
+from processor.reading.backlog import ListingCache, bytes_left
 from processor.reading.lease_position import LeasePosition, is_scan_token
 from processor.waiting import wait_any
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from leases.memory_store import MemoryLeaseStore
-from observers import CloseReason
+from observers import CloseReason, ObserverChoice
 from processor.host.config import HostConfig
 from processor.host.host import Host
 from processor.host.lifecycle import HostState
@@ -50,7 +50,7 @@ def make_host(factory: OpensSlowly) -> tuple[Host, MemoryLeaseStore]:
         lease_table="leases",
         processor_name="p",
         host_name="h1",
-        observer="test",
+        observer=ObserverChoice("test"),
         timings=Timings(expiry_s=10, renew_every_s=3, acquire_every_s=1, poll_s=1),
     )
     storage: Any = object()  # never read: no lease starts

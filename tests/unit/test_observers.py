@@ -16,6 +16,7 @@ from observers import (
     EventBatch,
     LeaseLostError,
     ObserverCalls,
+    ObserverChoice,
     PartitionContext,
     PluginLoadError,
     load_observer_factory,
@@ -52,9 +53,14 @@ def test_change_event_from_a_raw_record() -> None:
 
 
 def test_built_in_and_module_observers_load() -> None:
-    assert load_observer_factory("log", host_name="h") is LogObserver
-    assert isinstance(load_observer_factory("jsonl:/tmp/x", host_name="h")(), JsonlObserver)
-    assert load_observer_factory("tests.plugins:PacedJsonl", host_name="h").__name__ == "PacedJsonl"
+    assert load_observer_factory(ObserverChoice("log"), host_name="h") is LogObserver
+    assert isinstance(
+        load_observer_factory(ObserverChoice("jsonl:/tmp/x"), host_name="h")(), JsonlObserver
+    )
+    assert (
+        load_observer_factory(ObserverChoice("tests.plugins:PacedJsonl"), host_name="h").__name__
+        == "PacedJsonl"
+    )
 
 
 @pytest.mark.parametrize(
@@ -71,10 +77,10 @@ def test_built_in_and_module_observers_load() -> None:
 )
 def test_bad_observer_specs_say_what_is_wrong(spec: str, problem: str | None) -> None:
     if problem is None:
-        load_observer_factory(spec, host_name="h")
+        load_observer_factory(ObserverChoice(spec), host_name="h")
         return
     with pytest.raises(PluginLoadError, match=problem):
-        load_observer_factory(spec, host_name="h")
+        load_observer_factory(ObserverChoice(spec), host_name="h")
 
 
 def test_an_instance_without_process_changes_is_refused() -> None:
