@@ -3,8 +3,11 @@
 Layout: `record` (the Lease record), `hosts` (each host's own row), `store` (the LeaseStore
 protocol and the shared write policy), `table_store` and `memory_store` (the two
 implementations), `expiry` (judging expiry on our own clock), `balancing` (the pure balancing
-decision), `errors`. Nothing here knows about the change feed or Spark.
+decision), `errors`, `table_settings` (names and defaults of a lease table). Nothing here
+knows about the change feed or Spark.
 """
+
+from typing import TYPE_CHECKING
 
 from leases.balancing import BalanceLimits, TakePlan, plan_takes
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
@@ -13,7 +16,21 @@ from leases.hosts import HostReport, ProcessorState, job_name, job_token
 from leases.memory_store import MemoryLeaseStore
 from leases.record import Delivered, HostId, Lease, LeaseMove, LeaseToken
 from leases.store import LeaseStore
-from leases.table_store import DEFAULT_TABLE, TableLeaseStore
+from leases.table_settings import DEFAULT_TABLE
+
+if TYPE_CHECKING:
+    from leases.table_store import TableLeaseStore
+
+
+def __getattr__(name: str) -> object:
+    """`TableLeaseStore` loads the Azure Tables SDK (and aiohttp) on first use: the records, the
+    protocol and the pure decisions need neither."""
+    if name == "TableLeaseStore":
+        from leases.table_store import TableLeaseStore  # noqa: PLC0415
+
+        return TableLeaseStore
+    raise AttributeError(f"module 'leases' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_TABLE",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
@@ -39,40 +38,18 @@ from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, Lea
 from leases.hosts import HOST_ROW_PREFIX, PROCESSOR_ROW, HostReport, ProcessorState, key_range
 from leases.record import HostId, Lease, LeaseToken, moves_from_text, moves_to_text
 from leases.store import ConditionalLeaseStore
+from leases.table_settings import (
+    DEFAULT_REQUEST_TIMEOUT_S,
+    DEFAULT_TABLE,
+    check_names,
+    client_options,
+)
 
 T = TypeVar("T")
 
 SCHEMA = 1
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-# One store request may take this long before its outcome counts as unknown (then re-read).
-DEFAULT_REQUEST_TIMEOUT_S = 5.0
-
-_TABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{2,62}$")
-_BAD_KEY_CHARS = re.compile(r"[/\\#?\x00-\x1f\x7f-\x9f]")
-
-DEFAULT_TABLE = "cfpleases"
 OPEN_WITHIN_S = 60.0
-
-
-def check_names(table: str, processor: str) -> None:
-    """Raise `LeaseStoreMisconfigured` for a table or processor name Azure Tables would refuse."""
-    if not _TABLE_NAME.match(table):
-        raise LeaseStoreMisconfigured(
-            f"lease table name {table!r} must be 3-63 letters and digits, starting with a letter"
-        )
-    if not processor or len(processor) > 255 or _BAD_KEY_CHARS.search(processor):
-        raise LeaseStoreMisconfigured(
-            f"processor name {processor!r} must be 1-255 characters without / \\ # ? or controls"
-        )
-
-
-def client_options(request_timeout_s: float) -> dict[str, Any]:
-    """Keyword arguments for the `TableClient` of a lease store, however it authenticates."""
-    return {
-        "retry_total": 0,  # retries are ours: a conditional write is never blindly repeated
-        "connection_timeout": request_timeout_s,
-        "read_timeout": request_timeout_s,
-    }
 
 
 def to_entity(processor: str, lease: Lease) -> dict[str, Any]:

@@ -14,8 +14,6 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, Protocol, overload, runtime_checkable
 
-import structlog
-
 from observers.envelope import (
     BACKFILL_EVENT,
     Envelope,
@@ -27,6 +25,13 @@ from observers.envelope import (
 )
 
 _SUBJECT_HEAD = "/blobServices/default/containers/"
+
+
+def _observer_log() -> Any:
+    """The observers' logger; structlog loads with the first context, not with the contract."""
+    import structlog  # noqa: PLC0415 - `cfp --help` imports the contract, never logs
+
+    return structlog.get_logger("cfp.observer")
 
 
 class CloseReason(Enum):
@@ -225,7 +230,7 @@ class PartitionContext:
     host_name: str
     epoch: int
     processor_name: str = ""
-    log: Any = field(default_factory=lambda: structlog.get_logger("cfp.observer"))
+    log: Any = field(default_factory=_observer_log)
     _checkpoint: Callable[[object | None], Awaitable[None]] | None = field(default=None, repr=False)
     _mark: object | None = field(default=None, repr=False)
 

@@ -19,20 +19,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from azure.data.tables.aio import TableClient
-from azure.storage.blob.aio import BlobServiceClient
-
-from leases.table_store import (
-    DEFAULT_REQUEST_TIMEOUT_S,
-    TableLeaseStore,
-    check_names,
-    client_options,
-)
-from observers.spark.output import StorageAccess
+from leases.table_settings import DEFAULT_REQUEST_TIMEOUT_S, check_names, client_options
 from processor.redact import register_connection_string
 
+# The Azure SDKs load when a client is made, not with this module: every `cfp` command reads
+# connection strings, and `cfp --help` should not wait a second for the SDKs to import.
 if TYPE_CHECKING:
+    from azure.data.tables.aio import TableClient
     from azure.identity.aio import DefaultAzureCredential
+    from azure.storage.blob.aio import BlobServiceClient
+
+    from leases import TableLeaseStore
+    from observers.spark.output import StorageAccess
 
 # Azurite's well-known development account (published in Azurite's documentation; not a secret).
 AZURITE_ACCOUNT = "devstoreaccount1"
@@ -128,6 +126,8 @@ def parse(conn_str: str) -> ConnectionInfo:
 def storage_access(conn_str: str) -> StorageAccess:
     """How Spark (ABFS) and delta-rs reach the account of `conn_str`: its key or SAS (neither:
     Entra ID), and its blob endpoint when that is an emulator on loopback."""
+    from observers.spark.output import StorageAccess  # noqa: PLC0415
+
     info, fields = parse(conn_str), _fields(conn_str)
     return StorageAccess(
         account=info.account,
@@ -160,6 +160,8 @@ async def close_credentials() -> None:
 
 def blob_service(conn_str: str, **kwargs: Any) -> BlobServiceClient:
     """A Blob service client: with the string's key or SAS, else with Entra ID."""
+    from azure.storage.blob.aio import BlobServiceClient  # noqa: PLC0415
+
     info = parse(conn_str)
     if info.has_secret:
         return BlobServiceClient.from_connection_string(conn_str, **kwargs)
@@ -168,6 +170,8 @@ def blob_service(conn_str: str, **kwargs: Any) -> BlobServiceClient:
 
 def table_client(conn_str: str, table: str, **kwargs: Any) -> TableClient:
     """A Table client for `table`: with the string's key or SAS, else with Entra ID."""
+    from azure.data.tables.aio import TableClient  # noqa: PLC0415
+
     info = parse(conn_str)
     if info.has_secret:
         return TableClient.from_connection_string(conn_str, table_name=table, **kwargs)
@@ -195,6 +199,8 @@ def lease_store(
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
 ) -> TableLeaseStore:
     """The lease store of `processor` in `table` of the account `conn_str` names."""
+    from leases.table_store import TableLeaseStore  # noqa: PLC0415
+
     check_names(table, processor)
     client = table_client(conn_str, table, **client_options(request_timeout_s))
     return TableLeaseStore(client, processor=processor, request_timeout_s=request_timeout_s)

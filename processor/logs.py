@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 import sys
 
-import structlog
-
 from processor.redact import redact_event
 
 
 def configure_logging(*, level: str = "INFO", json_lines: bool = False) -> None:
     """Route structlog to stderr (stdout is reserved for data such as `cfp read` events)."""
+    import structlog  # noqa: PLC0415 - 0.1 s to import: only for a command that runs
+
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if json_lines

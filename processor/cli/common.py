@@ -11,13 +11,15 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 
 import click
 
+from leases.table_settings import DEFAULT_TABLE
 from observers.formats import Format
 from observers.spark.session import DEFAULT_MASTER
 from processor import connection
 from processor.redact import redact
-from processor.stacks import log_stacks_on_signal
 
 T = TypeVar("T")
+
+DEFAULT_PROCESSOR = "default"
 
 
 class IsoTime(click.ParamType[datetime]):
@@ -59,6 +61,8 @@ class ByteSize(click.ParamType[int]):
 def run_async(main: Callable[[asyncio.Event], Coroutine[Any, Any, T]]) -> T:
     """Run `main(stop)`; SIGINT and SIGTERM set `stop` so that it can finish cleanly, and
     SIGUSR1 logs where every task waits."""
+
+    from processor.stacks import log_stacks_on_signal  # noqa: PLC0415 - structlog: when run
 
     async def wrapper() -> T:
         stop = asyncio.Event()
@@ -131,4 +135,23 @@ spark_conf_option = click.option(
     multiple=True,
     metavar="KEY=VALUE",
     help="A Spark setting (repeatable; the variable takes several, space-separated).",
+)
+lease_connection_option = click.option(
+    "--lease-connection-string",
+    envvar="CFP_LEASE_CONNECTION_STRING",
+    help="Connection string of the account holding the lease table (default: the feed's).",
+)
+lease_table_option = click.option(
+    "--lease-table",
+    envvar="CFP_LEASE_TABLE",
+    default=DEFAULT_TABLE,
+    show_default=True,
+    help="Azure Table holding the leases.",
+)
+processor_option = click.option(
+    "--processor-name",
+    envvar="CFP_PROCESSOR_NAME",
+    default=DEFAULT_PROCESSOR,
+    show_default=True,
+    help="Durable identity of the processor; its hosts share its leases (the PartitionKey).",
 )

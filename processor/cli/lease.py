@@ -11,20 +11,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from leases import Lease, LeaseError, LeaseMove, LeaseToken, TableLeaseStore
+from leases import Lease, LeaseError, LeaseMove, LeaseToken
 from processor import connection
 from processor.admin.lease_moves import Past, plan_move
-from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedError
-from processor.changefeed.storage import FeedStorage
-from processor.cli.common import connection_option, run_async, say_error
-from processor.cli.run import lease_connection_option, lease_table_option, processor_option
-from processor.reading.backlog import bytes_left
+from processor.cli.common import (
+    connection_option,
+    lease_connection_option,
+    lease_table_option,
+    processor_option,
+    run_async,
+    say_error,
+)
 from processor.reading.lease_position import LeasePosition
+
+if TYPE_CHECKING:
+    from leases import TableLeaseStore
 
 
 @click.group("lease")
@@ -77,6 +83,10 @@ def move_command(
     """Move a parked or free lease past a bad spot; the lease records the move."""
     if (past is None) == (to is None):
         raise click.UsageError("give exactly one of --past and --to")
+    from processor.changefeed.catalog import FeedCatalog  # noqa: PLC0415 - loaded when run
+    from processor.changefeed.storage import FeedStorage  # noqa: PLC0415
+    from processor.reading.backlog import bytes_left  # noqa: PLC0415
+
     conn = connection.resolve(connection_string)
 
     async def main(stop: asyncio.Event) -> int:

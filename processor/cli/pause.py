@@ -15,8 +15,14 @@ import click
 
 from leases import LeaseError, ProcessorState
 from processor import connection
-from processor.cli.common import connection_option, run_async, say_error
-from processor.cli.run import lease_connection_option, lease_table_option, processor_option
+from processor.cli.common import (
+    connection_option,
+    lease_connection_option,
+    lease_table_option,
+    processor_option,
+    run_async,
+    say_error,
+)
 
 
 def _set(

@@ -1,18 +1,13 @@
-"""`cfp run` (one host) and `cfp status` (every lease of a processor)."""
+"""`cfp run`: one host, from its options. The host, aiohttp and the Azure SDKs load only when it
+runs (`serve.py`), so that `cfp run --help` answers at once."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import click
-import structlog
 from click.core import ParameterSource
 
-from leases import DEFAULT_TABLE, LeaseError, LeaseStore
 from observers import ObserverChoice, PluginLoadError
 from observers.formats import Format
 from observers.spark.output import parse_output
@@ -25,76 +20,31 @@ from observers.spark.session import (
     spark_conf,
 )
 from processor import connection
-from processor.admin.report import (
-    host_json,
-    job_json,
-    processor_status,
-    render_hosts,
-    render_jobs,
-    render_table,
-    render_totals,
-)
-from processor.admin.sdk_position import plan_sdk_position, sdk_feed_position
-from processor.changefeed.catalog import FeedCatalog
-from processor.changefeed.errors import FeedError, InvalidContinuation
-from processor.changefeed.sdk_token import to_sdk_token, url_host
-from processor.changefeed.storage import FeedStorage
 from processor.cli.common import (
     IsoTime,
     connection_option,
     fail,
     format_option,
+    lease_connection_option,
+    lease_table_option,
     output_connection_option,
+    processor_option,
     run_async,
-    say_error,
     spark_conf_option,
     spark_master_option,
     spark_remote_option,
 )
 from processor.clock import SystemClock
-from processor.host.config import HostConfig, default_host_name
-from processor.host.dead_letter import OnObserverError
-from processor.host.endpoints import (
+from processor.host.config import (
     DEFAULT_HTTP_HOST,
     DEFAULT_HTTP_PORT,
-    EndpointError,
-    HostHealth,
-    serve,
+    HostConfig,
+    default_host_name,
 )
+from processor.host.dead_letter import OnObserverError
 from processor.host.gaps import OnGap
-from processor.host.host import host_lifecycle, open_host
-from processor.host.lifecycle import HostState
-from processor.host.progress import HostProgress
 from processor.host.timings import DEFAULT_EXPIRY_S, DEFAULT_POLL_S, derive_timings
-from processor.reading.lease_position import LeasePosition
 from processor.runtime import tune_gc
-
-DEFAULT_PROCESSOR = "default"
-# /healthz fails when no balancing tick completed for this long (ticks, at least this many s)
-STALL_AFTER_TICKS = 10
-STALL_AFTER_MIN_S = 120.0
-
-log = structlog.get_logger("cfp.run")
-
-lease_connection_option = click.option(
-    "--lease-connection-string",
-    envvar="CFP_LEASE_CONNECTION_STRING",
-    help="Connection string of the account holding the lease table (default: the feed's).",
-)
-lease_table_option = click.option(
-    "--lease-table",
-    envvar="CFP_LEASE_TABLE",
-    default=DEFAULT_TABLE,
-    show_default=True,
-    help="Azure Table holding the leases.",
-)
-processor_option = click.option(
-    "--processor-name",
-    envvar="CFP_PROCESSOR_NAME",
-    default=DEFAULT_PROCESSOR,
-    show_default=True,
-    help="Durable identity of the processor; its hosts share its leases (the PartitionKey).",
-)
 
 
 @click.command("run")
@@ -393,6 +343,8 @@ def run_command(
         scan_partitions=scan_partitions,
     )
 
+    from processor.cli.serve import Endpoint, serve_host  # noqa: PLC0415 - the heavy part
+
     # the default port gives way to a free one when taken (several hosts on one machine); a port
     # asked for by flag or variable does not
     source = click.get_current_context().get_parameter_source("http_port")
@@ -401,200 +353,4 @@ def run_command(
         if http_on
         else None
     )
-    raise SystemExit(run_async(lambda stop: _serve_host(config, clock, endpoint, stop)))
-
-
-@click.command("status")
-@connection_option
-@lease_connection_option
-@lease_table_option
-@processor_option
-@click.option("--json", "as_json", is_flag=True, help="One JSON document for machines.")
-@click.option(
-    "--sdk-token",
-    is_flag=True,
-    help="Print only a continuation token of the official SDKs (CursorVersion 1) for the "
-    "processor's position: an SDK resumed from it misses nothing the leases have not delivered.",
-)
-def status_command(
-    connection_string: str | None,
-    lease_connection_string: str | None,
-    lease_table: str,
-    processor_name: str,
-    as_json: bool,
-    sdk_token: bool,
-) -> None:
-    """Show the hosts of a processor (state, leases, last heartbeat) and every lease: owner,
-    epoch, position, last checkpoint, bytes left."""
-    conn = connection.resolve(connection_string)
-
-    async def main(stop: asyncio.Event) -> int:
-        try:
-            async with (
-                connection.lease_store(
-                    connection.resolve_other(lease_connection_string, conn),
-                    table=lease_table,
-                    processor=processor_name,
-                ) as store,
-                FeedStorage.from_connection_string(conn, attempts=3) as storage,
-            ):
-                if sdk_token:
-                    return await _print_sdk_token(store, FeedCatalog(storage, refresh_s=0), conn)
-                report = await processor_status(store, FeedCatalog(storage, refresh_s=0))
-        except (LeaseError, FeedError) as e:
-            say_error(e)
-            return 1
-        rows, now = report.leases, datetime.now(UTC)
-        if as_json:
-            doc = {
-                "processor": processor_name,
-                "table": lease_table,
-                "at": now.isoformat(),
-                "feedError": report.feed_error,
-                "paused": report.processor.paused,
-                "pausedSince": (
-                    report.processor.since.isoformat()
-                    if report.processor.paused and report.processor.since
-                    else None
-                ),
-                "pauseReason": report.processor.reason or None,
-                "hosts": [host_json(h, now) for h in report.hosts],
-                "jobs": [job_json(j, now) for j in report.jobs],
-                "bytesLeft": sum(r.bytes_left or 0 for r in rows),
-                "eventsLeft": sum(r.events_left() or 0 for r in rows),
-                "leases": [r.to_json(now) for r in rows],
-            }
-            click.echo(json.dumps(doc, indent=2))
-        elif not rows:
-            click.echo(f"processor {processor_name!r} has no leases in table {lease_table!r}")
-        else:
-            if report.processor.paused:
-                since = report.processor.since
-                click.echo(
-                    f"processor {processor_name!r} is PAUSED"
-                    + (f" since {since:%Y-%m-%d %H:%M:%S}Z" if since else "")
-                    + (f": {report.processor.reason}" if report.processor.reason else "")
-                    + " (`cfp resume` to go on)\n"
-                )
-            if report.hosts:
-                click.echo(render_hosts(report.hosts, now) + "\n")
-            if report.jobs:
-                click.echo(render_jobs(report.jobs, now) + "\n")
-            click.echo(render_table(rows, now))
-            click.echo(render_totals(rows, now))
-        if report.feed_error is not None:
-            click.echo(f"cfp: the feed cannot be read: {report.feed_error}", err=True)
-        parked = [r.lease.token for r in rows if r.lease.parked]
-        if parked:
-            click.echo(
-                f"cfp: {len(parked)} lease(s) parked ({', '.join(parked)}): fix the cause, then "
-                "`cfp lease resume TOKEN`, or skip the bad spot with `cfp lease move`",
-                err=True,
-            )
-        return 0
-
-    raise SystemExit(run_async(main))
-
-
-async def _print_sdk_token(store: LeaseStore, catalog: FeedCatalog, conn: str) -> int:
-    positions: dict[str, LeasePosition] = {}
-    for lease in await store.list_leases():
-        try:
-            positions[lease.token] = LeasePosition.from_json(lease.continuation, lease=lease.token)
-        except InvalidContinuation as e:
-            say_error(e)
-            return 1
-    plan = plan_sdk_position(positions)
-    if plan is None:
-        say_error("no lease has entered a segment yet: there is no position to hand over")
-        return 1
-    position = await sdk_feed_position(plan, catalog.shard_ends)
-    click.echo(to_sdk_token(position, host=url_host(connection.parse(conn).blob_endpoint)))
-    return 0
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    host: str
-    port: int
-    strict: bool  # asked for explicitly: a taken port is an error, not a reason to pick another
-
-
-async def _serve_host(
-    config: HostConfig, clock: SystemClock, endpoint: Endpoint | None, stop: asyncio.Event
-) -> int:
-    """Serve the endpoints (when asked), open the host and run it; the exit code."""
-    timings = config.timings
-    progress = HostProgress(wall=clock.wall)
-    lifecycle = host_lifecycle(clock, progress)
-    health = HostHealth(
-        host_name=config.host_name,
-        processor=config.processor_name,
-        lifecycle=lifecycle,
-        progress=progress,
-        expiry_s=timings.expiry_s,
-        stall_after_s=max(STALL_AFTER_MIN_S, STALL_AFTER_TICKS * timings.acquire_every_s),
-        extra={"leaseTable": config.lease_table, "observer": config.observer.spec},
-    )
-
-    url = ""
-
-    async def run_host() -> int:
-        lifecycle.move(HostState.STARTING)
-        try:
-            host, store, storage = await open_host(
-                config, clock=clock, lifecycle=lifecycle, progress=progress
-            )
-        except (LeaseError, PluginLoadError) as e:
-            lifecycle.move(HostState.FAILED_PERMANENTLY, error=str(e))
-            say_error(e)
-            return 2
-        health.loop_age_s = lambda: (
-            None if host.last_tick_at is None else clock.monotonic() - host.last_tick_at
-        )
-        health.store_silent_s = host.store_silent_s
-        host.presence.endpoint = url
-        try:
-            await host.run(stop)
-            if config.until_caught_up and host.balancer.parked:
-                for lease in host.balancer.parked:
-                    say_error(f"lease {lease.token} is parked: {lease.error}")
-                return 1
-        except Exception as e:
-            leaves = _leaves(e)
-            for leaf in leaves:
-                say_error(leaf)
-            if not all(
-                isinstance(leaf, LeaseError | FeedError | PluginLoadError) for leaf in leaves
-            ):
-                raise  # a bug: let the traceback show
-            # an observer that could not open (the Spark observer's output): configuration
-            return 2 if all(isinstance(leaf, PluginLoadError) for leaf in leaves) else 1
-        finally:
-            await store.close()
-            await storage.close()
-        return 0
-
-    async with contextlib.AsyncExitStack() as stack:
-        if endpoint is not None:
-            address = endpoint.host
-            try:
-                port = await stack.enter_async_context(
-                    serve(health, host=address, port=endpoint.port)
-                )
-            except EndpointError as e:
-                if endpoint.strict or not e.port_taken:
-                    say_error(e)
-                    return 2
-                port = await stack.enter_async_context(serve(health, host=address, port=0))
-                log.warning("http.default_port_taken", wanted=endpoint.port, port=port)
-            url = f"http://{address}:{port}"
-            log.info("http.listening", url=url, port=port)
-        return await run_host()
-
-
-def _leaves(e: BaseException) -> list[BaseException]:
-    """The exceptions inside (possibly nested) exception groups, or `e` itself."""
-    if isinstance(e, BaseExceptionGroup):
-        return [leaf for inner in e.exceptions for leaf in _leaves(inner)]
-    return [e]
+    raise SystemExit(run_async(lambda stop: serve_host(config, clock, endpoint, stop)))

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -28,10 +28,7 @@ from observers.spark.output import (
 )
 from observers.spark.session import SparkOptions, embedded_settings, open_session, spark_conf
 from observers.spark.sql import table_ref
-from observers.spark.state_job import optimize
-from observers.spark.tables import check_layout, is_delta_table
 from processor import connection
-from processor.admin.verify import Comparison, VerifyError, compare, list_account, read_state
 from processor.cli.common import (
     connection_option,
     fail,
@@ -43,6 +40,10 @@ from processor.cli.common import (
     spark_remote_option,
 )
 
+if TYPE_CHECKING:
+    from processor.admin.verify import Comparison
+
+# pyarrow, deltalake and the Delta tables' code load inside the commands that use them
 F = TypeVar("F", bound=Callable[..., Any])
 
 output_option = click.option(
@@ -74,6 +75,8 @@ def _where(
     output: str, connection_string: str | None, output_connection_string: str | None
 ) -> tuple[Output, StorageAccess, StorageAccess]:
     """The parsed `--output`, its account's credentials and the feed's (exit 2 when wrong)."""
+    from observers.spark.tables import check_layout  # noqa: PLC0415
+
     conn = connection.resolve(connection_string)
     try:
         where = parse_output(output)
@@ -111,6 +114,8 @@ def verify_command(
     the `deltalake` package (no Spark). Exit status 0 only when they are equal; 1 when they
     differ or cannot be read.
     """
+    from processor.admin.verify import VerifyError, compare, list_account, read_state  # noqa: PLC0415
+
     where, access, feed = _where(output, connection_string, output_connection_string)
     conn = connection.resolve(connection_string)
     left_out = excluded_container(where, access, feed)
@@ -206,6 +211,8 @@ def _with_session(options: SparkOptions, work: Callable[[Any], None]) -> None:
     """Run `work(session)` on a session opened for the tables; Spark's errors exit 1 with
     Spark's first line."""
     from pyspark.errors import PySparkException  # noqa: PLC0415  (slow import)
+
+    from observers.spark.tables import is_delta_table  # noqa: PLC0415
 
     try:
         spark = open_session(options)
@@ -332,6 +339,8 @@ def optimize_command(
     15 minutes), and with --vacuum delete the files old versions no longer need."""
     where, access, _ = _where(output, connection_string, output_connection_string)
     options = _spark_options(where, access, spark_master, spark_remote, spark_conf_pairs)
+
+    from observers.spark.state_job import optimize  # noqa: PLC0415
 
     def work(spark: Any) -> None:
         def files() -> dict[str, int]:

@@ -13,6 +13,9 @@ from processor.host.dead_letter import OnObserverError
 from processor.host.gaps import OnGap
 from processor.host.timings import Timings
 
+DEFAULT_HTTP_HOST = "127.0.0.1"  # /healthz, /readyz, /metrics, /status
+DEFAULT_HTTP_PORT = 8080  # also in probe.py, which must start without importing this
+
 
 def default_host_name() -> HostId:
     """Host name + pid: unique per process, so two processes never share an identity."""

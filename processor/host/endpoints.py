@@ -27,9 +27,6 @@ from processor.host.lifecycle import HostState, Lifecycle
 from processor.host.progress import HostProgress
 from processor.redact import redact_value
 
-DEFAULT_HTTP_HOST = "127.0.0.1"
-DEFAULT_HTTP_PORT = 8080
-
 
 class EndpointError(Exception):
     """The endpoints cannot be served (the port is taken, the address does not exist)."""

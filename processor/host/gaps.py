@@ -12,12 +12,15 @@ the missing one in the same segment, else the first later segment whose manifest
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
-from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import MissingChunkError
 from processor.changefeed.layout import shard_name
 from processor.changefeed.position import ShardPosition
 from processor.reading.lease_position import LeasePosition
+
+if TYPE_CHECKING:
+    from processor.changefeed.catalog import FeedCatalog
 
 MANIFEST_NAME = "/meta.json"
 

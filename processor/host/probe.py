@@ -11,7 +11,7 @@ import sys
 import urllib.error
 import urllib.request
 
-# processor.host.endpoints.DEFAULT_HTTP_PORT, not imported: a probe must start fast (a unit test
+# processor.host.config.DEFAULT_HTTP_PORT, not imported: a probe must start fast (a unit test
 # keeps the two equal)
 DEFAULT_HTTP_PORT = 8080
 

@@ -23,7 +23,7 @@ import pytest
 
 from processor.connection import AZURITE_KEY
 from processor.emulator.azurite import Azurite
-from processor.host.endpoints import DEFAULT_HTTP_PORT
+from processor.host.config import DEFAULT_HTTP_PORT
 from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
 from tests.deploy_files import dockerfile
 from tests.helpers import Feed, emulate_afresh, run_cfp, until

@@ -9,7 +9,8 @@ import re
 
 from observers.spark.jars import JARS_DIR_VAR
 from processor.host import probe
-from processor.host.endpoints import DEFAULT_HTTP_PORT, HostHealth, make_app
+from processor.host.config import DEFAULT_HTTP_PORT
+from processor.host.endpoints import HostHealth, make_app
 from processor.host.lifecycle import Lifecycle
 from processor.host.progress import HostProgress
 from tests.deploy_files import DEPLOY, check_cfp_args, cli_variables, compose, dockerfile, k8s

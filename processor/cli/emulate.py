@@ -1,0 +1,164 @@
+"""`cfp emulate`: real blob operations against Azurite, and the change feed they would give."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime
+
+import click
+
+from processor import connection
+from processor.changefeed.errors import FeedError
+from processor.cli.common import ByteSize, IsoTime, connection_option, fail, run_async, say_error
+
+
+@click.command("emulate")
+@connection_option
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload.")
+@click.option(
+    "--start-time",
+    type=IsoTime(),
+    help="Begin of the first segment (default 2026-01-01T00:00Z, or after the newest one).",
+)
+@click.option("--segments", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--events-per-segment", type=click.IntRange(min=1), default=500, show_default=True)
+@click.option(
+    "--shards", default="2,3,1", show_default=True, help="Shard counts per segment, cycled."
+)
+@click.option(
+    "--schema-version", type=click.Choice(["1", "3", "4", "5", "6"]), default="5", show_default=True
+)
+@click.option(
+    "--block-events", default="1-60", show_default=True, help="Events per Avro block, LOW-HIGH."
+)
+@click.option(
+    "--chunk-size",
+    type=ByteSize(),
+    default="4MiB",
+    show_default=True,
+    help="Roll a chunk over past this size.",
+)
+@click.option("--containers", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--blobs-per-container", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option(
+    "--control-every",
+    type=click.IntRange(min=0),
+    default=250,
+    show_default=True,
+    help="Mix in a Control record every N events (0: only at segment ends).",
+)
+@click.option("--concurrency", type=click.IntRange(min=1, max=256), default=32, show_default=True)
+@click.option("--leave-last-publishing", is_flag=True, help="Do not finalize the last segment.")
+@click.option("--live", is_flag=True, help="Keep appending in real time until interrupted.")
+@click.option(
+    "--finish",
+    is_flag=True,
+    help="Live: finalize the open segment on stop (everything written becomes consumable).",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0.1),
+    default=20.0,
+    show_default=True,
+    help="Live: operations per second.",
+)
+@click.option(
+    "--segment-seconds",
+    type=click.FloatRange(min=1),
+    default=60.0,
+    show_default=True,
+    help="Live: real seconds one virtual hourly segment lasts.",
+)
+@click.option(
+    "--duration", type=click.FloatRange(min=0), help="Live: stop after this many seconds."
+)
+@click.option("--reset", is_flag=True, help="Delete the emulated containers and the feed first.")
+@click.option(
+    "--feed-only",
+    is_flag=True,
+    help="Write the change feed alone, with made-up ETags; no blob is touched (4x faster).",
+)
+def emulate_command(
+    connection_string: str | None,
+    seed: int,
+    start_time: datetime | None,
+    segments: int,
+    events_per_segment: int,
+    shards: str,
+    schema_version: str,
+    block_events: str,
+    chunk_size: int,
+    containers: int,
+    blobs_per_container: int,
+    control_every: int,
+    concurrency: int,
+    leave_last_publishing: bool,
+    live: bool,
+    finish: bool,
+    rate: float,
+    segment_seconds: float,
+    duration: float | None,
+    reset: bool,
+    feed_only: bool,
+) -> None:
+    """Perform real blob operations against Azurite and write their change feed.
+
+    Refuses any endpoint that is not on the loopback interface.
+    """
+    from processor.emulator.emulator import Emulator, EmulatorConfig  # noqa: PLC0415 - when run
+    from processor.emulator.service import open_service, reset_account  # noqa: PLC0415
+
+    try:
+        lo, _, hi = block_events.partition("-")
+        config = EmulatorConfig(
+            seed=seed,
+            start_time=start_time,
+            segments=segments,
+            events_per_segment=events_per_segment,
+            shards=tuple(int(s) for s in shards.split(",")),
+            schema_version=int(schema_version),
+            block_events=(int(lo), int(hi or lo)),
+            chunk_bytes=chunk_size,
+            containers=containers,
+            blobs_per_container=blobs_per_container,
+            control_every=control_every,
+            concurrency=concurrency,
+            finalize_last=not leave_last_publishing,
+            feed_only=feed_only,
+        )
+    except ValueError as e:
+        fail(str(e), 2)
+    conn = connection.resolve(connection_string)
+
+    async def run(stop: asyncio.Event) -> int:
+        try:
+            async with open_service(conn) as service:
+                emulator = Emulator(service, config)
+                if reset:
+                    await reset_account(service, emulator.containers)
+                if live:
+                    if duration is not None:
+                        asyncio.get_running_loop().call_later(duration, stop.set)
+                    summary = await emulator.run_live(
+                        stop, rate_per_s=rate, segment_seconds=segment_seconds, finish=finish
+                    )
+                else:
+                    summary = await emulator.run_batch()
+        except FeedError as e:
+            say_error(e)
+            return 1
+        click.echo(
+            json.dumps(
+                {
+                    "segments": summary.segments,
+                    "events": dict(sorted(summary.events.items())),
+                    "controlRecords": summary.control_records,
+                    "liveBlobs": summary.live_blobs,
+                },
+                indent=2,
+            )
+        )
+        return 0
+
+    raise SystemExit(run_async(run))

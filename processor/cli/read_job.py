@@ -1,0 +1,160 @@
+"""What `cfp read` runs once its options are parsed: where it resumes from, and the read itself
+(the feed reader, the catalog, the Azure SDK), loaded only when a read starts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from observers.formats import Format
+from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.errors import FeedError
+from processor.changefeed.feed_reader import FeedReader, IncompleteRead
+from processor.changefeed.position import FeedPosition, RawRecord, ShardBatch, ShardPosition
+from processor.changefeed.sdk_token import from_sdk_token, is_sdk_token, to_sdk_token
+from processor.changefeed.selection import EventFilter
+from processor.changefeed.storage import FeedStorage
+from processor.cli.common import fail, say_error
+from processor.cli.lines import formatted_lines
+from processor.cli.read import TokenFormat
+
+SAVE_EVERY_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Where a read starts, and the end time an SDK token carried."""
+
+    position: FeedPosition | None = None
+    end_time: datetime | None = None
+
+
+def load_continuation(value: str | None, *, account: str, host: str) -> Resume:
+    """`--continuation TOKEN` or `@FILE`: ours or an SDK's, told apart by `CursorVersion`.
+
+    Errors: `InvalidContinuation` naming what is wrong; a missing file exits 2."""
+    if value is None:
+        return Resume()
+    if value.startswith("@"):
+        path = Path(value[1:])
+        if not path.exists():
+            fail(f"continuation file {path} does not exist", 2)
+        value = path.read_text()
+    text = value.strip()
+    if not text:  # what --token-format sdk saves when nothing was read: the beginning
+        return Resume()
+    if is_sdk_token(text):
+        cursor = from_sdk_token(text, host=host)
+        return Resume(cursor.position, cursor.end_time)
+    return Resume(FeedPosition.from_token(text, account=account))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """A crash leaves either the old token or the new one, never half."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + "\n")
+    os.replace(tmp, path)
+
+
+@dataclass(slots=True)
+class ReadJob:
+    conn: str
+    account: str
+    host: str
+    resume: Resume
+    event_filter: EventFilter
+    fmt: Format
+    read_size: int
+    follow: bool
+    poll_interval: float
+    max_events: int | None
+    save_to: Path | None
+    token_format: TokenFormat
+    printed: int = 0
+    _shard_ends: dict[str, dict[str, ShardPosition]] = field(default_factory=dict)
+
+    async def run(self, stop: asyncio.Event) -> int:
+        out = sys.stdout.buffer
+        async with (
+            FeedStorage.from_connection_string(self.conn) as storage,
+            FeedReader(
+                storage,
+                position=self.resume.position,
+                event_filter=self.event_filter,
+                read_size=self.read_size,
+            ) as reader,
+        ):
+            catalog = FeedCatalog(storage, refresh_s=0)
+            done = reader.position
+            last_save = time.monotonic()
+
+            async def save(pos: FeedPosition) -> None:
+                out.flush()  # events first: a saved position never runs ahead of the output
+                if self.save_to is not None:
+                    _write_atomically(self.save_to, await self._token(pos, catalog))
+
+            try:
+                batches = reader.batches(
+                    follow=self.follow, poll_interval_s=self.poll_interval, stop=stop
+                )
+                async with aclosing(batches):
+                    async for batch in batches:
+                        records = batch.records
+                        limit = self.max_events
+                        if limit is not None and self.printed + len(records) >= limit:
+                            take = limit - self.printed
+                            out.write(self._lines(batch, records[:take]))
+                            self.printed += take
+                            done = reader.position_after(batch, take - 1)
+                            break
+                        out.write(self._lines(batch, records))
+                        self.printed += len(records)
+                        done = reader.position
+                        if time.monotonic() - last_save >= SAVE_EVERY_S:
+                            await save(done)
+                            last_save = time.monotonic()
+                    else:
+                        done = reader.position
+            except IncompleteRead as e:
+                for f in e.failures:
+                    say_error(f"shard {f.shard}: {f.error}")
+                click.echo(
+                    f"cfp: read {self.printed} events; the position stops before the bad data",
+                    err=True,
+                )
+                return 1
+            except FeedError as e:
+                say_error(e)
+                return 1
+            finally:
+                await save(done)
+        return 0
+
+    def _lines(self, batch: ShardBatch, records: list[RawRecord]) -> bytes:
+        return formatted_lines(
+            batch, records, self.fmt, stream_name=self.account, read_timestamp=datetime.now(UTC)
+        )
+
+    async def _token(self, position: FeedPosition, catalog: FeedCatalog) -> str:
+        if self.token_format is TokenFormat.CFP:
+            return position.to_token(account=self.account)
+        if position.segment is None:
+            return ""  # nothing read: an SDK starts from the beginning without a token
+        ends = None
+        if position.is_segment_done:  # listed once per finished segment, not at every save
+            ends = self._shard_ends.get(position.segment)
+            if ends is None:
+                ends = self._shard_ends[position.segment] = await catalog.shard_ends(
+                    position.segment
+                )
+        return to_sdk_token(
+            position, host=self.host, end_time=self.event_filter.window.end, shard_ends=ends
+        )
