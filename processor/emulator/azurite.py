@@ -14,7 +14,7 @@ from pathlib import Path
 
 from processor.connection import azurite_connection_string
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 AZURITE_BIN = Path(
     os.environ.get(
         "CFP_AZURITE_BIN", ROOT / "deploy" / "local" / "node_modules" / ".bin" / "azurite"
