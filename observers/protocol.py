@@ -9,6 +9,7 @@ close. Each method may be `async def` or a plain function (a plain one runs in a
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -231,7 +232,10 @@ class PartitionContext:
     epoch: int
     processor_name: str = ""
     log: Any = field(default_factory=_observer_log)
-    _checkpoint: Callable[[object | None], Awaitable[None]] | None = field(default=None, repr=False)
+    # the host's side: where `checkpoint(mark)` goes (none: checkpoints are ignored)
+    on_checkpoint: Callable[[object | None], Awaitable[None]] | None = field(
+        default=None, repr=False
+    )
     _mark: object | None = field(default=None, repr=False)
 
     def mark(self) -> object:
@@ -241,8 +245,17 @@ class PartitionContext:
         return self._mark
 
     async def checkpoint(self, mark: object | None = None) -> None:
-        if self._checkpoint is not None:
-            await self._checkpoint(mark)
+        if self.on_checkpoint is not None:
+            await self.on_checkpoint(mark)
+
+    @contextmanager
+    def delivering(self, mark: object) -> Iterator[None]:
+        """The host's side: `mark()` gives `mark` while the batch that ends there is processed."""
+        self._mark = mark
+        try:
+            yield
+        finally:
+            self._mark = None
 
 
 class LeaseLostError(Exception):

@@ -24,10 +24,14 @@ from processor.changefeed.manifests import (
     parse_feed_manifest,
     parse_segment_manifest,
 )
-from processor.changefeed.position import FeedPosition, ShardBatch, ShardPosition
+from processor.changefeed.position import (
+    DEFAULT_BATCH_EVENTS,
+    FeedPosition,
+    ShardBatch,
+    ShardPosition,
+)
 from processor.changefeed.selection import EventFilter, consumable_segments
 from processor.changefeed.shard_reader import (
-    DEFAULT_BATCH_EVENTS,
     DEFAULT_READ_SIZE,
     ShardRead,
     ShardReader,

@@ -43,6 +43,10 @@ class ShardPosition:
         return cls(chunk, offset, index)
 
 
+# Events per batch a reader hands out (a block of thousands is handed out in slices).
+DEFAULT_BATCH_EVENTS = 250
+
+
 @dataclass(frozen=True, slots=True)
 class ShardBatch:
     """Records read from consecutive blocks of one chunk, with the positions around them.

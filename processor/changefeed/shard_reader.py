@@ -28,12 +28,16 @@ from processor.changefeed.errors import (
     UndecodableBlockError,
 )
 from processor.changefeed.layout import chunk_number, chunk_path, chunk_shard_prefix
-from processor.changefeed.position import RawRecord, ShardBatch, ShardPosition
+from processor.changefeed.position import (
+    DEFAULT_BATCH_EVENTS,
+    RawRecord,
+    ShardBatch,
+    ShardPosition,
+)
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import BlobInfo, FeedStorage
 
 DEFAULT_READ_SIZE = 8 << 20
-DEFAULT_BATCH_EVENTS = 250
 HEADER_PROBE = 4096
 
 

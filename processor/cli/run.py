@@ -20,6 +20,7 @@ from observers.spark.session import (
     spark_conf,
 )
 from processor import connection
+from processor.changefeed.position import DEFAULT_BATCH_EVENTS
 from processor.cli.common import (
     IsoTime,
     connection_option,
@@ -38,6 +39,8 @@ from processor.clock import SystemClock
 from processor.host.config import (
     DEFAULT_HTTP_HOST,
     DEFAULT_HTTP_PORT,
+    DEFAULT_OBSERVER_ATTEMPTS,
+    DEFAULT_SCAN_PARTITIONS,
     HostConfig,
     default_host_name,
 )
@@ -134,7 +137,7 @@ from processor.runtime import tune_gc
     "--observer-attempts",
     envvar="CFP_OBSERVER_ATTEMPTS",
     type=click.IntRange(min=1),
-    default=5,
+    default=DEFAULT_OBSERVER_ATTEMPTS,
     show_default=True,
     help="Attempts of one batch before `stop` or `dead-letter` gives up on it.",
 )
@@ -175,7 +178,7 @@ from processor.runtime import tune_gc
     "--max-batch-events",
     envvar="CFP_MAX_BATCH_EVENTS",
     type=click.IntRange(min=1, max=100_000),
-    default=250,
+    default=DEFAULT_BATCH_EVENTS,
     show_default=True,
     help="Most events handed to an observer at once.",
 )
@@ -202,7 +205,7 @@ from processor.runtime import tune_gc
     "--scan-partitions",
     envvar="CFP_SCAN_PARTITIONS",
     type=click.IntRange(min=1, max=256),
-    default=8,
+    default=DEFAULT_SCAN_PARTITIONS,
     show_default=True,
     help="--initial-scan: leases the scan is split into (spread over hosts like the feed's).",
 )

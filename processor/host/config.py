@@ -9,10 +9,13 @@ from datetime import datetime
 
 from leases import HostId
 from observers import ObserverChoice
+from processor.changefeed.position import DEFAULT_BATCH_EVENTS
 from processor.host.dead_letter import OnObserverError
 from processor.host.gaps import OnGap
 from processor.host.timings import Timings
 
+DEFAULT_OBSERVER_ATTEMPTS = 5  # before `stop` or `dead-letter` gives up on a batch
+DEFAULT_SCAN_PARTITIONS = 8  # leases an --initial-scan is split into
 DEFAULT_HTTP_HOST = "127.0.0.1"  # /healthz, /readyz, /metrics, /status
 DEFAULT_HTTP_PORT = 8080  # also in probe.py, which must start without importing this
 
@@ -31,13 +34,13 @@ class HostConfig:
     host_name: HostId
     observer: ObserverChoice
     timings: Timings
-    batch_events: int = 250
+    batch_events: int = DEFAULT_BATCH_EVENTS
     start_time: datetime | None = None
     until_caught_up: bool = False
     is_ordered: bool = True
     on_observer_error: OnObserverError = OnObserverError.RETRY
-    observer_attempts: int = 5  # before `stop` or `dead-letter` gives up on a batch
+    observer_attempts: int = DEFAULT_OBSERVER_ATTEMPTS
     dead_letter_dir: str | None = None  # with OnObserverError.DEAD_LETTER
     on_gap: OnGap = OnGap.SKIP
     initial_scan: bool = False  # a processor without leases starts with a scan of the account
-    scan_partitions: int = 8
+    scan_partitions: int = DEFAULT_SCAN_PARTITIONS

@@ -47,7 +47,8 @@ from processor.host.presence import Presence
 from processor.host.progress import HostProgress
 from processor.host.renewer import Renewer
 from processor.host.supervisor import WorkerSupervisor
-from processor.host.worker import WorkerEnv, run_worker
+from processor.host.worker import run_worker
+from processor.host.worker_env import WorkerEnv
 from processor.reading.barrier_book import PositionBook
 from processor.reading.lease_position import LeasePosition
 from processor.waiting import running_event, wait_any

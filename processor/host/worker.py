@@ -1,94 +1,40 @@
 """One worker per owned lease: read its shard, hand batches to its observer, checkpoint.
 
-`run_worker` is the error boundary of a lease. It never raises (except cancellation): every way
+`Worker.run` is the error boundary of a lease. It never raises (except cancellation): every way
 it can end becomes one `CloseReason`, decided in one place, then the observer is closed and the
 lease released when it is still ours. The checks before each batch are what make a lost lease
 safe: the worker stops before the observer sees another batch once the lease is lost, handed
 over, or not renewed within the fencing interval.
+
+The read loop is here; handing a batch to the observer is `Delivery` (delivery.py), what may be
+checkpointed is the pure `CheckpointLedger` (ledger.py), writing it is `Checkpointer`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import structlog
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception_type,
-    wait_random_exponential,
-)
 
-from leases import Delivered, HostId, LeaseError, LeaseMove, LeaseStore
-from observers import (
-    CloseReason,
-    EventBatch,
-    LeaseLostError,
-    ObserverCalls,
-    ObserverFactory,
-    PartitionContext,
-    ReplayRequired,
-)
-from processor.changefeed.catalog import FeedCatalog
+from leases import LeaseError, LeaseMove
+from observers import CloseReason, ObserverCalls, PartitionContext
 from processor.changefeed.errors import (
     FeedCorrupt,
     FeedUnavailable,
     InvalidContinuation,
     MissingChunkError,
 )
-from processor.changefeed.selection import parse_event_time
-from processor.clock import Clock
-from processor.host.dead_letter import DeadLetterFolder, OnObserverError
+from processor.host.checkpointer import Checkpointer, after_batch
+from processor.host.delivery import Delivery, check_still_ours
 from processor.host.gaps import OnGap, position_after_gap
+from processor.host.ledger import CheckpointLedger
 from processor.host.owner_writes import HeldLease
-from processor.host.progress import HostProgress
-from processor.host.timings import Timings
-from processor.reading.barrier_book import PositionBook
+from processor.host.worker_env import WorkerEnded, WorkerEnv
 from processor.reading.lease_position import LeasePosition
 from processor.reading.scan_stream import ScanReader
-from processor.reading.shard_stream import Batch, LeaseReader, Reader, Step
-from processor.waiting import running_event, wait_any
-
-OBSERVER_ATTEMPTS = 5  # the default of --observer-attempts
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerEnv:
-    """What every worker of a host shares."""
-
-    store: LeaseStore
-    catalog: FeedCatalog
-    book: PositionBook
-    observer_factory: ObserverFactory
-    host: HostId
-    processor: str
-    timings: Timings
-    clock: Clock
-    stop: asyncio.Event  # the host is draining
-    batch_events: int = 250
-    is_ordered: bool = True
-    observer_attempts: int = OBSERVER_ATTEMPTS
-    observer_spec: str = ""
-    caught_up: asyncio.Event | None = None  # set when a lease records it is caught up
-    on_observer_error: OnObserverError = OnObserverError.RETRY
-    dead_letters: DeadLetterFolder | None = None  # with OnObserverError.DEAD_LETTER
-    on_gap: OnGap = OnGap.SKIP  # data at a lease's position deleted (retention)
-    progress: HostProgress = field(default_factory=HostProgress)  # for /status and /metrics
-    running: asyncio.Event = field(default_factory=running_event)  # cleared: processor paused
-
-
-class _Ended(Exception):
-    """How a worker ends. `park`: the cause will not go away by retrying (bad data, a poison
-    batch with `stop`), so the lease is parked instead of released."""
-
-    def __init__(self, reason: CloseReason, error: str = "", *, park: bool = False) -> None:
-        super().__init__(reason.value)
-        self.reason = reason
-        self.error = error
-        self.park = park
+from processor.reading.shard_stream import LeaseReader, Reader, Step
+from processor.waiting import wait_any
 
 
 class Worker:
@@ -98,15 +44,9 @@ class Worker:
         self.log = structlog.get_logger("cfp.worker").bind(
             host=env.host, lease=held.token, epoch=held.epoch
         )
-        self.checkpointed = LeasePosition()
-        self.delivered = LeasePosition()
-        self.batch_end = LeasePosition()  # after the last batch handed to the observer
-        self.is_caught_up_recorded = held.lease.caught_up
-        self.batches = 0
-        self.events = 0
-        self._dead_ends: list[LeasePosition] = []  # dead letters not yet counted in the lease
-        self._delivered = Delivered()  # since the last checkpoint, for the lease's counters
-        self._confirmed = asyncio.Event()  # the observer checkpointed a mark
+        self.ledger = CheckpointLedger.at(LeasePosition())  # until the continuation is read
+        self.checkpoints = Checkpointer(held, env, self.ledger, self.log)
+        self.delivery: Delivery | None = None
 
     async def run(self) -> CloseReason:
         held, env = self.held, self.env
@@ -116,41 +56,33 @@ class Worker:
             epoch=held.epoch,
             processor_name=env.processor,
             log=self.log,
-            _checkpoint=self._manual_checkpoint,
+            on_checkpoint=self._observer_checkpoint,
         )
         calls: ObserverCalls | None = None
         reason, error, park = CloseReason.SHUTDOWN, "", False
         try:
             position = LeasePosition.from_json(held.lease.continuation, lease=held.token)
-            self.checkpointed = self.delivered = self.batch_end = position
-            reader: Reader = (
-                ScanReader(env.catalog.storage, position, batch_events=env.batch_events)
-                if position.scan is not None
-                else LeaseReader(
-                    env.catalog,
-                    shard=held.token,
-                    position=position,
-                    batch_events=env.batch_events,
-                    is_ordered=env.is_ordered,
-                )
-            )
+            self.ledger = CheckpointLedger.at(position)
+            self.checkpoints = Checkpointer(held, env, self.ledger, self.log)
+            reader = self._reader(position)
             try:
                 calls = ObserverCalls(env.observer_factory(), spec=env.observer_spec)
                 await calls.open(ctx)
             except Exception as e:
-                raise _Ended(CloseReason.OBSERVER_ERROR, f"observer open: {e!r}") from e
+                raise WorkerEnded(CloseReason.OBSERVER_ERROR, f"observer open: {e!r}") from e
+            self.delivery = Delivery(held, env, calls, ctx, self.log)
             self.log.info("worker.started", position=position.to_json())
             failure: Exception | None = None
             async with asyncio.TaskGroup() as ahead:  # read-ahead GETs live no longer than this
                 try:
-                    await self._loop(reader, calls, ctx, ahead)
+                    await self._loop(reader, calls, self.delivery, ahead)
                 except Exception as e:  # raised past the group, not wrapped into an ExceptionGroup
                     failure = e
                 finally:
                     reader.reset()
             if failure is not None:
                 raise failure
-        except _Ended as end:
+        except WorkerEnded as end:
             reason, error, park = end.reason, end.error, end.park
         except (FeedCorrupt, InvalidContinuation) as e:
             # bytes that will not change: stop in front of them until an operator acts
@@ -162,18 +94,30 @@ class Worker:
             await self._finish(calls, ctx, reason, error, park=park)
         return reason
 
+    async def _observer_checkpoint(self, mark: object | None) -> None:
+        await self.checkpoints.for_observer(mark)  # the checkpointer of the position read
+
+    def _reader(self, position: LeasePosition) -> Reader:
+        env = self.env
+        if position.scan is not None:
+            return ScanReader(env.catalog.storage, position, batch_events=env.batch_events)
+        return LeaseReader(
+            env.catalog,
+            shard=self.held.token,
+            position=position,
+            batch_events=env.batch_events,
+            is_ordered=env.is_ordered,
+        )
+
     async def _loop(
-        self,
-        reader: Reader,
-        calls: ObserverCalls,
-        ctx: PartitionContext,
-        ahead: asyncio.TaskGroup,
+        self, reader: Reader, calls: ObserverCalls, delivery: Delivery, ahead: asyncio.TaskGroup
     ) -> None:
-        held, env = self.held, self.env
+        held, env, ledger, checkpoints = self.held, self.env, self.ledger, self.checkpoints
+        then = after_batch(calls, checkpoints)
         while True:
-            self._check_still_ours()
+            check_still_ours(held, env)
             if not env.running.is_set():  # paused: hold the lease idle, everything confirmed
-                await self._confirm_delivered()
+                await checkpoints.confirm_delivered()
                 await wait_any(
                     env.stop, held.lost, held.handover, env.running, timeout_s=env.timings.poll_s
                 )
@@ -192,157 +136,57 @@ class Worker:
                 continue
             if step.step is Step.BATCH:
                 assert step.batch is not None
-                ctx._mark = step.position
-                try:
-                    accepted = await self._deliver(step.batch, calls, ctx, step.position)
-                finally:
-                    ctx._mark = None
-                self.delivered = step.position
-                if not accepted:  # dead-lettered: checkpointed once the batches before are
-                    await self._confirm_delivered()
+                accepted = await delivery.deliver(step.batch, ledger.delivered, step.position)
+                if accepted is None:  # dead-lettered: checkpointed once the batches before are
+                    ledger.dead_lettered(step.position)
+                    await checkpoints.confirm_delivered()
                     continue
-                self.batch_end = step.position
-                if calls.auto_checkpoint:
-                    await self._checkpoint(step.position, caught_up=False)
+                ledger.accepted(
+                    step.position,
+                    events=accepted.events,
+                    event_bytes=accepted.event_bytes,
+                    last=accepted.last_event_time,
+                )
+                await then(step.position)
             elif step.step is Step.ADVANCED:
-                self.delivered = step.position
-                await self._confirm_delivered()
+                ledger.advanced(step.position)
+                await checkpoints.confirm_delivered()
             elif step.step is Step.CAUGHT_UP:
-                self._confirmed.clear()
-                if not self.is_caught_up_recorded and self._all_confirmed():
-                    await self._checkpoint(step.position, caught_up=True)
+                checkpoints.confirmed.clear()
+                if not checkpoints.is_caught_up_recorded and ledger.all_confirmed():
+                    await checkpoints.write(step.position, caught_up=True)
                 scan = step.position.scan
-                if scan is not None and scan.done and self.is_caught_up_recorded:
-                    raise _Ended(CloseReason.FINISHED)  # released; no host takes it again
+                if scan is not None and scan.done and checkpoints.is_caught_up_recorded:
+                    raise WorkerEnded(CloseReason.FINISHED)  # released; no host takes it again
                 # an observer still writing: record "caught up" as soon as it confirms
-                confirming = [] if self._all_confirmed() else [self._confirmed]
+                confirming = [] if ledger.all_confirmed() else [checkpoints.confirmed]
                 await wait_any(
                     env.stop, held.lost, held.handover, *confirming, timeout_s=env.timings.poll_s
                 )
             else:  # at the barrier: others wait for our position too
-                await self._confirm_delivered()
+                await checkpoints.confirm_delivered()
                 await env.book.wait_for_change(
                     stop=env.stop, timeout_s=env.timings.barrier_refresh_s
                 )
-
-    def _check_still_ours(self) -> None:
-        if self.env.stop.is_set():
-            raise _Ended(CloseReason.SHUTDOWN)
-        if not self.held.is_usable():
-            raise _Ended(CloseReason.LEASE_LOST)
-        if self.held.handover.is_set():
-            raise _Ended(CloseReason.HANDED_OVER)
-
-    async def _deliver(
-        self, batch: Batch, calls: ObserverCalls, ctx: PartitionContext, end: LeasePosition
-    ) -> bool:
-        """Hand one batch to the observer, retrying failures as `--on-observer-error` says.
-        True when the observer accepted it, False when it was dead-lettered instead."""
-        events = EventBatch(
-            batch.records,
-            batch.event_keys(),
-            shard=self.held.token,
-            segment=batch.segment,
-            stream_name=self.env.processor,
-            read_timestamp=self.env.clock.wall(),
-        )
-        if not events:
-            return True
-        held, env = self.held, self.env
-        checked_at = env.clock.monotonic()
-        if not held.is_usable():  # fencing: the last check before user code sees events
-            raise _Ended(CloseReason.LEASE_LOST)
-        # when it was last known to be ours (CLOCK_MONOTONIC: comparable across processes)
-        self.log.debug("batch.delivering", events=len(events), mono=checked_at)
-        attempts = 0 if env.on_observer_error is OnObserverError.RETRY else env.observer_attempts
-
-        def give_up(state: RetryCallState) -> bool:
-            return (
-                bool(attempts and state.attempt_number >= attempts)
-                or isinstance(state.outcome and state.outcome.exception(), ReplayRequired)
-                or not held.is_usable()
-                or env.stop.is_set()
-                or held.handover.is_set()
-            )
-
-        def log_retry(state: RetryCallState) -> None:
-            error = state.outcome.exception() if state.outcome else None
-            self.log.warning("observer.retry", attempt=state.attempt_number, error=repr(error))
-
-        async def pause(seconds: float) -> None:  # a backoff the host's stop cuts short
-            await wait_any(env.stop, held.lost, held.handover, timeout_s=seconds)
-
-        try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type(Exception),
-                stop=give_up,
-                wait=wait_random_exponential(multiplier=0.2, max=30.0),
-                sleep=pause,
-                before_sleep=log_retry,
-                reraise=True,
-            ):
-                with attempt:
-                    await calls.process_changes(ctx, events, still_ours=held.is_fresh)
-        except Exception as e:
-            self._check_still_ours()  # lost, handed over or stopping: the batch comes again
-            error = f"process_changes: {e!r}"
-            if isinstance(e, ReplayRequired):  # the observer lost batches it had accepted
-                raise _Ended(CloseReason.OBSERVER_ERROR, error) from e
-            where = f"batch {self.delivered.to_json()} to {end.to_json()}"
-            if env.on_observer_error is OnObserverError.STOP:
-                raise _Ended(CloseReason.OBSERVER_ERROR, f"{error} on {where}", park=True) from e
-            await self._dead_letter(batch, end, error)
-            return False
-        self.batches += 1
-        self.events += len(events)
-        last_time = _event_time(batch.records[-1])
-        env.progress.delivered(
-            held.token, events=len(events), read_bytes=batch.read_bytes, last_event_time=last_time
-        )
-        d = self._delivered
-        self._delivered = Delivered(
-            d.events + len(events), d.event_bytes + batch.read_bytes, last_time or d.last_event_time
-        )
-        return True
-
-    async def _dead_letter(self, batch: Batch, end: LeasePosition, error: str) -> None:
-        env, held = self.env, self.held
-        assert env.dead_letters is not None, "dead-letter needs a folder"
-        try:
-            path = await asyncio.to_thread(
-                env.dead_letters.write,
-                processor=env.processor,
-                lease=held.token,
-                epoch=held.epoch,
-                host=env.host,
-                start=self.delivered.to_json(),
-                end=end.to_json(),
-                error=error,
-                at=env.clock.wall(),
-                records=batch.records,
-            )
-        except OSError as e:
-            raise _Ended(CloseReason.OBSERVER_ERROR, f"{error}; dead letter: {e}") from e
-        self._dead_ends.append(end)
-        env.progress.dead_letters.inc()
-        self.log.error(
-            "batch.dead_lettered", events=len(batch.records), path=str(path), error=error
-        )
 
     async def _step_over_gap(self, reader: Reader, error: MissingChunkError) -> None:
         """Data at the lease's position was deleted (retention): record the gap in the lease and
         continue from the earliest data still present. Checkpointed only once every batch before
         it is confirmed, so nothing delivered before the gap is skipped with it."""
-        env, held = self.env, self.held
+        env, held, checkpoints = self.env, self.held, self.checkpoints
         before = reader.position
         after = await position_after_gap(env.catalog, held.token, before, error)
         if not before.is_before(after):
             raise error  # nowhere to go: park rather than loop
-        while not self._all_confirmed():
-            self._check_still_ours()
-            self._confirmed.clear()
+        while not self.ledger.all_confirmed():
+            check_still_ours(held, env)
+            checkpoints.confirmed.clear()
             await wait_any(
-                self._confirmed, env.stop, held.lost, held.handover, timeout_s=env.timings.poll_s
+                checkpoints.confirmed,
+                env.stop,
+                held.lost,
+                held.handover,
+                timeout_s=env.timings.poll_s,
             )
         gap = LeaseMove(
             at=env.clock.wall(),
@@ -354,88 +198,10 @@ class Worker:
         )
         self.log.error("lease.gap", missing=error.path, before=gap.before, after=gap.after)
         env.progress.gaps.inc()
-        self.delivered = after
-        await self._checkpoint(after, caught_up=False, gap=gap)
+        self.ledger.advanced(after)
+        await checkpoints.write(after, caught_up=False, gap=gap)
         reader.position = after
         reader.reset()
-
-    async def _checkpoint(
-        self, position: LeasePosition, *, caught_up: bool, gap: LeaseMove | None = None
-    ) -> None:
-        """Write `position` into the lease, conditional on our owner and epoch.
-
-        Errors: `_Ended(LEASE_LOST)` when the store refuses (another epoch owns it) or when the
-        store stays unreachable until the fencing interval runs out.
-        """
-        if position.is_before(self.checkpointed):
-            raise AssertionError(f"checkpoint would move back: {position} < {self.checkpointed}")
-        text = position.to_json()
-        env, held = self.env, self.held
-        passed = sum(1 for dead in self._dead_ends if not position.is_before(dead))
-        started = env.clock.monotonic()
-        delivered = self._delivered
-        while True:
-            if not held.is_usable():
-                raise _Ended(CloseReason.LEASE_LOST)
-            try:
-                result = await held.write(
-                    lambda lease: env.store.checkpoint(
-                        lease,
-                        text,
-                        caught_up=caught_up,
-                        when=env.clock.wall(),
-                        dead_letters=passed,
-                        delivered=delivered,
-                        gap=gap,
-                    )
-                )
-            except LeaseError as e:
-                self.log.warning("checkpoint.failed", error=str(e))
-                await wait_any(held.lost, timeout_s=env.timings.renew_every_s / 2)
-                continue
-            if result is None:
-                raise _Ended(CloseReason.LEASE_LOST)
-            break
-        self._delivered = Delivered(
-            self._delivered.events - delivered.events,
-            self._delivered.event_bytes - delivered.event_bytes,
-            None if self._delivered is delivered else self._delivered.last_event_time,
-        )
-        env.progress.checkpointed(
-            held.token, text, caught_up=caught_up, seconds=env.clock.monotonic() - started
-        )
-        self.checkpointed = position
-        self._dead_ends = [dead for dead in self._dead_ends if position.is_before(dead)]
-        self.is_caught_up_recorded = caught_up
-        env.book.set(held.token, position)
-        if caught_up and env.caught_up is not None:
-            env.caught_up.set()
-
-    async def _confirm_delivered(self) -> None:
-        """Checkpoint a position reached without a batch (the end of a chunk or segment) once
-        every batch before it is confirmed; an observer that buffers confirms later, so this
-        is tried again at each step."""
-        if self._all_confirmed() and self.checkpointed.is_before(self.delivered):
-            await self._checkpoint(self.delivered, caught_up=False)
-
-    def _all_confirmed(self) -> bool:
-        """Every batch handed to the observer is checkpointed (an observer may lag behind)."""
-        return not self.checkpointed.is_before(self.batch_end)
-
-    async def _manual_checkpoint(self, mark: object | None) -> None:
-        if mark is None:
-            position = self.delivered
-        elif isinstance(mark, LeasePosition):
-            position = mark
-        else:
-            raise TypeError(f"checkpoint(mark): not a mark from ctx.mark(): {mark!r}")
-        if not self.checkpointed.is_before(position):
-            return  # never back, and nothing new
-        try:
-            await self._checkpoint(position, caught_up=False)
-        except _Ended:
-            raise LeaseLostError(self.held.token, self.held.epoch) from None
-        self._confirmed.set()
 
     async def _finish(
         self,
@@ -472,17 +238,9 @@ class Worker:
         level(
             "worker.parked" if park else "worker.stopped",
             error=error or None,
-            batches=self.batches,
-            events=self.events,
+            batches=self.delivery.batches if self.delivery else 0,
+            events=self.delivery.events if self.delivery else 0,
         )
-
-
-def _event_time(record: object) -> datetime | None:
-    raw = record.get("eventTime") if isinstance(record, dict) else None
-    try:
-        return parse_event_time(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return None
 
 
 async def run_worker(held: HeldLease, env: WorkerEnv) -> CloseReason:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from azure.storage.blob import BlobProperties
 
 from observers.envelope import BACKFILL_EVENT, SCAN_SEGMENT_PREFIX
-from processor.changefeed.position import RawRecord
+from processor.changefeed.position import DEFAULT_BATCH_EVENTS, RawRecord
 from processor.changefeed.storage import FeedStorage
 from processor.reading.lease_position import LeasePosition, ScanPosition
 from processor.reading.shard_stream import LeaseRead, Step
@@ -98,7 +98,7 @@ class ScanReader:
 
     storage: FeedStorage
     position: LeasePosition
-    batch_events: int = 250
+    batch_events: int = DEFAULT_BATCH_EVENTS
     _containers: list[str] | None = None
     _marker: str | None = None  # of the next page of the current container
     _page: deque[BlobProperties] = field(default_factory=deque)

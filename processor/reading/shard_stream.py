@@ -16,9 +16,9 @@ from typing import Protocol
 
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.layout import shard_name
-from processor.changefeed.position import RawRecord, ShardPosition
+from processor.changefeed.position import DEFAULT_BATCH_EVENTS, RawRecord, ShardPosition
 from processor.changefeed.selection import EventFilter, TimeRange
-from processor.changefeed.shard_reader import DEFAULT_BATCH_EVENTS, ShardReader
+from processor.changefeed.shard_reader import ShardReader
 from processor.reading.barrier import readable_segments
 from processor.reading.lease_position import LeasePosition
 

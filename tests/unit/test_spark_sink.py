@@ -114,16 +114,16 @@ async def test_an_observer_leaves_out_the_output_container_and_still_checkpoints
     async def checkpoint(mark: object | None) -> None:
         positions.append(mark)
 
-    ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, _checkpoint=checkpoint)
+    ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, on_checkpoint=checkpoint)
     ours = [e.record() for e in (Event(0, 1, "created", 1), Event(2, 2, "created", 1))]
     async with sink(tmp_path, log) as s:
         observer = SparkObserver(s, excluded="c2")
         await observer.open(ctx)
         for n, records in enumerate(([ours[0], ours[1]], [ours[1]])):
-            ctx._mark = f"mark-{n}"
             batch = EventBatch(records, [f"p{n}{i}" for i in range(len(records))], shard="00",
                                segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
-            await observer.process_changes(ctx, batch)
+            with ctx.delivering(f"mark-{n}"):
+                await observer.process_changes(ctx, batch)
         await observer.close(ctx, None)  # type: ignore[arg-type]
     assert log.writes == [{"00": ["id-0-1"]}]  # the c2 event never reached Spark
     assert positions[-1] == "mark-1"  # the batch of c2 alone was checkpointed too
@@ -145,14 +145,14 @@ async def test_an_observer_builds_its_arrow_rows_off_the_event_loop(
     async def checkpoint(mark: object | None) -> None:
         pass
 
-    ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, _checkpoint=checkpoint)
+    ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, on_checkpoint=checkpoint)
     async with sink(tmp_path, FakeLog()) as s:
         observer = SparkObserver(s)
         await observer.open(ctx)
-        ctx._mark = "mark-0"
         batch = EventBatch([Event(0, 1, "created", 1).record()], ["p0"], shard="00",
                            segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
-        await observer.process_changes(ctx, batch)
+        with ctx.delivering("mark-0"):
+            await observer.process_changes(ctx, batch)
         await observer.close(ctx, None)  # type: ignore[arg-type]
     assert threads and threading.get_ident() not in threads
 
@@ -163,13 +163,13 @@ async def test_a_lease_whose_write_failed_refuses_its_next_batch(tmp_path: Path)
     record = Event(0, 1, "created", 1).record()
     async with sink(tmp_path, log) as s:
         observer = SparkObserver(s)
-        ctx._mark = "m"
         batch = EventBatch([record], ["p0"], shard="00",
                            segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
-        await observer.process_changes(ctx, batch)
-        await asyncio.sleep(0.5)
-        with pytest.raises(SparkWriteError):
+        with ctx.delivering("m"):
             await observer.process_changes(ctx, batch)
+            await asyncio.sleep(0.5)
+            with pytest.raises(SparkWriteError):
+                await observer.process_changes(ctx, batch)
 
 
 async def test_a_close_that_gives_up_waiting_leaves_the_sink_working(
@@ -190,9 +190,9 @@ async def test_a_close_that_gives_up_waiting_leaves_the_sink_working(
                        segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
     async with sink(tmp_path, log) as s:
         slow = SparkObserver(s)
-        ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, _checkpoint=checkpoint)
-        ctx._mark = "slow"
-        await slow.process_changes(ctx, batch)
+        ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, on_checkpoint=checkpoint)
+        with ctx.delivering("slow"):
+            await slow.process_changes(ctx, batch)
         await asyncio.to_thread(log.entered.wait, 5)
         with pytest.raises(TimeoutError):
             await slow.close(ctx, None)  # type: ignore[arg-type]

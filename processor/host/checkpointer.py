@@ -1,0 +1,101 @@
+"""Writing a lease's checkpoints: the ledger decides what may be written, this writes it through
+the owner's door (conditional on owner and epoch), and waits out a store that does not answer
+for as long as the lease stays usable.
+
+Who checkpoints after a batch is chosen once per observer (`after_batch`): the host, after every
+batch the observer accepts (the default, like Cosmos DB's `AutoCheckpointer`), or the observer
+itself (`auto_checkpoint = False`) through `ctx.checkpoint(mark)` once its batches are durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from leases import LeaseError, LeaseMove
+from observers import CloseReason, LeaseLostError, ObserverCalls
+from processor.host.ledger import CheckpointLedger
+from processor.host.owner_writes import HeldLease
+from processor.host.worker_env import WorkerEnded, WorkerEnv
+from processor.reading.lease_position import LeasePosition
+from processor.waiting import wait_any
+
+
+class Checkpointer:
+    def __init__(self, held: HeldLease, env: WorkerEnv, ledger: CheckpointLedger, log: Any) -> None:
+        self.held, self.env, self.ledger, self.log = held, env, ledger, log
+        self.is_caught_up_recorded = held.lease.caught_up
+        self.confirmed = asyncio.Event()  # the observer checkpointed a mark
+
+    async def write(
+        self, position: LeasePosition, *, caught_up: bool, gap: LeaseMove | None = None
+    ) -> None:
+        """Write `position` into the lease. Errors: `WorkerEnded(LEASE_LOST)` when the store
+        refuses (another epoch owns it) or stays unreachable until the fencing interval ends."""
+        env, held = self.env, self.held
+        checkpoint = self.ledger.prepare(position)
+        text = position.to_json()
+        started = env.clock.monotonic()
+        while True:
+            if not held.is_usable():
+                raise WorkerEnded(CloseReason.LEASE_LOST)
+            try:
+                result = await held.write(
+                    lambda lease: env.store.checkpoint(
+                        lease,
+                        text,
+                        caught_up=caught_up,
+                        when=env.clock.wall(),
+                        dead_letters=checkpoint.dead_letters,
+                        delivered=checkpoint.delivered,
+                        gap=gap,
+                    )
+                )
+            except LeaseError as e:
+                self.log.warning("checkpoint.failed", error=str(e))
+                await wait_any(held.lost, timeout_s=env.timings.renew_every_s / 2)
+                continue
+            if result is None:
+                raise WorkerEnded(CloseReason.LEASE_LOST)
+            break
+        self.ledger.written(checkpoint)
+        env.progress.checkpointed(
+            held.token, text, caught_up=caught_up, seconds=env.clock.monotonic() - started
+        )
+        self.is_caught_up_recorded = caught_up
+        env.book.set(held.token, position)
+        if caught_up and env.caught_up is not None:
+            env.caught_up.set()
+
+    async def confirm_delivered(self) -> None:
+        """Checkpoint a position reached without a batch (the end of a chunk or segment) once
+        every batch before it is confirmed; an observer that buffers confirms later, so this
+        is tried again at each step."""
+        position = self.ledger.confirmable()
+        if position is not None:
+            await self.write(position, caught_up=False)
+
+    async def for_observer(self, mark: object | None) -> None:
+        """`ctx.checkpoint(mark)`. Errors: `LeaseLostError` when the lease is no longer ours."""
+        position = self.ledger.observer_target(mark)
+        if position is None:
+            return
+        try:
+            await self.write(position, caught_up=False)
+        except WorkerEnded:
+            raise LeaseLostError(self.held.token, self.held.epoch) from None
+        self.confirmed.set()
+
+
+def after_batch(
+    calls: ObserverCalls, checkpointer: Checkpointer
+) -> Callable[[LeasePosition], Awaitable[None]]:
+    """What follows a batch the observer accepted, chosen once per observer."""
+    if calls.auto_checkpoint:
+        return lambda end: checkpointer.write(end, caught_up=False)
+
+    async def the_observer_checkpoints(end: LeasePosition) -> None:
+        return None
+
+    return the_observer_checkpoints

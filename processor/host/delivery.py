@@ -1,0 +1,162 @@
+"""Handing one batch to a lease's observer, and what happens when the observer fails it.
+
+`--on-observer-error` decides: `retry` (the default) retries with backoff for as long as the lease
+is ours; `stop` parks the lease after `--observer-attempts`; `dead-letter` writes the batch to
+the dead-letter folder after as many attempts and goes on. Whatever the policy, a lease lost,
+handed over or stopping ends the retries: the batch is then delivered again by the next owner.
+An observer that raises `ReplayRequired` lost batches it had accepted: its lease is released so
+that they come again from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    wait_random_exponential,
+)
+
+from leases import Delivered
+from observers import CloseReason, EventBatch, ObserverCalls, PartitionContext, ReplayRequired
+from processor.changefeed.selection import parse_event_time
+from processor.host.dead_letter import OnObserverError
+from processor.host.owner_writes import HeldLease
+from processor.host.worker_env import WorkerEnded, WorkerEnv
+from processor.reading.lease_position import LeasePosition
+from processor.reading.shard_stream import Batch
+from processor.waiting import wait_any
+
+
+def check_still_ours(held: HeldLease, env: WorkerEnv) -> None:
+    """Errors: `WorkerEnded` when the host stops, or the lease is lost or handed over."""
+    if env.stop.is_set():
+        raise WorkerEnded(CloseReason.SHUTDOWN)
+    if not held.is_usable():
+        raise WorkerEnded(CloseReason.LEASE_LOST)
+    if held.handover.is_set():
+        raise WorkerEnded(CloseReason.HANDED_OVER)
+
+
+@dataclass(slots=True)
+class Delivery:
+    held: HeldLease
+    env: WorkerEnv
+    calls: ObserverCalls
+    ctx: PartitionContext
+    log: Any
+    batches: int = 0  # accepted, for the worker's last log line
+    events: int = 0
+
+    async def deliver(
+        self, batch: Batch, start: LeasePosition, end: LeasePosition
+    ) -> Delivered | None:
+        """Hand the batch from `start` to `end` to the observer: what it accepted, or None when
+        the batch was dead-lettered instead. Errors: `WorkerEnded`."""
+        held, env = self.held, self.env
+        events = EventBatch(
+            batch.records,
+            batch.event_keys(),
+            shard=held.token,
+            segment=batch.segment,
+            stream_name=env.processor,
+            read_timestamp=env.clock.wall(),
+        )
+        if not events:
+            return Delivered()
+        checked_at = env.clock.monotonic()
+        if not held.is_usable():  # fencing: the last check before user code sees events
+            raise WorkerEnded(CloseReason.LEASE_LOST)
+        # when it was last known to be ours (CLOCK_MONOTONIC: comparable across processes)
+        self.log.debug("batch.delivering", events=len(events), mono=checked_at)
+        try:
+            with self.ctx.delivering(end):
+                await self._with_retries(events)
+        except Exception as e:
+            check_still_ours(held, env)  # lost, handed over or stopping: the batch comes again
+            error = f"process_changes: {e!r}"
+            if isinstance(e, ReplayRequired):  # the observer lost batches it had accepted
+                raise WorkerEnded(CloseReason.OBSERVER_ERROR, error) from e
+            where = f"batch {start.to_json()} to {end.to_json()}"
+            if env.on_observer_error is OnObserverError.STOP:
+                raise WorkerEnded(
+                    CloseReason.OBSERVER_ERROR, f"{error} on {where}", park=True
+                ) from e
+            await self._dead_letter(batch, start, end, error)
+            return None
+        self.batches += 1
+        self.events += len(events)
+        last_time = _event_time(batch.records[-1])
+        env.progress.delivered(
+            held.token, events=len(events), read_bytes=batch.read_bytes, last_event_time=last_time
+        )
+        return Delivered(len(events), batch.read_bytes, last_time)
+
+    async def _with_retries(self, events: EventBatch) -> None:
+        held, env = self.held, self.env
+        attempts = 0 if env.on_observer_error is OnObserverError.RETRY else env.observer_attempts
+
+        def give_up(state: RetryCallState) -> bool:
+            return (
+                bool(attempts and state.attempt_number >= attempts)
+                or isinstance(state.outcome and state.outcome.exception(), ReplayRequired)
+                or not held.is_usable()
+                or env.stop.is_set()
+                or held.handover.is_set()
+            )
+
+        def log_retry(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome else None
+            self.log.warning("observer.retry", attempt=state.attempt_number, error=repr(error))
+
+        async def pause(seconds: float) -> None:  # a backoff the host's stop cuts short
+            await wait_any(env.stop, held.lost, held.handover, timeout_s=seconds)
+
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(Exception),
+            stop=give_up,
+            wait=wait_random_exponential(multiplier=0.2, max=30.0),
+            sleep=pause,
+            before_sleep=log_retry,
+            reraise=True,
+        ):
+            with attempt:
+                await self.calls.process_changes(self.ctx, events, still_ours=held.is_fresh)
+
+    async def _dead_letter(
+        self, batch: Batch, start: LeasePosition, end: LeasePosition, error: str
+    ) -> None:
+        env, held = self.env, self.held
+        assert env.dead_letters is not None, "dead-letter needs a folder"
+        try:
+            path = await asyncio.to_thread(
+                env.dead_letters.write,
+                processor=env.processor,
+                lease=held.token,
+                epoch=held.epoch,
+                host=env.host,
+                start=start.to_json(),
+                end=end.to_json(),
+                error=error,
+                at=env.clock.wall(),
+                records=batch.records,
+            )
+        except OSError as e:
+            raise WorkerEnded(CloseReason.OBSERVER_ERROR, f"{error}; dead letter: {e}") from e
+        env.progress.dead_letters.inc()
+        self.log.error(
+            "batch.dead_lettered", events=len(batch.records), path=str(path), error=error
+        )
+
+
+def _event_time(record: object) -> datetime | None:
+    raw = record.get("eventTime") if isinstance(record, dict) else None
+    try:
+        return parse_event_time(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
