@@ -41,6 +41,7 @@ from processor.host.config import HostConfig
 from processor.host.dead_letter import DeadLetterFolder
 from processor.host.jobs import JobRunner
 from processor.host.lag import LAG_SAMPLE_S, sample_lag
+from processor.host.lease_creation import LeaseCreator
 from processor.host.lifecycle import HostState, Lifecycle
 from processor.host.owner_writes import HeldLease
 from processor.host.presence import Presence
@@ -122,8 +123,13 @@ class Host:
             me=config.host_name,
             timings=t,
             clock=self.clock,
-            initial_continuation=start,
-            scan_partitions=config.scan_partitions if config.initial_scan else 0,
+            creator=LeaseCreator(
+                store,
+                self.catalog,
+                self.clock,
+                initial_continuation=start,
+                scan_partitions=config.scan_partitions if config.initial_scan else 0,
+            ),
             rng=rng or random.Random(),
             on_caught_up=self.stop if config.until_caught_up else None,
             caught_up=caught_up,

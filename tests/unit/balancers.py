@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from leases import ExpiryTracker, HostId, LeaseStore
+from leases import HostId, LeaseStore
 from processor.clock import SystemClock
 from processor.host.balancer import Balancer
+from processor.host.lease_creation import LeaseCreator
 from processor.host.supervisor import WorkerSupervisor
 from processor.host.timings import derive_timings
 from processor.reading.barrier_book import PositionBook
@@ -34,16 +36,15 @@ def balancer(
         lambda held: asyncio.sleep(0), clock=SystemClock(), fence_after_s=9
     )
     supervisor.start = lambda lease: started.append(lease.token) or True  # type: ignore[method-assign]
-    timings = derive_timings(3.0)
+    catalog: Any = feed or FixedFeed()
     b = Balancer(
-        store=store,
-        catalog=feed or FixedFeed(),  # type: ignore[arg-type]
-        supervisor=supervisor,
-        book=PositionBook(store.list_leases, refresh_s=1),
+        store,
+        catalog,
+        supervisor,
+        PositionBook(store.list_leases, refresh_s=1),
         me=HostId(me),
-        timings=timings,
+        timings=derive_timings(3.0),
         clock=SystemClock(),
-        scan_partitions=scan_partitions,
+        creator=LeaseCreator(store, catalog, SystemClock(), scan_partitions=scan_partitions),
     )
-    b._tracker = ExpiryTracker(timings.expiry_s)
     return b, started

@@ -18,7 +18,7 @@ from processor.admin.report import describe_position
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.position import ShardPosition
 from processor.changefeed.selection import TIME_SLACK
-from processor.host.balancer import feed_start_after_scan
+from processor.host.lease_creation import feed_start_after_scan
 from processor.reading.barrier import may_enter
 from processor.reading.lease_position import LeasePosition, ScanPosition, scan_token
 from processor.reading.scan_stream import (
@@ -223,7 +223,7 @@ async def test_a_host_that_lost_the_race_to_make_the_scan_still_waits_for_it() -
     await h2.tick()
     assert {x.token for x in await store.list_leases()} == {"00", *map(scan_token, range(3))}
     assert not h2.book.may_enter(segment, [segment])
-    assert h2.initial_continuation == h1.initial_continuation is not None
+    assert h2.creator.initial_continuation == h1.creator.initial_continuation is not None
 
 
 async def test_partitions_a_dead_host_did_not_make_are_made_by_the_next() -> None:
@@ -238,5 +238,5 @@ async def test_partitions_a_dead_host_did_not_make_are_made_by_the_next() -> Non
     rows = {x.token: LeasePosition.from_json(x.continuation) for x in await store.list_leases()}
     assert sorted(rows) == [scan_token(p) for p in range(4)]
     assert all(p.scan is not None and p.scan.partitions == 4 for p in rows.values())
-    start = h2.initial_continuation
+    start = h2.creator.initial_continuation
     assert start is not None and LeasePosition.from_json(start).start_time == STARTED - TIME_SLACK
