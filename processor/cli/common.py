@@ -18,6 +18,7 @@ from processor import connection
 from processor.redact import redact
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_PROCESSOR = "default"
 
@@ -155,3 +156,15 @@ processor_option = click.option(
     show_default=True,
     help="Durable identity of the processor; its hosts share its leases (the PartitionKey).",
 )
+
+
+def options(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
+    """Several click options as one decorator, applied in the order they are listed (so that
+    `--help` lists them in that order)."""
+
+    def apply(command: F) -> F:
+        for decorate in reversed(decorators):
+            command = decorate(command)
+        return command
+
+    return apply

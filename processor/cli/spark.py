@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -32,6 +32,7 @@ from processor import connection
 from processor.cli.common import (
     connection_option,
     fail,
+    options,
     output_connection_option,
     run_async,
     say_error,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from processor.admin.verify import Comparison
 
 # pyarrow, deltalake and the Delta tables' code load inside the commands that use them
-F = TypeVar("F", bound=Callable[..., Any])
 
 output_option = click.option(
     "--output",
@@ -54,21 +54,16 @@ output_option = click.option(
 )
 
 
-def tables_session_options(command: F) -> F:
-    """The options of a command that opens a Spark session on the hosts' tables: where they
-    are, how to reach them, and which Spark."""
-    for option in reversed(
-        (
-            output_option,
-            connection_option,
-            output_connection_option,
-            spark_master_option,
-            spark_remote_option,
-            spark_conf_option,
-        )
-    ):
-        command = option(command)
-    return command
+# a command that opens a Spark session on the hosts' tables: where they are, how to reach them,
+# and which Spark
+tables_session_options = options(
+    output_option,
+    connection_option,
+    output_connection_option,
+    spark_master_option,
+    spark_remote_option,
+    spark_conf_option,
+)
 
 
 def _where(

@@ -1,0 +1,376 @@
+"""`cfp run`'s options, grouped, and the pure step from them to a `HostConfig`.
+
+`host_config` checks what the options cannot check one by one (flags that exclude each other,
+timings that do not fit, a Spark output that cannot be parsed) and raises `ConfigError` with a
+message naming the flags; it reads no environment and touches no storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import click
+
+from leases import HostId
+from observers import ObserverChoice, PluginLoadError
+from observers.formats import Format
+from observers.spark.output import parse_output
+from observers.spark.session import (
+    DEFAULT_MAX_ROWS,
+    DEFAULT_MAX_WAIT_S,
+    DEFAULT_STATE_EVERY_S,
+    DEFAULT_WARM_UP_ROWS,
+    SparkOptions,
+    spark_conf,
+)
+from processor import connection
+from processor.changefeed.position import DEFAULT_BATCH_EVENTS
+from processor.cli.common import (
+    IsoTime,
+    connection_option,
+    format_option,
+    lease_connection_option,
+    lease_table_option,
+    output_connection_option,
+    processor_option,
+    spark_conf_option,
+    spark_master_option,
+    spark_remote_option,
+)
+from processor.host.config import (
+    DEFAULT_HTTP_HOST,
+    DEFAULT_HTTP_PORT,
+    DEFAULT_OBSERVER_ATTEMPTS,
+    DEFAULT_SCAN_PARTITIONS,
+    HostConfig,
+)
+from processor.host.dead_letter import OnObserverError
+from processor.host.gaps import OnGap
+from processor.host.timings import DEFAULT_EXPIRY_S, DEFAULT_POLL_S, derive_timings
+
+Options = tuple[Callable[[Any], Any], ...]
+
+# which processor, in which lease table, as which host
+WHERE_OPTIONS: Options = (
+    connection_option,
+    lease_connection_option,
+    lease_table_option,
+    processor_option,
+    click.option(
+        "--host-name",
+        envvar="CFP_HOST_NAME",
+        help="This host's identity in the lease table (default: host name + pid; must be unique).",
+    ),
+)
+# what receives the batches (and, for Spark, where its tables go)
+OBSERVER_OPTIONS: Options = (
+    click.option(
+        "--observer",
+        envvar="CFP_OBSERVER",
+        default="log",
+        show_default=True,
+        help="log, jsonl:DIR, spark, or module:Name (a class or zero-argument factory).",
+    ),
+    format_option(
+        "CFP_FORMAT",
+        "--observer jsonl:DIR: the JSON shape of its lines (the record with who delivered it, the "
+        "normalised envelope, a Debezium change event, or a YDB changefeed record).",
+    ),
+    click.option(
+        "--output",
+        envvar="CFP_OUTPUT",
+        help="--observer spark: where the Delta tables go (OUTPUT/changes, OUTPUT/state): a local "
+        "folder, or abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH.",
+    ),
+    output_connection_option,
+    spark_master_option,
+    spark_remote_option,
+    spark_conf_option,
+    click.option(
+        "--state-interval",
+        envvar="CFP_STATE_INTERVAL",
+        type=click.FloatRange(min=0.1),
+        default=DEFAULT_STATE_EVERY_S,
+        show_default=True,
+        help="--observer spark: seconds between runs of the state job (one host runs it: the one "
+        "holding its lease), which MERGEs the new change-log commits into the state table.",
+    ),
+    click.option(
+        "--spark-max-rows",
+        envvar="CFP_SPARK_MAX_ROWS",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_ROWS,
+        show_default=True,
+        help="--observer spark: most rows in one Spark write (all leases of the host together).",
+    ),
+    click.option(
+        "--spark-max-wait",
+        envvar="CFP_SPARK_MAX_WAIT",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_MAX_WAIT_S,
+        show_default=True,
+        help="--observer spark: longest a batch waits for others to share a Spark write (seconds).",
+    ),
+    click.option(
+        "--spark-warm-up-rows",
+        envvar="CFP_SPARK_WARM_UP_ROWS",
+        type=click.IntRange(min=0),
+        default=DEFAULT_WARM_UP_ROWS,
+        show_default=True,
+        help="--observer spark: made-up rows written three times before the first lease (0: none).",
+    ),
+)
+# a batch the observer keeps failing on, data deleted under a lease
+FAILURES_OPTIONS: Options = (
+    click.option(
+        "--on-observer-error",
+        envvar="CFP_ON_OBSERVER_ERROR",
+        type=click.Choice([p.value for p in OnObserverError]),
+        default=OnObserverError.RETRY.value,
+        show_default=True,
+        help="A batch the observer keeps failing on: retry it for ever, stop the lease (parked "
+        "until `cfp lease resume/move`), or write it to --dead-letter-dir and go on.",
+    ),
+    click.option(
+        "--on-gap",
+        envvar="CFP_ON_GAP",
+        type=click.Choice([g.value for g in OnGap]),
+        default=OnGap.SKIP.value,
+        show_default=True,
+        help="A lease's data deleted by retention before it was read: record the gap in the lease "
+        "and go on from the earliest data still present, or stop the lease (parked).",
+    ),
+    click.option(
+        "--observer-attempts",
+        envvar="CFP_OBSERVER_ATTEMPTS",
+        type=click.IntRange(min=1),
+        default=DEFAULT_OBSERVER_ATTEMPTS,
+        show_default=True,
+        help="Attempts of one batch before `stop` or `dead-letter` gives up on it.",
+    ),
+    click.option(
+        "--dead-letter-dir",
+        envvar="CFP_DEAD_LETTER_DIR",
+        help="Folder of dead-lettered batches (default with --observer spark: OUTPUT/dead-letter).",
+    ),
+)
+# leases and polling
+TIMINGS_OPTIONS: Options = (
+    click.option(
+        "--lease-expiration",
+        envvar="CFP_LEASE_EXPIRATION",
+        type=click.FloatRange(min=0.5),
+        default=DEFAULT_EXPIRY_S,
+        show_default=True,
+        help="Seconds without a visible renewal after which other hosts may take a lease.",
+    ),
+    click.option(
+        "--renew-interval",
+        envvar="CFP_RENEW_INTERVAL",
+        type=click.FloatRange(min=0.05),
+        help="Seconds between renewals (default: a third of --lease-expiration).",
+    ),
+    click.option(
+        "--acquire-interval",
+        envvar="CFP_ACQUIRE_INTERVAL",
+        type=click.FloatRange(min=0.05),
+        help="Seconds between balancing ticks, +/-20% jitter (default: a third of the expiration).",
+    ),
+    click.option(
+        "--poll-interval",
+        envvar="CFP_POLL_INTERVAL",
+        type=click.FloatRange(min=0.05),
+        default=DEFAULT_POLL_S,
+        show_default=True,
+        help="Seconds between looks for new data once a lease is caught up.",
+    ),
+    click.option(
+        "--max-batch-events",
+        envvar="CFP_MAX_BATCH_EVENTS",
+        type=click.IntRange(min=1, max=100_000),
+        default=DEFAULT_BATCH_EVENTS,
+        show_default=True,
+        help="Most events handed to an observer at once.",
+    ),
+)
+# where new leases start, and when the host stops
+START_OPTIONS: Options = (
+    click.option(
+        "--start-time",
+        envvar="CFP_START_TIME",
+        type=IsoTime(),
+        help="For leases created now: deliver only events at or after this time.",
+    ),
+    click.option(
+        "--start-from-now",
+        envvar="CFP_START_FROM_NOW",
+        is_flag=True,
+        help="For leases created now: deliver only events from now on.",
+    ),
+    click.option(
+        "--initial-scan",
+        envvar="CFP_INITIAL_SCAN",
+        is_flag=True,
+        help="For a processor without leases: first deliver every existing blob once as a backfill "
+        "event, then follow the feed from the scan's start minus one hour.",
+    ),
+    click.option(
+        "--scan-partitions",
+        envvar="CFP_SCAN_PARTITIONS",
+        type=click.IntRange(min=1, max=256),
+        default=DEFAULT_SCAN_PARTITIONS,
+        show_default=True,
+        help="--initial-scan: leases the scan is split into (spread over hosts like the feed's).",
+    ),
+    click.option(
+        "--until-caught-up",
+        envvar="CFP_UNTIL_CAUGHT_UP",
+        is_flag=True,
+        help="Exit 0 once every lease has delivered everything up to lastConsumable.",
+    ),
+    click.option(
+        "--unordered",
+        envvar="CFP_UNORDERED",
+        is_flag=True,
+        help="Drop the segment barrier: faster catch-up, no per-blob order across segments.",
+    ),
+)
+# the host's endpoints
+HTTP_OPTIONS: Options = (
+    click.option(
+        "--http/--no-http",
+        "http_on",
+        envvar="CFP_HTTP",
+        default=True,
+        show_default=True,
+        help="Serve /healthz, /readyz, /metrics and /status.",
+    ),
+    click.option(
+        "--http-host",
+        envvar="CFP_HTTP_HOST",
+        default=DEFAULT_HTTP_HOST,
+        show_default=True,
+        help="Address of the HTTP endpoints (0.0.0.0 in a container).",
+    ),
+    click.option(
+        "--http-port",
+        envvar="CFP_HTTP_PORT",
+        type=click.IntRange(min=0, max=65535),
+        default=DEFAULT_HTTP_PORT,
+        show_default=True,
+        help="Port of the HTTP endpoints (0: any free port; logged as http.listening). The default "
+        "gives way to a free port when taken; a port set by flag or variable does not.",
+    ),
+)
+
+
+class ConfigError(ValueError):
+    """Options that do not make a host, with what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """Every option of `cfp run`, as click parsed it."""
+
+    connection_string: str | None
+    lease_connection_string: str | None
+    lease_table: str
+    processor_name: str
+    host_name: str | None
+    observer: str
+    output_format: str
+    output: str | None
+    output_connection_string: str | None
+    spark_master: str
+    spark_remote: str | None
+    spark_conf_pairs: tuple[str, ...]
+    state_interval: float
+    spark_max_rows: int
+    spark_max_wait: float
+    spark_warm_up_rows: int
+    on_observer_error: str
+    on_gap: str
+    observer_attempts: int
+    dead_letter_dir: str | None
+    lease_expiration: float
+    renew_interval: float | None
+    acquire_interval: float | None
+    poll_interval: float
+    max_batch_events: int
+    start_time: datetime | None
+    start_from_now: bool
+    initial_scan: bool
+    scan_partitions: int
+    until_caught_up: bool
+    unordered: bool
+    http_on: bool
+    http_host: str
+    http_port: int
+
+
+def host_config(o: RunOptions, *, conn: str, now: datetime, default_host: HostId) -> HostConfig:
+    """The host `o` describes, reading the feed through `conn` (resolved already).
+    Errors: `ConfigError`."""
+    if o.start_time is not None and o.start_from_now:
+        raise ConfigError("--start-time and --start-from-now exclude each other")
+    if o.initial_scan and (o.start_time is not None or o.start_from_now):
+        raise ConfigError(
+            "--initial-scan sets where the feed starts: drop --start-time/--start-from-now"
+        )
+    try:
+        timings = derive_timings(
+            o.lease_expiration,
+            renew_every_s=o.renew_interval,
+            acquire_every_s=o.acquire_interval,
+            poll_s=o.poll_interval,
+        )
+        spark = _spark(o, conn) if o.observer == "spark" else None
+    except (PluginLoadError, ValueError) as e:  # ValueError: also a malformed connection string
+        raise ConfigError(str(e)) from e
+    policy = OnObserverError(o.on_observer_error)
+    dead_letter_dir = o.dead_letter_dir
+    if policy is OnObserverError.DEAD_LETTER and dead_letter_dir is None:
+        if spark is None or spark.output.local is None:
+            raise ConfigError(
+                "--on-observer-error dead-letter needs --dead-letter-dir (a local folder)"
+            )
+        dead_letter_dir = str(spark.output.local / "dead-letter")
+    return HostConfig(
+        connection_string=conn,
+        lease_connection_string=connection.resolve_other(o.lease_connection_string, conn),
+        lease_table=o.lease_table,
+        processor_name=o.processor_name,
+        host_name=HostId(o.host_name) if o.host_name else default_host,
+        observer=ObserverChoice(o.observer, spark=spark, fmt=Format(o.output_format)),
+        timings=timings,
+        batch_events=o.max_batch_events,
+        start_time=now if o.start_from_now else o.start_time,
+        until_caught_up=o.until_caught_up,
+        is_ordered=not o.unordered,
+        on_observer_error=policy,
+        on_gap=OnGap(o.on_gap),
+        observer_attempts=o.observer_attempts,
+        dead_letter_dir=dead_letter_dir,
+        initial_scan=o.initial_scan,
+        scan_partitions=o.scan_partitions,
+    )
+
+
+def _spark(o: RunOptions, conn: str) -> SparkOptions:
+    return SparkOptions(
+        parse_output(o.output or ""),
+        access=connection.storage_access(
+            connection.resolve_other(o.output_connection_string, conn)
+        ),
+        feed=connection.storage_access(conn),
+        master=o.spark_master,
+        remote=o.spark_remote,
+        conf=spark_conf(o.spark_conf_pairs),
+        warm_up_rows=o.spark_warm_up_rows,
+        max_rows=o.spark_max_rows,
+        max_wait_s=o.spark_max_wait,
+        state_every_s=o.state_interval,
+    )

@@ -1,0 +1,92 @@
+"""`cfp run`'s options to a host configuration: defaults, derived values, and every refusal."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from leases import HostId
+from observers.formats import Format
+from processor.cli.main import main
+from processor.cli.run_options import ConfigError, RunOptions, host_config
+from processor.connection import DEFAULT_CONNECTION_STRING
+from processor.host.config import HostConfig
+from processor.host.dead_letter import OnObserverError
+
+NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
+
+
+def parsed(*argv: str) -> RunOptions:
+    """The options click parses from `cfp run ARGV` (the command itself never runs)."""
+    seen: list[RunOptions] = []
+    command = main.commands["run"]
+    runner = CliRunner()
+    original = command.callback
+    command.callback = lambda **params: seen.append(RunOptions(**params))
+    try:
+        result = runner.invoke(main, ["run", *argv], env={k: None for k in ("CFP_OBSERVER",)})
+    finally:
+        command.callback = original
+    assert result.exit_code == 0, result.output
+    return seen[0]
+
+
+def config(*argv: str) -> HostConfig:
+    return host_config(
+        parsed(*argv), conn=DEFAULT_CONNECTION_STRING, now=NOW, default_host=HostId("me-1")
+    )
+
+
+def test_the_defaults_make_a_host() -> None:
+    c = config()
+    assert c.host_name == "me-1" and c.processor_name == "default"
+    assert c.lease_table == "cfpleases" and c.lease_connection_string == DEFAULT_CONNECTION_STRING
+    assert c.observer.spec == "log" and c.observer.fmt is Format.NATIVE
+    assert c.batch_events == 250 and c.observer_attempts == 5 and c.scan_partitions == 8
+    assert c.timings.expiry_s == 30 and c.timings.renew_every_s == 10
+    assert c.start_time is None and c.is_ordered and not c.initial_scan
+
+
+def test_flags_reach_the_config() -> None:
+    c = config(
+        "--host-name", "h7", "--observer", "jsonl:/tmp/x", "--format", "debezium",
+        "--lease-expiration", "9", "--start-from-now", "--unordered", "--max-batch-events", "17",
+    )  # fmt: skip
+    assert c.host_name == "h7" and c.observer.fmt is Format.DEBEZIUM
+    assert c.timings.expiry_s == 9 and c.timings.renew_every_s == 3
+    assert c.start_time == NOW and not c.is_ordered and c.batch_events == 17
+
+
+def test_a_local_spark_output_gets_a_dead_letter_folder(tmp_path: Path) -> None:
+    c = config(
+        "--observer", "spark", "--output", str(tmp_path), "--on-observer-error", "dead-letter"
+    )
+    assert c.observer.spark is not None and c.on_observer_error is OnObserverError.DEAD_LETTER
+    assert c.dead_letter_dir == str(tmp_path.resolve() / "dead-letter")
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["--start-time", "2026-01-01T00:00:00Z", "--start-from-now"], "exclude each other"),
+        (["--initial-scan", "--start-from-now"], "--initial-scan sets where the feed starts"),
+        (["--lease-expiration", "3", "--renew-interval", "2"], "renew"),
+        (["--on-observer-error", "dead-letter"], "needs --dead-letter-dir"),
+        (["--observer", "spark"], "--output"),
+        (["--observer", "spark", "--output", "s3://bucket/x"], "s3://"),
+    ],
+)
+def test_options_that_make_no_host_say_which_flags(argv: list[str], problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        config(*argv)
+
+
+def test_the_config_builder_reads_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    o = dataclasses.replace(parsed(), lease_connection_string=None)
+    monkeypatch.setenv("CFP_CONNECTION_STRING", "AccountName=elsewhere;AccountKey=a2V5")
+    c = host_config(o, conn=DEFAULT_CONNECTION_STRING, now=NOW, default_host=HostId("me-1"))
+    assert c.connection_string == c.lease_connection_string == DEFAULT_CONNECTION_STRING
