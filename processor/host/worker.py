@@ -13,6 +13,7 @@ checkpointed is the pure `CheckpointLedger` (ledger.py), writing it is `Checkpoi
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -36,11 +37,16 @@ from processor.reading.scan_stream import ScanReader
 from processor.reading.shard_stream import LeaseReader, Reader, Step
 from processor.waiting import wait_any
 
+ReaderFactory = Callable[[LeasePosition], Reader]
+
 
 class Worker:
-    def __init__(self, held: HeldLease, env: WorkerEnv) -> None:
+    def __init__(
+        self, held: HeldLease, env: WorkerEnv, *, make_reader: ReaderFactory | None = None
+    ) -> None:
         self.held = held
         self.env = env
+        self._make_reader = make_reader or self._reader  # the feed's, unless a test scripts one
         self.log = structlog.get_logger("cfp.worker").bind(
             host=env.host, lease=held.token, epoch=held.epoch
         )
@@ -64,7 +70,7 @@ class Worker:
             position = LeasePosition.from_json(held.lease.continuation, lease=held.token)
             self.ledger = CheckpointLedger.at(position)
             self.checkpoints = Checkpointer(held, env, self.ledger, self.log)
-            reader = self._reader(position)
+            reader = self._make_reader(position)
             try:
                 calls = ObserverCalls(env.observer_factory(), spec=env.observer_spec)
                 await calls.open(ctx)

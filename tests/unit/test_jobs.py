@@ -5,25 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from datetime import UTC, datetime
 
 from leases import HostId, Lease, MemoryLeaseStore, job_token
 from observers import JobRun
 from processor.host.jobs import FinalStep, JobRunner, final_step
 from processor.host.timings import derive_timings
+from tests.unit.fakes import ManualClock
 
 EXPIRY_S = 3.0
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def wall(self) -> datetime:
-        return datetime.fromtimestamp(self.now, UTC)
 
 
 class CountingJob:

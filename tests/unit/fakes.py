@@ -1,0 +1,109 @@
+"""Stand-ins for unit tests of the host's logic: a clock moved by hand, a reader that hands out
+a script of steps, and an observer that records (or refuses) what it is given."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from observers import ChangeEvent, PartitionContext
+from processor.changefeed.position import ShardPosition
+from processor.reading.lease_position import LeasePosition
+from processor.reading.shard_stream import LeaseRead, Step
+
+SEGMENT = "idx/segments/2026/01/01/0000/meta.json"
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def wall(self) -> datetime:
+        return datetime.fromtimestamp(self.now, UTC)
+
+
+def at(i: int) -> LeasePosition:
+    """The i-th position of one shard's chunk."""
+    return LeasePosition(SEGMENT, False, ShardPosition("log/00/2026/01/01/0000/00000.avro", i))
+
+
+@dataclass(slots=True)
+class FakeBatch:
+    records: list[dict[str, object]]
+    segment: str = SEGMENT
+    read_bytes: int = 100
+
+    def event_keys(self) -> list[str]:
+        return [str(r["id"]) for r in self.records]
+
+
+def record(i: int) -> dict[str, object]:
+    return {
+        "id": f"e{i}",
+        "eventType": "BlobCreated",
+        "subject": f"/b/{i}",
+        "eventTime": "2026-01-01T00:00:00Z",
+        "data": {"sequencer": f"{i:08}"},
+    }
+
+
+def batch(first: int, n: int) -> FakeBatch:
+    return FakeBatch([record(i) for i in range(first, first + n)])
+
+
+@dataclass(slots=True)
+class ScriptedReader:
+    """Hands out `steps` in order, then says caught up for ever; `before_read` runs first."""
+
+    steps: list[LeaseRead]
+    position: LeasePosition = field(default_factory=LeasePosition)
+    before_read: Callable[[int], Awaitable[None]] | None = None  # given the read's number
+    reads: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)  # said "caught up" once
+
+    def reset(self) -> None:
+        pass
+
+    async def read(self, **_: object) -> LeaseRead:
+        if self.before_read is not None:
+            await self.before_read(self.reads)
+        self.reads += 1
+        await asyncio.sleep(0)
+        step = self.steps.pop(0) if self.steps else LeaseRead(Step.CAUGHT_UP, self.position)
+        if step.step is Step.CAUGHT_UP:
+            self.idle.set()
+        self.position = step.position
+        return step
+
+
+def batches(*sizes: int) -> list[LeaseRead]:
+    """Reads of consecutive batches of these sizes, from position 0."""
+    steps, i = [], 0
+    for n in sizes:
+        steps.append(LeaseRead(Step.BATCH, at(i + n), batch(i, n)))
+        i += n
+    return steps
+
+
+class RecordingObserver:
+    """Records the ids of each batch; refuses those whose first id is in `refuse`."""
+
+    def __init__(self, refuse: Sequence[str] = (), *, auto_checkpoint: bool = True) -> None:
+        self.seen: list[list[str]] = []
+        self.refuse = set(refuse)
+        self.auto_checkpoint = auto_checkpoint
+        self.marks: list[object] = []
+        self.ctx: PartitionContext | None = None
+
+    def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+        ids = [e.id for e in events]
+        if ids and ids[0] in self.refuse:
+            raise RuntimeError(f"refused {ids[0]}")
+        self.seen.append(ids)
+        self.marks.append(ctx.mark())
+        self.ctx = ctx

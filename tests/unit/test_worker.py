@@ -1,0 +1,171 @@
+"""A worker in-process, on the in-memory lease store with a scripted reader: what reaches the
+observer, what is checkpointed and in which order, and how each way of ending leaves the lease."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from leases import HostId, Lease, LeaseToken, MemoryLeaseStore
+from observers import CloseReason
+from processor.host.dead_letter import DeadLetterFolder, OnObserverError
+from processor.host.owner_writes import HeldLease
+from processor.host.timings import derive_timings
+from processor.host.worker import Worker
+from processor.host.worker_env import WorkerEnv
+from processor.reading.barrier_book import PositionBook
+from processor.reading.lease_position import LeasePosition
+from processor.reading.shard_stream import LeaseRead
+from tests.unit.fakes import ManualClock, RecordingObserver, ScriptedReader, at, batches
+
+TOKEN = LeaseToken("00")
+
+
+class CheckpointLog(MemoryLeaseStore):
+    """The in-memory store, keeping every checkpoint written in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[LeasePosition] = []
+
+    async def checkpoint(self, held: Lease, continuation: str, **kwargs: Any) -> Lease | None:
+        row = await super().checkpoint(held, continuation, **kwargs)
+        if row is not None:
+            self.written.append(LeasePosition.from_json(continuation))
+        return row
+
+
+@dataclass
+class Running:
+    task: asyncio.Task[CloseReason]
+    env: WorkerEnv
+    store: CheckpointLog
+    clock: ManualClock
+    reader: ScriptedReader
+
+
+async def start(
+    observer: RecordingObserver,
+    steps: list[LeaseRead],
+    *,
+    tmp_path: Path | None = None,
+    before_read: Any = None,
+    policy: OnObserverError = OnObserverError.RETRY,
+) -> Running:
+    store, clock = CheckpointLog(), ManualClock()
+    row = await store.create_if_absent(TOKEN, at(0).to_json())
+    assert row is not None
+    lease = await store.acquire(row, HostId("h1"))
+    assert lease is not None
+    timings = derive_timings(30.0, poll_s=0.05)
+    env = WorkerEnv(
+        store=store,
+        catalog=None,  # type: ignore[arg-type]  # the scripted reader needs no feed
+        book=PositionBook(store.list_leases, refresh_s=1),
+        observer_factory=lambda: observer,
+        host=HostId("h1"),
+        processor="p",
+        timings=timings,
+        clock=clock,
+        stop=asyncio.Event(),
+        caught_up=asyncio.Event(),
+        on_observer_error=policy,
+        observer_attempts=1,
+        dead_letters=DeadLetterFolder(tmp_path) if tmp_path else None,
+    )
+    held = HeldLease(lease, clock=clock, fence_after_s=timings.fence_after_s)
+    reader = ScriptedReader(steps, position=at(0), before_read=before_read)
+    worker = Worker(held, env, make_reader=lambda position: reader)
+    return Running(asyncio.create_task(worker.run()), env, store, clock, reader)
+
+
+async def until_caught_up(run: Running) -> CloseReason:
+    assert run.env.caught_up is not None
+    await asyncio.wait_for(run.env.caught_up.wait(), 10)
+    run.env.stop.set()
+    return await asyncio.wait_for(run.task, 10)
+
+
+async def test_batches_reach_the_observer_in_order_and_each_is_checkpointed() -> None:
+    observer = RecordingObserver()
+    run = await start(observer, batches(3, 2, 4))
+    store = run.store
+    assert await until_caught_up(run) is CloseReason.SHUTDOWN
+    assert observer.seen == [["e0", "e1", "e2"], ["e3", "e4"], ["e5", "e6", "e7", "e8"]]
+    assert observer.marks == [at(3), at(5), at(9)]
+    assert store.written == [at(3), at(5), at(9), at(9)]  # the last one records "caught up"
+    lease = await store.get(TOKEN)
+    assert lease is not None and lease.owner is None  # released on shutdown, position kept
+    assert lease.continuation == at(9).to_json() and lease.caught_up and lease.events == 9
+
+
+async def test_a_dead_lettered_batch_is_written_aside_counted_once_and_passed(
+    tmp_path: Path,
+) -> None:
+    observer = RecordingObserver(refuse=["e2"])
+    run = await start(
+        observer, batches(2, 2, 2), tmp_path=tmp_path, policy=OnObserverError.DEAD_LETTER
+    )
+    store = run.store
+    await until_caught_up(run)
+    assert observer.seen == [["e0", "e1"], ["e4", "e5"]]
+    lease = await store.get(TOKEN)
+    assert lease is not None and lease.dead_letters == 1 and lease.events == 4
+    assert lease.continuation == at(6).to_json()
+    letters = [p.read_text() for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(letters) == 1 and '"e2"' in letters[0] and '"e0"' not in letters[0]
+
+
+async def test_a_lease_not_renewed_in_time_gives_the_observer_nothing_more() -> None:
+    """Fencing: once the lease may have expired for other hosts, no batch reaches the observer
+    and nothing more is checkpointed, even with the next batch already read."""
+    observer = RecordingObserver()
+
+    async def freeze_renewals(n: int) -> None:
+        if n == 1:  # while the second batch is read, the lease goes unrenewed too long
+            run.clock.now += 60
+
+    run = await start(observer, batches(2, 2, 2), before_read=freeze_renewals)
+    store = run.store
+    assert await asyncio.wait_for(run.task, 10) is CloseReason.LEASE_LOST
+    assert observer.seen == [["e0", "e1"]]
+    lease = await store.get(TOKEN)
+    assert lease is not None and lease.owner == "h1"  # not released: it may be someone else's
+    assert lease.continuation == at(2).to_json() and store.written == [at(2)]
+
+
+async def test_a_hand_over_finishes_the_batch_in_hand_then_releases_to_the_taker() -> None:
+    observer = RecordingObserver()
+
+    async def another_host_asks(n: int) -> None:
+        if n == 1:
+            seen = await run.store.get(TOKEN)
+            assert seen is not None and await run.store.request_handover(seen, HostId("h2"))
+
+    run = await start(observer, batches(2, 2, 2), before_read=another_host_asks)
+    store = run.store
+    assert await asyncio.wait_for(run.task, 10) is CloseReason.HANDED_OVER
+    assert observer.seen == [["e0", "e1"], ["e2", "e3"]]  # the second batch was in hand
+    lease = await store.get(TOKEN)
+    assert lease is not None and lease.owner is None and lease.next_owner == "h2"
+    assert lease.continuation == at(4).to_json()
+
+
+async def test_an_observer_that_checkpoints_itself_moves_the_lease_only_as_it_confirms() -> None:
+    observer = RecordingObserver(auto_checkpoint=False)
+    run = await start(observer, batches(2, 2, 2))
+    store, env = run.store, run.env
+    await asyncio.wait_for(run.reader.idle.wait(), 10)  # all read; caught up, not confirmed
+    assert observer.seen == [["e0", "e1"], ["e2", "e3"], ["e4", "e5"]]
+    assert store.written == [] and env.caught_up is not None and not env.caught_up.is_set()
+    assert observer.ctx is not None
+    await observer.ctx.checkpoint(observer.marks[0])  # the first batch is durable
+    await observer.ctx.checkpoint(observer.marks[0])  # again: nothing new, nothing written
+    assert store.written == [at(2)]
+    await observer.ctx.checkpoint()  # everything handed out is durable
+    assert await until_caught_up(run) is CloseReason.SHUTDOWN
+    assert store.written[:2] == [at(2), at(6)]
+    lease = await store.get(TOKEN)
+    assert lease is not None and lease.caught_up and lease.continuation == at(6).to_json()
