@@ -9,7 +9,6 @@ not grow with the number of leases it owns.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import OrderedDict
 
 from processor.changefeed.errors import FeedCorrupt, MissingChunkError
@@ -22,6 +21,7 @@ from processor.changefeed.manifests import (
 from processor.changefeed.position import ShardPosition
 from processor.changefeed.selection import TimeRange, consumable_segments
 from processor.changefeed.storage import FeedStorage
+from processor.clock import Clock, SystemClock
 
 MANIFEST_CACHE = 4096
 
@@ -38,9 +38,12 @@ async def list_segment_paths(storage: FeedStorage, *, after: str | None = None) 
 
 
 class FeedCatalog:
-    def __init__(self, storage: FeedStorage, *, refresh_s: float) -> None:
+    def __init__(
+        self, storage: FeedStorage, *, refresh_s: float, clock: Clock | None = None
+    ) -> None:
         self.storage = storage
         self.refresh_s = refresh_s
+        self._clock = clock or SystemClock()
         self._segments: list[str] = []
         self._listed_at: float | None = None
         self._lock = asyncio.Lock()
@@ -50,10 +53,10 @@ class FeedCatalog:
         """Consumable segment paths, oldest first, from a listing at most `max_age_s` old."""
         age = self.refresh_s if max_age_s is None else max_age_s
         async with self._lock:
-            now = time.monotonic()
+            now = self._clock.monotonic()
             if self._listed_at is None or now - self._listed_at >= age:
                 self._segments = await self._list()
-                self._listed_at = time.monotonic()
+                self._listed_at = self._clock.monotonic()
             return self._segments
 
     async def _list(self) -> list[str]:

@@ -81,8 +81,8 @@ class Host:
         running = running_event()  # shared by the balancer (sets it) and the workers
         t = config.timings
         self.store = store
-        self.catalog = FeedCatalog(storage, refresh_s=t.poll_s)
-        self.book = PositionBook(store.list_leases, refresh_s=t.barrier_refresh_s)
+        self.catalog = FeedCatalog(storage, refresh_s=t.poll_s, clock=self.clock)
+        self.book = PositionBook(store.list_leases, refresh_s=t.barrier_refresh_s, clock=self.clock)
         self.env = WorkerEnv(
             store=store,
             catalog=self.catalog,

@@ -8,13 +8,13 @@ whole host, and wake up whenever a position changes.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
 from leases import Lease, LeaseError
 from processor.changefeed.errors import InvalidContinuation
+from processor.clock import Clock, SystemClock
 from processor.reading.barrier import has_finished_before, may_enter, readable_segments
 from processor.reading.lease_position import LeasePosition
 from processor.waiting import wait_any
@@ -23,8 +23,15 @@ log = structlog.get_logger("cfp.barrier")
 
 
 class PositionBook:
-    def __init__(self, lister: Callable[[], Awaitable[list[Lease]]], *, refresh_s: float) -> None:
+    def __init__(
+        self,
+        lister: Callable[[], Awaitable[list[Lease]]],
+        *,
+        refresh_s: float,
+        clock: Clock | None = None,
+    ) -> None:
         self._lister = lister
+        self._clock = clock or SystemClock()
         self._refresh_s = refresh_s
         self._positions: dict[str, LeasePosition] = {}
         self._parked: set[str] = set()
@@ -48,7 +55,7 @@ class PositionBook:
         if fresh != self._positions:
             self._positions = fresh
             self._notify()
-        self._refreshed_at = time.monotonic()
+        self._refreshed_at = self._clock.monotonic()
 
     def set(self, token: str, position: LeasePosition) -> None:
         if self._positions.get(token) != position:
@@ -88,7 +95,7 @@ class PositionBook:
 
     async def refresh(self) -> None:
         async with self._lock:
-            if time.monotonic() - self._refreshed_at < self._refresh_s:
+            if self._clock.monotonic() - self._refreshed_at < self._refresh_s:
                 return
             try:
                 leases = await self._lister()

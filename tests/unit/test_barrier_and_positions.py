@@ -8,12 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from leases import Lease
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.layout import segment_path
 from processor.changefeed.position import ShardPosition
 from processor.host.timings import EXPIRY_MARGIN_S, JITTER_FRACTION, derive_timings
 from processor.reading.barrier import has_finished_before, may_enter
+from processor.reading.barrier_book import PositionBook
 from processor.reading.lease_position import LeasePosition
+from tests.unit.fakes import ManualClock
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 SEGMENTS = [segment_path(BASE + timedelta(hours=h)) for h in range(12)]
@@ -100,3 +103,19 @@ def test_the_next_look_is_the_jittered_interval_or_just_after_a_lease_expires(
         assert pause == t.acquire_every_s * (1 + jitter)
     else:  # a watched lease expires first: look just after it (at once if it has already)
         assert pause == max(0.0, due - now) + EXPIRY_MARGIN_S
+
+
+async def test_the_barrier_book_lists_the_table_at_most_once_per_refresh_interval() -> None:
+    listed: list[float] = []
+    clock = ManualClock()
+
+    async def lister() -> list[Lease]:
+        listed.append(clock.now)
+        return []
+
+    book = PositionBook(lister, refresh_s=1.0, clock=clock)
+    await book.refresh()
+    await book.refresh()  # within the interval: the host's last listing stands
+    clock.now += 1.0
+    await book.refresh()
+    assert listed == [100.0, 101.0]
