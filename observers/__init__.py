@@ -3,8 +3,9 @@
 Public names: `Observer`, `PartitionContext`, `CloseReason`, `ChangeEvent`, `EventBatch` (what
 `process_changes` receives; from `protocol`), `LeaseLostError`, `SingletonJob` and `JobRun`
 (work one host at a time does), and the plugin loader (`ObserverChoice`, what `--observer`
-chose; `load_observer_factory`). Built-ins:
-`log`, `jsonl`, `spark`. Plugins import only from here. Nothing here knows about Azure Tables.
+chose; `load_observer_factory`), and what an observer may declare beyond the contract
+(`checkpoints_after_each_batch`, `needs_segment_order`, `singleton_jobs`). Built-ins: `log`,
+`jsonl`, `spark`. Plugins import only from here. Nothing here knows about Azure Tables.
 """
 
 from observers.errors import ObserverError, PluginLoadError, ReplayRequired
@@ -19,6 +20,9 @@ from observers.protocol import (
     ObserverFactory,
     PartitionContext,
     SingletonJob,
+    checkpoints_after_each_batch,
+    needs_segment_order,
+    singleton_jobs,
 )
 
 __all__ = [
@@ -36,5 +40,8 @@ __all__ = [
     "PluginLoadError",
     "ReplayRequired",
     "SingletonJob",
+    "checkpoints_after_each_batch",
     "load_observer_factory",
+    "needs_segment_order",
+    "singleton_jobs",
 ]

@@ -24,6 +24,7 @@ from observers.protocol import (
     LeaseLostError,
     ObserverFactory,
     PartitionContext,
+    checkpoints_after_each_batch,
 )
 
 if TYPE_CHECKING:  # the Spark observer's modules load only when it is chosen
@@ -120,7 +121,7 @@ class ObserverCalls:
         if not callable(process):
             raise PluginLoadError(spec, f"{type(observer).__name__} has no process_changes method")
         self.observer = observer
-        self.auto_checkpoint = bool(getattr(observer, "auto_checkpoint", True))
+        self.auto_checkpoint = checkpoints_after_each_batch(observer)
         self._open = _adapt(getattr(observer, "open", None))
         self._process = process
         self._process_is_async = inspect.iscoroutinefunction(process)

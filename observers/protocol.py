@@ -305,3 +305,45 @@ class SingletonJob(Protocol):
         """One run, from the continuation the last run left (None the first time). `final`:
         the host is leaving after this run because the processor caught up."""
         ...
+
+
+# What an observer or its factory may declare beyond the contract above. The host asks through
+# the functions below, never by poking at attributes of its own.
+
+
+@runtime_checkable
+class ChecksItsOwnPoints(Protocol):
+    """An observer that says whether the host checkpoints after each batch it accepts
+    (`auto_checkpoint = True`, the default) or it does so itself through `ctx.checkpoint(mark)`
+    once its batches are durable (`False`; the Spark observer)."""
+
+    auto_checkpoint: bool
+
+
+@runtime_checkable
+class OrdersItself(Protocol):
+    """A factory whose observers put events in order themselves (by sequencer): the host may
+    then drop the segment barrier (`needs_segment_order = False`; the Spark observer)."""
+
+    needs_segment_order: bool
+
+
+@runtime_checkable
+class OffersJobs(Protocol):
+    """A factory with work one host of the processor does at a time (the Spark state job)."""
+
+    jobs: Sequence[SingletonJob]
+
+
+def checkpoints_after_each_batch(observer: object) -> bool:
+    """Whether the host checkpoints after each batch `observer` accepts."""
+    return observer.auto_checkpoint if isinstance(observer, ChecksItsOwnPoints) else True
+
+
+def needs_segment_order(factory: object) -> bool:
+    """Whether the observers of `factory` need the segment barrier's per-blob order."""
+    return factory.needs_segment_order if isinstance(factory, OrdersItself) else True
+
+
+def singleton_jobs(factory: object) -> Sequence[SingletonJob]:
+    return factory.jobs if isinstance(factory, OffersJobs) else ()

@@ -31,7 +31,13 @@ from typing import Any
 import structlog
 
 from leases import LeaseStore, TableLeaseStore
-from observers import CloseReason, ObserverFactory, load_observer_factory
+from observers import (
+    CloseReason,
+    ObserverFactory,
+    load_observer_factory,
+    needs_segment_order,
+    singleton_jobs,
+)
 from processor import connection
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.storage import FeedStorage
@@ -95,7 +101,7 @@ class Host:
             stop=self._stop,
             batch_events=config.batch_events,
             # an observer that orders by sequencer itself (Spark) does not need the barrier
-            is_ordered=config.is_ordered and getattr(observer_factory, "needs_segment_order", True),
+            is_ordered=config.is_ordered and needs_segment_order(observer_factory),
             observer_spec=config.observer.spec,
             caught_up=caught_up if config.until_caught_up else None,
             on_observer_error=config.on_observer_error,
@@ -155,7 +161,7 @@ class Host:
                 progress=self.progress,
                 rng=rng,
             )
-            for job in getattr(observer_factory, "jobs", ())
+            for job in singleton_jobs(observer_factory)
         ]
         self.renewer = Renewer(store, self._held, every_s=t.renew_every_s, clock=self.clock)
 

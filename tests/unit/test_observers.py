@@ -19,7 +19,10 @@ from observers import (
     ObserverChoice,
     PartitionContext,
     PluginLoadError,
+    checkpoints_after_each_batch,
     load_observer_factory,
+    needs_segment_order,
+    singleton_jobs,
 )
 from observers.jsonl import JsonlObserver
 from observers.log import LogObserver
@@ -188,3 +191,19 @@ def test_an_event_batch_makes_the_same_events_lazily() -> None:
     assert len(batch) == 2 and bool(EventBatch([], [], shard="", segment="")) is False
     with pytest.raises(ValueError, match="2 records but 1 positions"):
         EventBatch([RAW, other], ["p0"], shard="03", segment="idx/s")
+
+
+def test_what_observers_declare_beyond_the_contract_and_the_defaults() -> None:
+    class Plain:
+        def process_changes(self, ctx: object, events: object) -> None: ...
+
+    class Buffering(Plain):
+        auto_checkpoint = False
+
+    class OrderedFactory:
+        needs_segment_order = False
+        jobs = ("a job",)
+
+    assert checkpoints_after_each_batch(Plain()) and not checkpoints_after_each_batch(Buffering())
+    assert needs_segment_order(Plain) and not needs_segment_order(OrderedFactory())
+    assert singleton_jobs(Plain) == () and singleton_jobs(OrderedFactory()) == ("a job",)
