@@ -85,7 +85,7 @@ spark-connect: $(VENV)/.installed $(JARS)
 	$(VENV)/bin/cfp spark-connect --port $(or $(PORT),15002)
 
 bench: install
-	$(PY) bench/read_throughput.py
+	$(PY) -m bench.read_throughput
 
 bench-spark: install
 	$(PY) -m bench.spark_ingest

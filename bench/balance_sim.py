@@ -33,7 +33,6 @@ import dataclasses
 import gc
 import math
 import random
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, MutableSequence
@@ -43,13 +42,11 @@ from typing import Any
 
 import numpy as np  # a dependency of pandas
 
+from leases.balancing import BalanceLimits, TakePlan, plan_takes
+from leases.expiry import LeaseView
+from leases.record import HostId, Lease, LeaseToken
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from leases.balancing import BalanceLimits, TakePlan, plan_takes  # noqa: E402
-from leases.expiry import LeaseView  # noqa: E402
-from leases.record import HostId, Lease, LeaseToken  # noqa: E402
-
 # Azure Storage scalability targets for Table storage: "target throughput for a single table
 # partition (1 KiB entities): up to 2,000 entities per second".
 PARTITION_ENTITIES_PER_S = 2_000

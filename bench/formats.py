@@ -1,6 +1,6 @@
 """What `--format` and the change log's envelope columns cost, against native JSON, in one run.
 
-    python bench/formats.py [--events 100000] [--rounds 5]
+    python -m bench.formats [--events 100000] [--rounds 5]
 
 Pure CPU, no storage: made-up records shaped like the service's (`made_up_records`: creates,
 updates, tier and tag changes, deletes), in batches of 250 as a worker hands them on. Measures

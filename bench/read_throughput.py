@@ -1,6 +1,6 @@
 """Read throughput: our reader vs the official SDK vs a bare "download whole + fastavro" baseline.
 
-    python bench/read_throughput.py [--events 200000] [--profiles small,large] [--rounds 3]
+    python -m bench.read_throughput [--events 200000] [--profiles small,large] [--rounds 3]
 
 Builds (once, then reuses) an emulated feed in a dedicated Azurite under `.bench/`: the
 `small` profile has blocks of 1 to 60 events as the emulator writes them from real blob
@@ -30,7 +30,6 @@ import asyncio
 import io
 import json
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,21 +37,19 @@ from pathlib import Path
 import fastavro
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
+from processor.changefeed.feed_reader import FeedReader
+from processor.changefeed.layout import CONTAINER, segment_time, shard_name
+from processor.changefeed.selection import EventFilter
+from processor.changefeed.storage import FeedStorage
+from processor.cli.lines import json_lines
+from processor.emulator.azurite import Azurite
+from processor.emulator.emulator import Emulator, EmulatorConfig
+from processor.emulator.feed_writer import FeedWriter
+from processor.emulator.service import reset_account
+from processor.logs import configure_logging
+from processor.runtime import tune_gc
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from processor.changefeed.feed_reader import FeedReader  # noqa: E402
-from processor.changefeed.layout import CONTAINER, segment_time, shard_name  # noqa: E402
-from processor.changefeed.selection import EventFilter  # noqa: E402
-from processor.changefeed.storage import FeedStorage  # noqa: E402
-from processor.cli.lines import json_lines  # noqa: E402
-from processor.emulator.azurite import Azurite  # noqa: E402
-from processor.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
-from processor.emulator.feed_writer import FeedWriter  # noqa: E402
-from processor.emulator.service import reset_account  # noqa: E402
-from processor.logs import configure_logging  # noqa: E402
-from processor.runtime import tune_gc  # noqa: E402
-
 WORKDIR = ROOT / ".bench"
 SHARDS = (4, 3, 5, 2, 4)
 PROFILES = {"small": (1, 60), "large": (500, 2000)}

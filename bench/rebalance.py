@@ -25,7 +25,6 @@ import asyncio
 import shutil
 import signal
 import statistics
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -33,15 +32,13 @@ from pathlib import Path
 
 from azure.storage.blob.aio import BlobServiceClient
 
+from processor.emulator.azurite import Azurite
+from processor.emulator.emulator import Emulator, EmulatorConfig
+from processor.logs import configure_logging
+from tests.cluster import Cluster, Table, all_caught_up, is_balanced
+from tests.helpers import read_all
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from processor.emulator.azurite import Azurite  # noqa: E402
-from processor.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
-from processor.logs import configure_logging  # noqa: E402
-from tests.cluster import Cluster, Table, all_caught_up, is_balanced  # noqa: E402
-from tests.helpers import read_all  # noqa: E402
-
 WORKDIR = ROOT / ".bench" / "rebalance"
 
 

@@ -36,15 +36,13 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
+from observers.spark.output import parse_output
+from observers.spark.schema import CHANGES_SCHEMA
+from observers.spark.session import SparkOptions, open_session
+from processor.emulator.azurite import Azurite
+from tests.helpers import emulate_afresh
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from observers.spark.output import parse_output  # noqa: E402
-from observers.spark.schema import CHANGES_SCHEMA  # noqa: E402
-from observers.spark.session import SparkOptions, open_session  # noqa: E402
-from processor.emulator.azurite import Azurite  # noqa: E402
-from tests.helpers import emulate_afresh  # noqa: E402
-
 WORKDIR = ROOT / ".bench" / "spark_ingest"
 
 

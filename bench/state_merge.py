@@ -24,22 +24,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.spark_ingest import ingest_rate
+from observers.spark.output import parse_output
+from observers.spark.session import SparkOptions, new_session, open_session
+from observers.spark.sql import table_ref
+from observers.spark.state import STATE_SCHEMA, merge_statement, newest_per_blob
+from observers.spark.state_job import JOB_CONF
+from observers.spark.tables import STATE_PROPERTIES, create_statement
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.spark_ingest import ingest_rate  # noqa: E402
-from observers.spark.output import parse_output  # noqa: E402
-from observers.spark.session import SparkOptions, new_session, open_session  # noqa: E402
-from observers.spark.sql import table_ref  # noqa: E402
-from observers.spark.state import STATE_SCHEMA, merge_statement, newest_per_blob  # noqa: E402
-from observers.spark.state_job import JOB_CONF  # noqa: E402
-from observers.spark.tables import STATE_PROPERTIES, create_statement  # noqa: E402
-
 WORKDIR = ROOT / ".bench" / "state_merge"
 RUNS = (50_000, 500_000)
 
