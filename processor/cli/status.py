@@ -131,7 +131,7 @@ def status_command(
 
 
 async def _print_sdk_token(store: LeaseStore, catalog: FeedCatalog, conn: str) -> int:
-    from processor.admin.sdk_position import plan_sdk_position, sdk_feed_position  # noqa: PLC0415
+    from processor.admin.processor_token import plan_sdk_position, sdk_feed_position  # noqa: PLC0415
     from processor.changefeed.errors import InvalidContinuation  # noqa: PLC0415
     from processor.changefeed.sdk_token import to_sdk_token, url_host  # noqa: PLC0415
     from processor.reading.lease_position import LeasePosition  # noqa: PLC0415

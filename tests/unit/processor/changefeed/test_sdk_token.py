@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from processor.admin.sdk_position import plan_sdk_position, sdk_feed_position
+from processor.admin.processor_token import plan_sdk_position, sdk_feed_position
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.position import FeedPosition, ShardPosition
 from processor.changefeed.sdk_token import (
