@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from leases.balancing import BalanceLimits, TakePlan, plan_takes
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
 from leases.expiry import ExpiryTracker, LeaseView
-from leases.hosts import HostReport, ProcessorState, job_name, job_token
+from leases.hosts import HostReport, ProcessorState, is_reserved, job_name, job_token
 from leases.memory_store import MemoryLeaseStore
 from leases.record import Delivered, HostId, Lease, LeaseMove, LeaseToken
 from leases.store import LeaseStore
@@ -52,6 +52,7 @@ __all__ = [
     "ProcessorState",
     "TableLeaseStore",
     "TakePlan",
+    "is_reserved",
     "job_name",
     "job_token",
     "plan_takes",

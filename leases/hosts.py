@@ -25,6 +25,12 @@ JOB_ROW_PREFIX = "~job~"
 HOST_ROWS_FROM = "~"
 
 
+def is_reserved(token: str) -> bool:
+    """Whether `token` would fall among the rows that are not leases (hosts, jobs, the
+    processor's own): no lease may be named so."""
+    return token.startswith(HOST_ROWS_FROM)
+
+
 def key_range(prefix: str) -> tuple[str, str]:
     """The RowKeys starting with `prefix`: from it (inclusive) to the next prefix (exclusive)."""
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from leases import Lease, LeaseStore, LeaseToken
+from leases import Lease, LeaseStore, LeaseToken, is_reserved
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, FeedError
 from processor.changefeed.selection import TIME_SLACK
@@ -98,9 +98,13 @@ class LeaseCreator:
         for path, error in bad.items():
             if path not in self._logged_feed_problems:
                 log.error("manifest.unreadable", manifest=path, error=str(error))
-        self._logged_feed_problems = set(bad)
+        unleasable = {n for n in names if is_reserved(n) or is_scan_token(n)}
+        for name in sorted(unleasable):
+            if name not in self._logged_feed_problems:
+                log.error("shard.unleasable", shard=name, error="its name is a reserved row key")
+        self._logged_feed_problems = set(bad) | unleasable
         created: list[Lease] = []
-        for name in sorted(names - existing):
+        for name in sorted(names - existing - unleasable):
             row = await self.store.create_if_absent(LeaseToken(name), self.initial_continuation)
             if row is None:
                 row = await self.store.get(LeaseToken(name))

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from leases import HostId, Lease, LeaseToken, LeaseView, MemoryLeaseStore, ProcessorState
 from processor.host.balancer import nothing_left, overdue_requests
+from tests.unit.balancers import FixedFeed
 from tests.unit.balancers import balancer as make_balancer
 
 
@@ -65,3 +66,13 @@ def test_nothing_is_left_when_every_lease_is_caught_up_parked_or_stalled() -> No
     assert not nothing_left(leases)
     assert nothing_left(leases, stalled={"02"})
     assert nothing_left([])
+
+
+async def test_a_shard_named_like_a_reserved_row_gets_no_lease() -> None:
+    """Host rows live under "~" and scan partitions are scan-NN: a shard so named would
+    collide with them, so it is logged and left out while the others get their leases."""
+    store = MemoryLeaseStore()
+    feed = FixedFeed(["idx/segments/2026/01/01/0000/meta.json"], {"00", "~host~x", "scan-01"})
+    balancer, _ = make_balancer(store, "h1", feed)
+    await balancer.tick()
+    assert [x.token for x in await store.list_leases()] == ["00"]
