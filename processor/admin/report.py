@@ -302,3 +302,45 @@ def size_text(n: int | None) -> str:
             return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
         value /= 1024
     return f"{value:.1f}GiB"
+
+
+def status_json(
+    report: StatusReport, *, processor: str, table: str, now: datetime
+) -> dict[str, object]:
+    """`cfp status --json`: one document for machines."""
+    rows, state = report.leases, report.processor
+    return {
+        "processor": processor,
+        "table": table,
+        "at": now.isoformat(),
+        "feedError": report.feed_error,
+        "paused": state.paused,
+        "pausedSince": state.since.isoformat() if state.paused and state.since else None,
+        "pauseReason": state.reason or None,
+        "hosts": [host_json(h, now) for h in report.hosts],
+        "jobs": [job_json(j, now) for j in report.jobs],
+        "bytesLeft": sum(r.bytes_left or 0 for r in rows),
+        "eventsLeft": sum(r.events_left() or 0 for r in rows),
+        "leases": [r.to_json(now) for r in rows],
+    }
+
+
+def render_status(report: StatusReport, *, processor: str, table: str, now: datetime) -> str:
+    """`cfp status`: the pause, the hosts, the jobs, the leases and their totals, as text."""
+    rows, state = report.leases, report.processor
+    if not rows:
+        return f"processor {processor!r} has no leases in table {table!r}"
+    parts = []
+    if state.paused:
+        parts.append(
+            f"processor {processor!r} is PAUSED"
+            + (f" since {state.since:%Y-%m-%d %H:%M:%S}Z" if state.since else "")
+            + (f": {state.reason}" if state.reason else "")
+            + " (`cfp resume` to go on)\n"
+        )
+    if report.hosts:
+        parts.append(render_hosts(report.hosts, now) + "\n")
+    if report.jobs:
+        parts.append(render_jobs(report.jobs, now) + "\n")
+    parts += [render_table(rows, now), render_totals(rows, now)]
+    return "\n".join(parts)

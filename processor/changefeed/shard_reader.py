@@ -12,7 +12,6 @@ import asyncio
 from dataclasses import dataclass
 
 from processor.changefeed.avro_chunk import (
-    BlockScan,
     BlockSpan,
     ChunkHeader,
     NeedMoreBytes,
@@ -36,97 +35,10 @@ from processor.changefeed.position import (
 )
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import BlobInfo, FeedStorage
+from processor.changefeed.windows import ReadAhead, Window
 
 DEFAULT_READ_SIZE = 8 << 20
 HEADER_PROBE = 4096
-
-
-@dataclass(slots=True)
-class _Window:
-    """Fetched bytes of one chunk, their complete blocks, and how far they were handed out.
-
-    The next record to hand out is record `within` of block `next`; `cursor` is its file offset
-    once known (None: decode that block from its start).
-    """
-
-    chunk: str
-    header: ChunkHeader
-    buf: bytes
-    base: int  # file offset of buf[0]
-    start: int  # file offset the window was read for (the first block, or a sync marker)
-    fetched_end: int
-    scan: BlockScan
-    decoder: BlockDecoder
-    next: int = 0
-    within: int = 0
-    cursor: int | None = None
-
-    @property
-    def is_used_up(self) -> bool:
-        return self.next == len(self.scan.blocks)
-
-    def matches(self, pos: ShardPosition) -> bool:
-        """Whether `pos` is where this window's next record (or its end) stands."""
-        if pos.chunk != self.chunk:
-            return False
-        if self.next == 0 and self.within == 0:
-            return pos.block_offset == self.start and pos.event_index == 0
-        if self.is_used_up:
-            return pos.block_offset == self.scan.end and pos.event_index == 0
-        block = self.scan.blocks[self.next]
-        return pos.block_offset == block.offset and pos.event_index == self.within
-
-
-class _ReadAhead:
-    """At most one ranged GET running ahead of the reader, in a task group the caller owns.
-
-    A failed read-ahead is kept as its result and raised only if its bytes are asked for.
-    """
-
-    def __init__(self, storage: FeedStorage) -> None:
-        self._storage = storage
-        self._key: tuple[str, int] | None = None
-        self._task: asyncio.Task[bytes | Exception] | None = None
-
-    def start(self, group: asyncio.TaskGroup | None, path: str, offset: int, length: int) -> None:
-        if group is None or length <= 0 or self._key == (path, offset):
-            return
-        self.cancel()
-
-        async def fetch() -> bytes | Exception:
-            try:
-                return await self._storage.read_range(path, offset, length)
-            except Exception as e:  # handed to whoever asks for these bytes
-                return e
-
-        self._key, self._task = (path, offset), group.create_task(fetch())
-
-    def cancel(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-        self._key = self._task = None
-
-    async def read(self, path: str, offset: int, length: int) -> bytes:
-        """The read-ahead's bytes when it was for (path, offset), else a fresh ranged GET."""
-        task = self._task
-        if task is not None and self._key == (path, offset):
-            self._key = self._task = None
-            try:
-                result = await task
-            except asyncio.CancelledError:
-                if task.cancelled() and not _current_task_cancelling():
-                    return await self._storage.read_range(path, offset, length)
-                raise
-            if isinstance(result, Exception):
-                raise result
-            return result
-        self.cancel()
-        return await self._storage.read_range(path, offset, length)
-
-
-def _current_task_cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +83,8 @@ class ShardReader:
         self._filter = event_filter or EventFilter(include_control=True)
         self._read_size = read_size
         self._batch_events = batch_events
-        self._window: _Window | None = None
-        self._ahead = _ReadAhead(storage)
+        self._window: Window | None = None
+        self._ahead = ReadAhead(storage)
         self._spare: tuple[str, bytes] | None = (
             None  # chunk bytes from offset 0 read with its header
         )
@@ -340,7 +252,7 @@ class ShardReader:
             raise
         return batch
 
-    def _take(self, w: _Window) -> tuple[ShardBatch, FeedCorrupt | None]:
+    def _take(self, w: Window) -> tuple[ShardBatch, FeedCorrupt | None]:
         """Decode the window's next `batch_events` records (at least one), and the error of a
         bad block met after good records (raised by the next read).
 
@@ -380,7 +292,7 @@ class ShardReader:
         )
         return self._batch(w.chunk, start, end, tuple(blocks), records), pending
 
-    async def _fetch(self, info: BlobInfo, start: int) -> _Window:
+    async def _fetch(self, info: BlobInfo, start: int) -> Window:
         """Fetch bytes from `start` (growing the range until a whole block is in it), then start
         reading ahead: the rest of this chunk, or the next chunk from its first byte."""
         header = await self._header(info)
@@ -399,11 +311,11 @@ class ShardReader:
             length = min(2 * (end - start), info.size - start)  # a block larger than the read
             buf, base = await self._storage.read_range(info.name, start, length), start
         decoder = BlockDecoder(buf, base=base, header=header, chunk=info.name)
-        window = _Window(info.name, header, buf, base, start, end, scan, decoder)
+        window = Window(info.name, header, buf, base, start, end, scan, decoder)
         self._read_ahead_after(info, window)
         return window
 
-    def _read_ahead_after(self, info: BlobInfo, window: _Window) -> None:
+    def _read_ahead_after(self, info: BlobInfo, window: Window) -> None:
         if window.fetched_end < info.size:
             nxt = window.scan.end
             self._ahead.start(self._group, info.name, nxt, min(self._read_size, info.size - nxt))

@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from processor import connection
 from processor.changefeed.errors import FeedError
 from processor.cli.common import ByteSize, IsoTime, connection_option, fail, run_async, say_error
+
+if TYPE_CHECKING:
+    from processor.emulator.emulator import EmulatorConfig
 
 
 @click.command("emulate")
@@ -81,6 +85,52 @@ from processor.cli.common import ByteSize, IsoTime, connection_option, fail, run
 )
 def emulate_command(
     connection_string: str | None,
+    live: bool,
+    finish: bool,
+    rate: float,
+    segment_seconds: float,
+    duration: float | None,
+    reset: bool,
+    **workload: Any,
+) -> None:
+    """Perform real blob operations against Azurite and write their change feed.
+
+    Refuses any endpoint that is not on the loopback interface.
+    """
+    from processor.emulator.emulator import Emulator  # noqa: PLC0415 - loaded when run
+    from processor.emulator.service import open_service, reset_account  # noqa: PLC0415
+
+    try:
+        config = _config(**workload)
+    except ValueError as e:
+        fail(str(e), 2)
+    conn = connection.resolve(connection_string)
+
+    async def run(stop: asyncio.Event) -> int:
+        try:
+            async with open_service(conn) as service:
+                emulator = Emulator(service, config)
+                if reset:
+                    await reset_account(service, emulator.containers)
+                if not live:
+                    summary = await emulator.run_batch()
+                else:
+                    if duration is not None:
+                        asyncio.get_running_loop().call_later(duration, stop.set)
+                    summary = await emulator.run_live(
+                        stop, rate_per_s=rate, segment_seconds=segment_seconds, finish=finish
+                    )
+        except FeedError as e:
+            say_error(e)
+            return 1
+        click.echo(json.dumps(summary.to_json(), indent=2))
+        return 0
+
+    raise SystemExit(run_async(run))
+
+
+def _config(
+    *,
     seed: int,
     start_time: datetime | None,
     segments: int,
@@ -94,71 +144,25 @@ def emulate_command(
     control_every: int,
     concurrency: int,
     leave_last_publishing: bool,
-    live: bool,
-    finish: bool,
-    rate: float,
-    segment_seconds: float,
-    duration: float | None,
-    reset: bool,
     feed_only: bool,
-) -> None:
-    """Perform real blob operations against Azurite and write their change feed.
+) -> EmulatorConfig:
+    """The emulator's settings from the options. Errors: `ValueError` naming the bad one."""
+    from processor.emulator.emulator import EmulatorConfig  # noqa: PLC0415
 
-    Refuses any endpoint that is not on the loopback interface.
-    """
-    from processor.emulator.emulator import Emulator, EmulatorConfig  # noqa: PLC0415 - when run
-    from processor.emulator.service import open_service, reset_account  # noqa: PLC0415
-
-    try:
-        lo, _, hi = block_events.partition("-")
-        config = EmulatorConfig(
-            seed=seed,
-            start_time=start_time,
-            segments=segments,
-            events_per_segment=events_per_segment,
-            shards=tuple(int(s) for s in shards.split(",")),
-            schema_version=int(schema_version),
-            block_events=(int(lo), int(hi or lo)),
-            chunk_bytes=chunk_size,
-            containers=containers,
-            blobs_per_container=blobs_per_container,
-            control_every=control_every,
-            concurrency=concurrency,
-            finalize_last=not leave_last_publishing,
-            feed_only=feed_only,
-        )
-    except ValueError as e:
-        fail(str(e), 2)
-    conn = connection.resolve(connection_string)
-
-    async def run(stop: asyncio.Event) -> int:
-        try:
-            async with open_service(conn) as service:
-                emulator = Emulator(service, config)
-                if reset:
-                    await reset_account(service, emulator.containers)
-                if live:
-                    if duration is not None:
-                        asyncio.get_running_loop().call_later(duration, stop.set)
-                    summary = await emulator.run_live(
-                        stop, rate_per_s=rate, segment_seconds=segment_seconds, finish=finish
-                    )
-                else:
-                    summary = await emulator.run_batch()
-        except FeedError as e:
-            say_error(e)
-            return 1
-        click.echo(
-            json.dumps(
-                {
-                    "segments": summary.segments,
-                    "events": dict(sorted(summary.events.items())),
-                    "controlRecords": summary.control_records,
-                    "liveBlobs": summary.live_blobs,
-                },
-                indent=2,
-            )
-        )
-        return 0
-
-    raise SystemExit(run_async(run))
+    lo, _, hi = block_events.partition("-")
+    return EmulatorConfig(
+        seed=seed,
+        start_time=start_time,
+        segments=segments,
+        events_per_segment=events_per_segment,
+        shards=tuple(int(s) for s in shards.split(",")),
+        schema_version=int(schema_version),
+        block_events=(int(lo), int(hi or lo)),
+        chunk_bytes=chunk_size,
+        containers=containers,
+        blobs_per_container=blobs_per_container,
+        control_every=control_every,
+        concurrency=concurrency,
+        finalize_last=not leave_last_publishing,
+        feed_only=feed_only,
+    )

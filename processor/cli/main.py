@@ -16,10 +16,10 @@ from processor.cli.read import read_command
 from processor.cli.run import run_command
 from processor.cli.spark import (
     optimize_command,
-    spark_connect_command,
     sql_command,
     verify_command,
 )
+from processor.cli.spark_connect import spark_connect_command
 from processor.cli.status import status_command
 from processor.logs import configure_logging
 

@@ -17,7 +17,7 @@ from processor.cli.common import say_error
 from processor.clock import SystemClock
 from processor.host.config import HostConfig
 from processor.host.endpoints import EndpointError, HostHealth, serve
-from processor.host.host import host_lifecycle, open_host
+from processor.host.host import Host, host_lifecycle, open_host
 from processor.host.lifecycle import HostState
 from processor.host.progress import HostProgress
 
@@ -51,10 +51,14 @@ async def serve_host(
         stall_after_s=max(STALL_AFTER_MIN_S, STALL_AFTER_TICKS * timings.acquire_every_s),
         extra={"leaseTable": config.lease_table, "observer": config.observer.spec},
     )
-
-    url = ""
-
-    async def run_host() -> int:
+    async with contextlib.AsyncExitStack() as stack:
+        url = ""
+        if endpoint is not None:
+            try:
+                url = await _serve(stack, health, endpoint)
+            except EndpointError as e:
+                say_error(e)
+                return 2
         lifecycle.move(HostState.STARTING)
         try:
             host, store, storage = await open_host(
@@ -70,42 +74,46 @@ async def serve_host(
         health.store_silent_s = host.store_silent_s
         host.presence.endpoint = url
         try:
-            await host.run(stop)
-            if config.until_caught_up and host.balancer.parked:
-                for lease in host.balancer.parked:
-                    say_error(f"lease {lease.token} is parked: {lease.error}")
-                return 1
-        except Exception as e:
-            leaves = _leaves(e)
-            for leaf in leaves:
-                say_error(leaf)
-            if not all(
-                isinstance(leaf, LeaseError | FeedError | PluginLoadError) for leaf in leaves
-            ):
-                raise  # a bug: let the traceback show
-            # an observer that could not open (the Spark observer's output): configuration
-            return 2 if all(isinstance(leaf, PluginLoadError) for leaf in leaves) else 1
+            return await _run(host, config, stop)
         finally:
             await store.close()
             await storage.close()
-        return 0
 
-    async with contextlib.AsyncExitStack() as stack:
-        if endpoint is not None:
-            address = endpoint.host
-            try:
-                port = await stack.enter_async_context(
-                    serve(health, host=address, port=endpoint.port)
-                )
-            except EndpointError as e:
-                if endpoint.strict or not e.port_taken:
-                    say_error(e)
-                    return 2
-                port = await stack.enter_async_context(serve(health, host=address, port=0))
-                log.warning("http.default_port_taken", wanted=endpoint.port, port=port)
-            url = f"http://{address}:{port}"
-            log.info("http.listening", url=url, port=port)
-        return await run_host()
+
+async def _serve(stack: contextlib.AsyncExitStack, health: HostHealth, endpoint: Endpoint) -> str:
+    """Start the endpoints; their URL. The default port gives way to a free one when taken.
+    Errors: `EndpointError` for a port asked for explicitly, or any other failure."""
+    address = endpoint.host
+    try:
+        port = await stack.enter_async_context(serve(health, host=address, port=endpoint.port))
+    except EndpointError as e:
+        if endpoint.strict or not e.port_taken:
+            raise
+        port = await stack.enter_async_context(serve(health, host=address, port=0))
+        log.warning("http.default_port_taken", wanted=endpoint.port, port=port)
+    url = f"http://{address}:{port}"
+    log.info("http.listening", url=url, port=port)
+    return url
+
+
+async def _run(host: Host, config: HostConfig, stop: asyncio.Event) -> int:
+    """Run the host until it stops; 0, or 1 for leases left parked or failures of the store or
+    the feed, 2 for an observer that could not open. A bug raises (its traceback shows)."""
+    try:
+        await host.run(stop)
+    except Exception as e:
+        leaves = _leaves(e)
+        for leaf in leaves:
+            say_error(leaf)
+        if not all(isinstance(leaf, LeaseError | FeedError | PluginLoadError) for leaf in leaves):
+            raise
+        # an observer that could not open (the Spark observer's output): configuration
+        return 2 if all(isinstance(leaf, PluginLoadError) for leaf in leaves) else 1
+    if config.until_caught_up and host.balancer.parked:
+        for lease in host.balancer.parked:
+            say_error(f"lease {lease.token} is parked: {lease.error}")
+        return 1
+    return 0
 
 
 def _leaves(e: BaseException) -> list[BaseException]:

@@ -48,13 +48,9 @@ def status_command(
     epoch, position, last checkpoint, bytes left."""
     from leases import LeaseError  # noqa: PLC0415 - a command loads what it needs when it runs
     from processor.admin.report import (  # noqa: PLC0415
-        host_json,
-        job_json,
         processor_status,
-        render_hosts,
-        render_jobs,
-        render_table,
-        render_totals,
+        render_status,
+        status_json,
     )
     from processor.changefeed.catalog import FeedCatalog  # noqa: PLC0415
     from processor.changefeed.errors import FeedError  # noqa: PLC0415
@@ -78,47 +74,15 @@ def status_command(
         except (LeaseError, FeedError) as e:
             say_error(e)
             return 1
-        rows, now = report.leases, datetime.now(UTC)
+        now = datetime.now(UTC)
         if as_json:
-            doc = {
-                "processor": processor_name,
-                "table": lease_table,
-                "at": now.isoformat(),
-                "feedError": report.feed_error,
-                "paused": report.processor.paused,
-                "pausedSince": (
-                    report.processor.since.isoformat()
-                    if report.processor.paused and report.processor.since
-                    else None
-                ),
-                "pauseReason": report.processor.reason or None,
-                "hosts": [host_json(h, now) for h in report.hosts],
-                "jobs": [job_json(j, now) for j in report.jobs],
-                "bytesLeft": sum(r.bytes_left or 0 for r in rows),
-                "eventsLeft": sum(r.events_left() or 0 for r in rows),
-                "leases": [r.to_json(now) for r in rows],
-            }
+            doc = status_json(report, processor=processor_name, table=lease_table, now=now)
             click.echo(json.dumps(doc, indent=2))
-        elif not rows:
-            click.echo(f"processor {processor_name!r} has no leases in table {lease_table!r}")
         else:
-            if report.processor.paused:
-                since = report.processor.since
-                click.echo(
-                    f"processor {processor_name!r} is PAUSED"
-                    + (f" since {since:%Y-%m-%d %H:%M:%S}Z" if since else "")
-                    + (f": {report.processor.reason}" if report.processor.reason else "")
-                    + " (`cfp resume` to go on)\n"
-                )
-            if report.hosts:
-                click.echo(render_hosts(report.hosts, now) + "\n")
-            if report.jobs:
-                click.echo(render_jobs(report.jobs, now) + "\n")
-            click.echo(render_table(rows, now))
-            click.echo(render_totals(rows, now))
+            click.echo(render_status(report, processor=processor_name, table=lease_table, now=now))
         if report.feed_error is not None:
             click.echo(f"cfp: the feed cannot be read: {report.feed_error}", err=True)
-        parked = [r.lease.token for r in rows if r.lease.parked]
+        parked = [r.lease.token for r in report.leases if r.lease.parked]
         if parked:
             click.echo(
                 f"cfp: {len(parked)} lease(s) parked ({', '.join(parked)}): fix the cause, then "

@@ -84,6 +84,15 @@ class EmulationSummary:
     control_records: int = 0
     live_blobs: int = 0
 
+    def to_json(self) -> dict[str, object]:
+        """What `cfp emulate` prints."""
+        return {
+            "segments": self.segments,
+            "events": dict(sorted(self.events.items())),
+            "controlRecords": self.control_records,
+            "liveBlobs": self.live_blobs,
+        }
+
 
 def shard_of(container: str, name: str, shards: int) -> int:
     """The shard of a blob within a segment: a stable hash of its path."""

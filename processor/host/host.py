@@ -89,60 +89,11 @@ class Host:
         self.store = store
         self.catalog = FeedCatalog(storage, refresh_s=t.poll_s, clock=self.clock)
         self.book = PositionBook(store.list_leases, refresh_s=t.barrier_refresh_s, clock=self.clock)
-        self.env = WorkerEnv(
-            store=store,
-            catalog=self.catalog,
-            book=self.book,
-            observer_factory=observer_factory,
-            host=config.host_name,
-            processor=config.processor_name,
-            timings=t,
-            clock=self.clock,
-            stop=self._stop,
-            batch_events=config.batch_events,
-            # an observer that orders by sequencer itself (Spark) does not need the barrier
-            is_ordered=config.is_ordered and needs_segment_order(observer_factory),
-            observer_spec=config.observer.spec,
-            caught_up=caught_up if config.until_caught_up else None,
-            on_observer_error=config.on_observer_error,
-            on_gap=config.on_gap,
-            observer_attempts=config.observer_attempts,
-            dead_letters=(
-                DeadLetterFolder(config.dead_letter_dir) if config.dead_letter_dir else None
-            ),
-            progress=self.progress,
-            running=running,
-        )
+        self.env = self._worker_env(observer_factory, caught_up, running)
         self.supervisor = WorkerSupervisor(
             self._work, clock=self.clock, fence_after_s=t.fence_after_s
         )
-        start = (
-            None
-            if config.start_time is None
-            else LeasePosition(start_time=config.start_time).to_json()
-        )
-        self.balancer = Balancer(
-            store=store,
-            catalog=self.catalog,
-            supervisor=self.supervisor,
-            book=self.book,
-            me=config.host_name,
-            timings=t,
-            clock=self.clock,
-            creator=LeaseCreator(
-                store,
-                self.catalog,
-                self.clock,
-                initial_continuation=start,
-                scan_partitions=config.scan_partitions if config.initial_scan else 0,
-            ),
-            rng=rng or random.Random(),
-            on_caught_up=self.stop if config.until_caught_up else None,
-            caught_up=caught_up,
-            progress=self.progress,
-            on_tick=self._after_tick,
-            running=running,
-        )
+        self.balancer = self._balancer(caught_up, running, rng)
         self.presence = Presence(
             store,
             name=config.host_name,
@@ -164,6 +115,66 @@ class Host:
             for job in singleton_jobs(observer_factory)
         ]
         self.renewer = Renewer(store, self._held, every_s=t.renew_every_s, clock=self.clock)
+
+    def _worker_env(
+        self, factory: ObserverFactory, caught_up: asyncio.Event, running: asyncio.Event
+    ) -> WorkerEnv:
+        config = self.config
+        return WorkerEnv(
+            store=self.store,
+            catalog=self.catalog,
+            book=self.book,
+            observer_factory=factory,
+            host=config.host_name,
+            processor=config.processor_name,
+            timings=config.timings,
+            clock=self.clock,
+            stop=self._stop,
+            batch_events=config.batch_events,
+            # an observer that orders by sequencer itself (Spark) does not need the barrier
+            is_ordered=config.is_ordered and needs_segment_order(factory),
+            observer_spec=config.observer.spec,
+            caught_up=caught_up if config.until_caught_up else None,
+            on_observer_error=config.on_observer_error,
+            on_gap=config.on_gap,
+            observer_attempts=config.observer_attempts,
+            dead_letters=(
+                DeadLetterFolder(config.dead_letter_dir) if config.dead_letter_dir else None
+            ),
+            progress=self.progress,
+            running=running,
+        )
+
+    def _balancer(
+        self, caught_up: asyncio.Event, running: asyncio.Event, rng: random.Random | None
+    ) -> Balancer:
+        config = self.config
+        start = config.start_time
+        creator = LeaseCreator(
+            self.store,
+            self.catalog,
+            self.clock,
+            initial_continuation=None
+            if start is None
+            else LeasePosition(start_time=start).to_json(),
+            scan_partitions=config.scan_partitions if config.initial_scan else 0,
+        )
+        return Balancer(
+            self.store,
+            self.catalog,
+            self.supervisor,
+            self.book,
+            me=config.host_name,
+            timings=config.timings,
+            clock=self.clock,
+            creator=creator,
+            rng=rng or random.Random(),
+            on_caught_up=self.stop if config.until_caught_up else None,
+            caught_up=caught_up,
+            progress=self.progress,
+            on_tick=self._after_tick,
+            running=running,
+        )
 
     def _held(self) -> list[HeldLease]:
         """Every lease this host holds: its workers' and its jobs'."""

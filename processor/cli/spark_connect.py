@@ -1,0 +1,128 @@
+"""`cfp spark-connect`: a Spark Connect server with Delta Lake and the jars of this install, run
+in the foreground until SIGTERM or SIGINT (for `cfp run --spark-remote`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from observers import PluginLoadError
+from observers.spark.session import embedded_settings, spark_conf
+from processor.cli.common import fail, say_error, spark_conf_option, spark_master_option
+
+READY_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+@click.command("spark-connect")
+@click.option(
+    "--host",
+    envvar="CFP_SPARK_CONNECT_HOST",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. The server has no authentication: keep it on loopback "
+    "or a private network.",
+)
+@click.option(
+    "--port",
+    envvar="CFP_SPARK_CONNECT_PORT",
+    type=click.IntRange(1, 65535),
+    default=15002,
+    show_default=True,
+)
+@spark_master_option
+@spark_conf_option
+@click.option(
+    "--log-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write the server's log to DIR/spark-connect.log (default: this terminal).",
+)
+def spark_connect_command(
+    host: str,
+    port: int,
+    spark_master: str,
+    spark_conf_pairs: tuple[str, ...],
+    log_dir: Path | None,
+) -> None:
+    """Run a Spark Connect server with Delta Lake until SIGTERM or SIGINT, then stop it and
+    exit 0. Hosts use it with --spark-remote sc://HOST:PORT; they send their storage
+    credentials as session settings, so the server is started with none.
+    """
+    try:
+        conf = embedded_settings(
+            {
+                "spark.connect.grpc.binding.address": host,
+                "spark.connect.grpc.binding.port": str(port),
+                **spark_conf(spark_conf_pairs),
+            }
+        )
+    except PluginLoadError as e:
+        fail(str(e), 2)
+    import pyspark  # noqa: PLC0415  (slow import, only here)
+
+    home = Path(pyspark.__file__).parent
+    command = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS]
+    command += ["--name", "cfp Spark Connect server", "--master", spark_master]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
+    out: Any = None
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        out = (log_dir / "spark-connect.log").open("ab")
+    # its own process group: SIGTERM reaches spark-submit and the JVM together
+    server = subprocess.Popen(
+        command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    is_ready = False
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not stopping and server.poll() is None:
+        if not is_ready and _listening(host, port):
+            is_ready = True
+            click.echo(f"cfp: Spark Connect server ready at sc://{host}:{port}", err=True)
+        elif not is_ready and time.monotonic() > deadline:
+            say_error(f"the server did not listen on {host}:{port} in time")
+            break
+        time.sleep(0.2)
+    if server.poll() is not None:
+        fail(f"the Spark Connect server exited with status {server.returncode}")
+    _stop_group(server)
+    raise SystemExit(0 if stopping else 1)
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _stop_group(server: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the server's process group (spark-submit and the JVM), then SIGKILL if it has
+    not stopped in time."""
+    try:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    except ProcessLookupError:
+        pass
