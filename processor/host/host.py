@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -58,6 +59,7 @@ from processor.host.worker import run_worker
 from processor.host.worker_env import WorkerEnv
 from processor.reading.barrier_book import PositionBook
 from processor.reading.lease_position import LeasePosition
+from processor.reading.shard_stream import Reader
 from processor.waiting import running_event, wait_any
 
 log = structlog.get_logger("cfp.host")
@@ -75,8 +77,10 @@ class Host:
         rng: random.Random | None = None,
         lifecycle: Lifecycle | None = None,
         progress: HostProgress | None = None,
+        make_reader: Callable[[str, LeasePosition], Reader] | None = None,  # tests: scripted
     ) -> None:
         self.config = config
+        self._make_reader = make_reader
         self.clock = clock or SystemClock()
         self.progress = progress or HostProgress(wall=self.clock.wall)
         self.lifecycle = lifecycle or host_lifecycle(self.clock, self.progress)
@@ -211,7 +215,10 @@ class Host:
         return self.clock.monotonic() - self._store_ok_at
 
     async def _work(self, held: HeldLease) -> CloseReason:
-        return await run_worker(held, self.env)
+        scripted = self._make_reader
+        if scripted is None:
+            return await run_worker(held, self.env)
+        return await run_worker(held, self.env, make_reader=lambda at: scripted(held.token, at))
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Run until stopped. Errors: lease-store or feed failures that are not transient."""

@@ -249,11 +249,13 @@ class Worker:
         )
 
 
-async def run_worker(held: HeldLease, env: WorkerEnv) -> CloseReason:
+async def run_worker(
+    held: HeldLease, env: WorkerEnv, *, make_reader: ReaderFactory | None = None
+) -> CloseReason:
     env.progress.started(held.token, held.epoch, held.lease.continuation)
     reason = CloseReason.FEED_ERROR
     try:
-        reason = await Worker(held, env).run()
+        reason = await Worker(held, env, make_reader=make_reader).run()
         return reason
     finally:
         env.progress.ended(held.token, reason)

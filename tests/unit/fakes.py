@@ -63,6 +63,7 @@ class ScriptedReader:
     steps: list[LeaseRead]
     position: LeasePosition = field(default_factory=LeasePosition)
     before_read: Callable[[int], Awaitable[None]] | None = None  # given the read's number
+    holding: Callable[[LeasePosition], bool] | None = None  # nothing new yet at this position
     reads: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)  # said "caught up" once
 
@@ -74,7 +75,11 @@ class ScriptedReader:
             await self.before_read(self.reads)
         self.reads += 1
         await asyncio.sleep(0)
-        step = self.steps.pop(0) if self.steps else LeaseRead(Step.CAUGHT_UP, self.position)
+        held = self.holding is not None and self.holding(self.position)
+        if self.steps and not held:
+            step = self.steps.pop(0)
+        else:
+            step = LeaseRead(Step.CAUGHT_UP, self.position)
         if step.step is Step.CAUGHT_UP:
             self.idle.set()
         self.position = step.position
