@@ -1,10 +1,11 @@
 """Leases: one per shard, kept in an Azure Table, guarded by ETags and fenced by epochs.
 
-Layout: `record` (the Lease record), `hosts` (each host's own row), `store` (the LeaseStore
-protocol and the shared write policy), `table_store` and `memory_store` (the two
-implementations), `expiry` (judging expiry on our own clock), `balancing` (the pure balancing
-decision), `errors`, `table_settings` (names and defaults of a lease table). Nothing here
-knows about the change feed or Spark.
+Layout: `record` (the Lease record), `hosts` (what a host and the processor report of
+themselves), `store` (the LeaseStore protocol and the shared write policy), `table_store` and
+`memory_store` (the two implementations), `rows` (every row of the table, both ways), `expiry`
+(judging expiry on our own clock), `balancing` (the pure balancing decision), `errors`,
+`table_settings` (names and defaults of a lease table). Nothing here knows about the change
+feed or Spark.
 """
 
 from typing import TYPE_CHECKING

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from leases.record import HostId, LeaseToken
 
@@ -56,32 +55,6 @@ class HostReport:
     error: str = ""
     endpoint: str = ""  # where its HTTP endpoints listen, if anywhere
 
-    def to_entity(self, processor: str) -> dict[str, Any]:
-        return {
-            "PartitionKey": processor,
-            "RowKey": HOST_ROW_PREFIX + self.name,
-            "State": self.state,
-            "Since": self.since,
-            "Seen": self.seen,
-            "Leases": self.leases,
-            "ExpirySeconds": self.expiry_s,
-            "Error": self.error,
-            "Endpoint": self.endpoint,
-        }
-
-    @classmethod
-    def from_entity(cls, entity: dict[str, Any]) -> HostReport:
-        return cls(
-            name=HostId(str(entity["RowKey"]).removeprefix(HOST_ROW_PREFIX)),
-            state=str(entity.get("State") or "?"),
-            since=entity["Since"],
-            seen=entity["Seen"],
-            leases=int(entity.get("Leases") or 0),
-            expiry_s=float(entity.get("ExpirySeconds") or 0.0),
-            error=str(entity.get("Error") or ""),
-            endpoint=str(entity.get("Endpoint") or ""),
-        )
-
     def silent_s(self, now: datetime) -> float:
         """Seconds since the row was written (as far as two wall clocks can tell)."""
         return max(0.0, (now - self.seen).total_seconds())
@@ -94,21 +67,3 @@ class ProcessorState:
     paused: bool = False
     since: datetime | None = None  # when it was last paused or resumed (the operator's clock)
     reason: str = ""
-
-    def to_entity(self, processor: str) -> dict[str, Any]:
-        return {
-            "PartitionKey": processor,
-            "RowKey": PROCESSOR_ROW,
-            "Paused": self.paused,
-            "Since": self.since,
-            "Reason": self.reason,
-        }
-
-    @classmethod
-    def from_entity(cls, entity: dict[str, Any]) -> ProcessorState:
-        since = entity.get("Since")
-        return cls(
-            paused=bool(entity.get("Paused", False)),
-            since=since if isinstance(since, datetime) else None,
-            reason=str(entity.get("Reason") or ""),
-        )

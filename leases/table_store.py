@@ -1,8 +1,8 @@
 """The lease store on Azure Table Storage (or Azurite), with the aio client of azure-data-tables.
 
 One table (default `cfpleases`) may hold several processors: PartitionKey = processor name,
-RowKey = lease token. This is the only module of `leases/` that imports the Azure SDK; it turns
-SDK failures into `leases.errors` and rows into `Lease` records (one function pair each way).
+RowKey = lease token. With `rows` (every row both ways), the only module of `leases/` that
+imports the Azure SDK; it turns SDK failures into `leases.errors`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime
 from typing import Any, TypeVar
 
 import aiohttp
@@ -25,7 +24,7 @@ from azure.core.exceptions import (
     ServiceRequestError,
     ServiceResponseError,
 )
-from azure.data.tables import EdmType, EntityProperty, UpdateMode
+from azure.data.tables import UpdateMode
 from azure.data.tables.aio import TableClient
 from tenacity import (
     AsyncRetrying,
@@ -34,9 +33,17 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
+from leases.errors import LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
 from leases.hosts import HOST_ROW_PREFIX, PROCESSOR_ROW, HostReport, ProcessorState, key_range
-from leases.record import HostId, Lease, LeaseToken, moves_from_text, moves_to_text
+from leases.record import Lease, LeaseToken
+from leases.rows import (
+    host_from_row,
+    host_row,
+    lease_from_row,
+    lease_row,
+    state_from_row,
+    state_row,
+)
 from leases.store import ConditionalLeaseStore
 from leases.table_settings import (
     DEFAULT_REQUEST_TIMEOUT_S,
@@ -47,72 +54,8 @@ from leases.table_settings import (
 
 T = TypeVar("T")
 
-SCHEMA = 1
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 OPEN_WITHIN_S = 60.0
-
-
-def to_entity(processor: str, lease: Lease) -> dict[str, Any]:
-    return {
-        "PartitionKey": processor,
-        "RowKey": lease.token,
-        "Schema": SCHEMA,
-        "Owner": lease.owner or "",
-        "Epoch": lease.epoch,
-        "Version": lease.version,
-        "Continuation": lease.continuation or "",
-        "NextOwner": lease.next_owner or "",
-        "CheckpointTime": lease.checkpoint_time,
-        "CaughtUp": lease.caught_up,
-        "Error": lease.error,
-        "Parked": lease.parked,
-        "Moves": moves_to_text(lease.moves) if lease.moves else "",
-        "Gaps": moves_to_text(lease.gaps) if lease.gaps else "",
-        "DeadLetters": lease.dead_letters,
-        "LastEventTime": lease.last_event_time,
-        "Events": EntityProperty(lease.events, EdmType.INT64),
-        "EventBytes": EntityProperty(lease.event_bytes, EdmType.INT64),
-    }
-
-
-def from_entity(table: str, entity: dict[str, Any], etag: str) -> Lease:
-    key = str(entity.get("RowKey", "?"))
-    try:
-        epoch, version = int(entity["Epoch"]), int(entity["Version"])
-    except (KeyError, TypeError, ValueError):
-        raise LeaseCorrupt(table, key, "Epoch or Version is missing or not an integer") from None
-    try:
-        moves = moves_from_text(str(entity.get("Moves") or ""))
-        gaps = moves_from_text(str(entity.get("Gaps") or ""))
-    except (KeyError, TypeError, ValueError):
-        raise LeaseCorrupt(table, key, "Moves or Gaps is not a list of moves") from None
-    when = entity.get("CheckpointTime")
-    return Lease(
-        token=LeaseToken(key),
-        owner=HostId(entity["Owner"]) if entity.get("Owner") else None,
-        epoch=epoch,
-        version=version,
-        continuation=str(entity["Continuation"]) if entity.get("Continuation") else None,
-        next_owner=HostId(entity["NextOwner"]) if entity.get("NextOwner") else None,
-        checkpoint_time=when if isinstance(when, datetime) else None,
-        caught_up=bool(entity.get("CaughtUp", False)),
-        error=str(entity.get("Error") or ""),
-        parked=bool(entity.get("Parked", False)),
-        moves=moves,
-        gaps=gaps,
-        dead_letters=int(entity.get("DeadLetters") or 0),
-        last_event_time=last if isinstance(last := entity.get("LastEventTime"), datetime) else None,
-        events=_int64(entity.get("Events")),
-        event_bytes=_int64(entity.get("EventBytes")),
-        etag=etag,
-    )
-
-
-def _int64(value: object) -> int:
-    """An Edm.Int64 property (read back as an `EntityProperty`), or 0 when absent."""
-    if isinstance(value, EntityProperty):
-        value = value.value
-    return int(value) if isinstance(value, int | float | str) and value != "" else 0
 
 
 def _translate(e: Exception, what: str) -> LeaseError:
@@ -203,7 +146,7 @@ class TableLeaseStore(ConditionalLeaseStore):
             raise _translate(e, what) from e
 
     def _lease(self, entity: Any) -> Lease:
-        return from_entity(self.table, dict(entity), str(entity.metadata["etag"]))
+        return lease_from_row(self.table, dict(entity), str(entity.metadata["etag"]))
 
     async def _list(self, lo: str, hi: str) -> list[Lease]:
         async def op() -> list[Lease]:
@@ -222,7 +165,7 @@ class TableLeaseStore(ConditionalLeaseStore):
 
         async def op() -> None:
             await self._client.upsert_entity(
-                report.to_entity(self.processor), mode=UpdateMode.REPLACE
+                host_row(self.processor, report), mode=UpdateMode.REPLACE
             )
 
         await self._call(f"host row {report.name}", op)
@@ -237,7 +180,7 @@ class TableLeaseStore(ConditionalLeaseStore):
             reports: list[HostReport] = []
             async for e in rows:
                 with contextlib.suppress(KeyError, TypeError, ValueError):
-                    reports.append(HostReport.from_entity(dict(e)))
+                    reports.append(host_from_row(dict(e)))
             return reports
 
         return await self._call(f"listing hosts of {self.processor}", op)
@@ -250,14 +193,14 @@ class TableLeaseStore(ConditionalLeaseStore):
                 entity = await self._client.get_entity(self.processor, PROCESSOR_ROW)
             except ResourceNotFoundError:
                 return ProcessorState()
-            return ProcessorState.from_entity(dict(entity))
+            return state_from_row(dict(entity))
 
         return await self._call(f"processor row of {self.processor}", op)
 
     async def set_processor_state(self, state: ProcessorState) -> None:
         async def op() -> None:
             await self._client.upsert_entity(
-                state.to_entity(self.processor), mode=UpdateMode.REPLACE
+                state_row(self.processor, state), mode=UpdateMode.REPLACE
             )
 
         await self._call(f"processor row of {self.processor}", op)
@@ -282,7 +225,7 @@ class TableLeaseStore(ConditionalLeaseStore):
     async def _insert(self, lease: Lease) -> Lease | None:
         async def op() -> Lease | None:
             try:
-                reply = await self._client.create_entity(to_entity(self.processor, lease))
+                reply = await self._client.create_entity(lease_row(self.processor, lease))
             except ResourceExistsError:
                 return None
             return _with_etag(lease, reply)
@@ -293,7 +236,7 @@ class TableLeaseStore(ConditionalLeaseStore):
         async def op() -> Lease | None:
             try:
                 reply = await self._client.update_entity(
-                    to_entity(self.processor, lease),
+                    lease_row(self.processor, lease),
                     mode=UpdateMode.REPLACE,
                     etag=etag,
                     match_condition=MatchConditions.IfNotModified,
