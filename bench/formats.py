@@ -83,7 +83,7 @@ def main() -> None:
             try:
                 return [
                     schema.records_table(
-                        b.records, b.event_keys(), shard="00", segment=SEGMENT,
+                        b.records, b.event_positions(), shard="00", segment=SEGMENT,
                         stream_name="bench", read_timestamp=read_at,
                     )
                     for b in work

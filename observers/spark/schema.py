@@ -62,7 +62,7 @@ CHANGES_SCHEMA = pa.schema(
         pa.field("sort_keys", pa.list_(pa.string()), nullable=False),
     ]
 )
-"""One row per event. `position` orders the events of one shard (see `event_key`); `raw` is the
+"""One row per event. `position` orders the events of one shard (see `event_position`); `raw` is the
 record as decoded, as JSON. `segment` is the begin time of the event's segment. `tags` are the
 blob's index tags after a tag change (`data.blobTagsUpdated.current`, schema v5+), else null.
 The last five columns are the envelope's (`observers.envelope`); its other fields are columns

@@ -97,14 +97,14 @@ class ShardBatch:
         """The shard position just after delivered record `k`."""
         return self.position_after_raw(self.raw_index[k])
 
-    def event_keys(self) -> list[str]:
-        """`event_key` of every delivered record, in order (built block by block: the key of
+    def event_positions(self) -> list[str]:
+        """`event_position` of every delivered record, in order (built block by block: that of
         record `i` of a block is the block's prefix and `i`)."""
         if self.chunk is None or not self.records:
             return []
         keys: list[str] = []
         for j, block in enumerate(self.blocks):
-            head = event_key(self.segment, ShardPosition(self.chunk, block.offset, 0))[:-6]
+            head = event_position(self.segment, ShardPosition(self.chunk, block.offset, 0))[:-6]
             first = self.start.event_index if j == 0 else 0
             keys += [f"{head}{i:06d}" for i in range(first, block.count)]
         if self.raw_count == len(self.records):  # nothing filtered out
@@ -112,12 +112,13 @@ class ShardBatch:
         return [keys[r] for r in self.raw_index]
 
 
-def event_key(segment: str, pos: ShardPosition) -> str:
-    """A string that sorts like the events of one shard across segments: segment begin time,
-    chunk number, block offset, index in the block (`202601010100.00003.000000048211.000007`).
+def event_position(segment: str, pos: ShardPosition) -> str:
+    """An event's `position` (`ChangeEvent.position`, the change log's `position` column): a
+    string that sorts like the events of one shard across segments: segment begin time, chunk
+    number, block offset, index in the block (`202601010100.00003.000000048211.000007`).
 
-    The same event always gets the same key, whoever reads it; a lease's events have strictly
-    increasing keys. Used by sinks that must recognise what they already wrote."""
+    The same event always has the same position, whoever reads it; a lease's events have
+    strictly increasing positions. Sinks recognise by it what they already wrote."""
     if pos.chunk is None:
         raise ValueError("no event at an unread position")
     when = segment.removeprefix("idx/segments/").removesuffix("/meta.json").replace("/", "")

@@ -34,7 +34,7 @@ def formatted_lines(
         return json_lines(records)
     events = EventBatch(
         records,
-        batch.event_keys()[: len(records)],
+        batch.event_positions()[: len(records)],
         shard=shard_name(batch.shard),  # "00", as a host's events name it
         segment=batch.segment,
         stream_name=stream_name,

@@ -61,7 +61,7 @@ class Delivery:
         held, env = self.held, self.env
         events = EventBatch(
             batch.records,
-            batch.event_keys(),
+            batch.event_positions(),
             shard=held.token,
             segment=batch.segment,
             stream_name=env.processor,

@@ -34,10 +34,10 @@ def scan_partition(container: str, blob: str, partitions: int) -> int:
     return zlib.crc32(f"{container}/{blob}".encode()) % partitions
 
 
-def scan_event_key(container: str, blob: str) -> str:
+def scan_event_position(container: str, blob: str) -> str:
     """The `position` of a backfill event: sorts like the listing (containers have no spaces,
-    and a space sorts below every character a container name may hold); `~` marks it as a
-    scan key for the change log, which escapes it into a file name."""
+    and a space sorts below every character a container name may hold); the leading `~` sets it
+    apart from a change feed event's position, which begins with a digit."""
     return f"~{container} {blob}"
 
 
@@ -88,7 +88,7 @@ class ScanBatch:
     keys: list[str]
     read_bytes: int = 0  # nothing of the feed is read
 
-    def event_keys(self) -> list[str]:
+    def event_positions(self) -> list[str]:
         return self.keys
 
 
@@ -131,7 +131,7 @@ class ScanReader:
             if scan_partition(container, props.name, scan.partitions) != scan.partition:
                 continue
             records.append(backfill_record(container, props))
-            keys.append(scan_event_key(container, props.name))
+            keys.append(scan_event_position(container, props.name))
             after = (container, props.name)
         if not records:
             self.position = _with_scan(self.position, scan, after, done=True)

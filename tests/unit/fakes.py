@@ -38,7 +38,7 @@ class FakeBatch:
     segment: str = SEGMENT
     read_bytes: int = 100
 
-    def event_keys(self) -> list[str]:
+    def event_positions(self) -> list[str]:
         return [str(r["id"]) for r in self.records]
 
 

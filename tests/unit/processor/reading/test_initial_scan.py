@@ -24,7 +24,7 @@ from processor.reading.lease_position import LeasePosition, ScanPosition, scan_t
 from processor.reading.scan_stream import (
     ScanReader,
     backfill_record,
-    scan_event_key,
+    scan_event_position,
     scan_partition,
     scan_segment,
 )
@@ -58,8 +58,8 @@ def test_scan_positions_and_keys_sort_like_the_listing(blobs: list[tuple[str, st
     keys = [p.order_key() for p in [LeasePosition(scan=ScanPosition(0, 1, STARTED)), *positions]]
     assert keys == sorted(keys) and len(set(keys)) == len(keys)
     assert positions[-1].is_before(done)
-    event_keys = [scan_event_key(c, b) for c, b in listing]
-    assert event_keys == sorted(event_keys)
+    event_positions = [scan_event_position(c, b) for c, b in listing]
+    assert event_positions == sorted(event_positions)
 
 
 def test_feed_leases_wait_for_every_scan_partition() -> None:
@@ -113,7 +113,7 @@ def test_a_listed_blob_becomes_a_backfill_event() -> None:
     assert event.properties()["etag"] == "0x8DE2A6F2E5C1A11" and event.sequencer == ""
     assert event.event_time == STARTED - timedelta(days=3)
     row = changes_table(
-        EventBatch([raw], [scan_event_key("photos", "dir/cat.jpg")], shard="scan-00",
+        EventBatch([raw], [scan_event_position("photos", "dir/cat.jpg")], shard="scan-00",
                    segment=scan_segment(scan))
     ).to_pylist()[0]  # fmt: skip
     assert (row["read_method"], row["segment"], row["tags"]) == (
