@@ -73,8 +73,12 @@ class ShardReader:
         event_filter: EventFilter | None = None,
         read_size: int = DEFAULT_READ_SIZE,
         batch_events: int = DEFAULT_BATCH_EVENTS,
+        decode_in_thread: bool = True,
     ) -> None:
         self._storage = storage
+        # a host decodes in a thread so that its event loop renews leases on time; a reader
+        # with no lease to renew (`cfp read`) saves the thread hop of every batch
+        self._decode_in_thread = decode_in_thread
         self.segment = segment
         self.prefix = prefix
         self.position = position or ShardPosition()
@@ -245,6 +249,9 @@ class ShardReader:
                 )
             self._window = None
             return None
+        if not self._decode_in_thread:
+            batch, self._pending = self._take(w)
+            return batch
         try:
             batch, self._pending = await asyncio.to_thread(self._take, w)
         except asyncio.CancelledError:

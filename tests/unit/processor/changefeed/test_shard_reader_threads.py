@@ -10,6 +10,8 @@ import asyncio
 import threading
 from typing import Any
 
+import pytest
+
 from processor.changefeed.decode import BlockDecoder
 from processor.changefeed.shard_reader import ShardReader
 from processor.changefeed.storage import BlobInfo, FeedStorage
@@ -49,9 +51,11 @@ async def read_all(reader: ShardReader) -> list[Any]:
     return got
 
 
+@pytest.mark.parametrize("in_thread", [True, False])
 async def test_records_are_decoded_in_a_thread_other_than_the_event_loops(
-    monkeypatch: Any,
+    monkeypatch: Any, in_thread: bool
 ) -> None:
+    """A host's reader decodes off the loop; a lone `cfp read` saves the hop and decodes on it."""
     threads: set[int] = set()
     decode = BlockDecoder.decode
 
@@ -60,10 +64,12 @@ async def test_records_are_decoded_in_a_thread_other_than_the_event_loops(
         return decode(self, *args, **kwargs)
 
     monkeypatch.setattr(BlockDecoder, "decode", spying)
-    reader = ShardReader(BytesStorage(chunk_bytes(3, 10)), segment="s", prefix=PREFIX)
+    reader = ShardReader(
+        BytesStorage(chunk_bytes(3, 10)), segment="s", prefix=PREFIX, decode_in_thread=in_thread
+    )
     records = await read_all(reader)
     assert [r["n"] for r in records] == list(range(30))
-    assert threads and threading.get_ident() not in threads
+    assert threads and (threading.get_ident() in threads) is not in_thread
 
 
 async def test_a_read_cancelled_while_decoding_is_read_again_from_its_position(
