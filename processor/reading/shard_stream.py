@@ -43,7 +43,10 @@ class Batch(Protocol):
 
 
 class Reader(Protocol):
-    """What a worker reads a lease with: its shard (`LeaseReader`) or its scan partition."""
+    """What a worker reads a lease with: its shard (`LeaseReader`) or its scan partition.
+
+    A `read()` must return within about a poll interval (caught up, or blocked, when there is
+    nothing to hand out): the worker sees a hand-over request or a stop only between reads."""
 
     position: LeasePosition
 
