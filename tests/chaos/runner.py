@@ -294,6 +294,9 @@ def change_log_ids(workdir: Path) -> Counter[str]:
     return Counter(pa.table(found).column("id").cast(pa.string()).to_pylist())
 
 
+STALL_S = 60.0  # a settle this long asks the hosts for their stacks (SIGUSR1)
+
+
 class Chaos:
     def __init__(self, config: ChaosConfig) -> None:
         self.config = config
@@ -437,14 +440,25 @@ class Chaos:
         self.note(f"workload stopped: {len(feed_ids):,} events; waiting for the hosts")
         started = time.monotonic()
         deadline = started + c.settle_s
+        asked_for_stacks = False
         while True:
             leases = await store.list_leases()
             done = leases and all(x.caught_up for x in leases)
             if done and feed_ids <= set(await asyncio.to_thread(change_log_ids, c.workdir)):
                 break
             if time.monotonic() > deadline:
-                self.report.problems.append(f"not caught up within {c.settle_s:g}s")
+                behind = [f"{x.token}@{x.owner}" for x in leases if not x.caught_up]
+                self.report.problems.append(
+                    f"not caught up within {c.settle_s:g}s (not caught up: {behind or 'none'})"
+                )
                 break
+            if not asked_for_stacks and time.monotonic() - started > STALL_S:
+                # a stalled settle: every host logs where each of its tasks waits (stacks.py)
+                for i in range(c.hosts):
+                    if self.hosts.is_up(i):
+                        self.hosts.signal(i, signal.SIGUSR1)
+                self.note(f"not caught up after {STALL_S:g}s: the hosts log their stacks")
+                asked_for_stacks = True
             await asyncio.sleep(1.0)
         self.report.settle_s = time.monotonic() - started
         names = {self.hosts.name(i) for i in range(c.hosts)}
