@@ -17,7 +17,6 @@ from processor.cli.run_options import (
     START_OPTIONS,
     TIMINGS_OPTIONS,
     WHERE_OPTIONS,
-    ConfigError,
     RunOptions,
     host_config,
 )
@@ -40,7 +39,7 @@ def run_command(**params: Any) -> None:
     try:
         conn = connection.resolve(o.connection_string)
         config = host_config(o, conn=conn, now=clock.wall(), default_host=default_host_name())
-    except (ConfigError, ValueError) as e:
+    except ValueError as e:  # ConfigError, or a malformed connection string
         fail(str(e), 2)
     tune_gc()
     from processor.cli.serve import Endpoint, serve_host  # noqa: PLC0415 - the heavy part

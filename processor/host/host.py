@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -55,11 +54,10 @@ from processor.host.presence import Presence
 from processor.host.progress import HostProgress
 from processor.host.renewer import Renewer
 from processor.host.supervisor import WorkerSupervisor
-from processor.host.worker import run_worker
+from processor.host.worker import ReaderFactory, run_worker
 from processor.host.worker_env import WorkerEnv
 from processor.reading.barrier_book import PositionBook
 from processor.reading.lease_position import LeasePosition
-from processor.reading.shard_stream import Reader
 from processor.waiting import running_event, wait_any
 
 log = structlog.get_logger("cfp.host")
@@ -77,7 +75,7 @@ class Host:
         rng: random.Random | None = None,
         lifecycle: Lifecycle | None = None,
         progress: HostProgress | None = None,
-        make_reader: Callable[[str, LeasePosition], Reader] | None = None,  # tests: scripted
+        make_reader: ReaderFactory | None = None,  # tests: scripted shards
     ) -> None:
         self.config = config
         self._make_reader = make_reader
@@ -215,10 +213,7 @@ class Host:
         return self.clock.monotonic() - self._store_ok_at
 
     async def _work(self, held: HeldLease) -> CloseReason:
-        scripted = self._make_reader
-        if scripted is None:
-            return await run_worker(held, self.env)
-        return await run_worker(held, self.env, make_reader=lambda at: scripted(held.token, at))
+        return await run_worker(held, self.env, make_reader=self._make_reader)
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Run until stopped. Errors: lease-store or feed failures that are not transient."""

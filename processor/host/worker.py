@@ -37,7 +37,7 @@ from processor.reading.scan_stream import ScanReader
 from processor.reading.shard_stream import LeaseReader, Reader, Step
 from processor.waiting import wait_any
 
-ReaderFactory = Callable[[LeasePosition], Reader]
+ReaderFactory = Callable[[str, LeasePosition], Reader]  # lease token, its position
 
 
 class Worker:
@@ -50,8 +50,7 @@ class Worker:
         self.log = structlog.get_logger("cfp.worker").bind(
             host=env.host, lease=held.token, epoch=held.epoch
         )
-        self.ledger = CheckpointLedger.at(LeasePosition())  # until the continuation is read
-        self.checkpoints = Checkpointer(held, env, self.ledger, self.log)
+        self.checkpoints: Checkpointer | None = None  # once the continuation is read
         self.delivery: Delivery | None = None
 
     async def run(self) -> CloseReason:
@@ -68,9 +67,9 @@ class Worker:
         reason, error, park = CloseReason.SHUTDOWN, "", False
         try:
             position = LeasePosition.from_json(held.lease.continuation, lease=held.token)
-            self.ledger = CheckpointLedger.at(position)
-            self.checkpoints = Checkpointer(held, env, self.ledger, self.log)
-            reader = self._make_reader(position)
+            checkpoints = Checkpointer(held, env, CheckpointLedger.at(position), self.log)
+            self.checkpoints = checkpoints
+            reader = self._make_reader(held.token, position)
             try:
                 calls = ObserverCalls(env.observer_factory(), spec=env.observer_spec)
                 await calls.open(ctx)
@@ -81,7 +80,7 @@ class Worker:
             failure: Exception | None = None
             async with asyncio.TaskGroup() as ahead:  # read-ahead GETs live no longer than this
                 try:
-                    await self._loop(reader, calls, self.delivery, ahead)
+                    await self._loop(reader, calls, self.delivery, checkpoints, ahead)
                 except Exception as e:  # raised past the group, not wrapped into an ExceptionGroup
                     failure = e
                 finally:
@@ -101,24 +100,30 @@ class Worker:
         return reason
 
     async def _observer_checkpoint(self, mark: object | None) -> None:
-        await self.checkpoints.for_observer(mark)  # the checkpointer of the position read
+        assert self.checkpoints is not None, "made before the observer opens"
+        await self.checkpoints.for_observer(mark)
 
-    def _reader(self, position: LeasePosition) -> Reader:
+    def _reader(self, token: str, position: LeasePosition) -> Reader:
         env = self.env
         if position.scan is not None:
             return ScanReader(env.catalog.storage, position, batch_events=env.batch_events)
         return LeaseReader(
             env.catalog,
-            shard=self.held.token,
+            shard=token,
             position=position,
             batch_events=env.batch_events,
             is_ordered=env.is_ordered,
         )
 
     async def _loop(
-        self, reader: Reader, calls: ObserverCalls, delivery: Delivery, ahead: asyncio.TaskGroup
+        self,
+        reader: Reader,
+        calls: ObserverCalls,
+        delivery: Delivery,
+        checkpoints: Checkpointer,
+        ahead: asyncio.TaskGroup,
     ) -> None:
-        held, env, ledger, checkpoints = self.held, self.env, self.ledger, self.checkpoints
+        held, env, ledger = self.held, self.env, checkpoints.ledger
         then = after_batch(calls, checkpoints)
         while True:
             check_still_ours(held, env)
@@ -138,7 +143,7 @@ class Worker:
             except MissingChunkError as e:
                 if env.on_gap is OnGap.STOP:
                     raise  # parked in front of the gap, like other bad data
-                await self._step_over_gap(reader, e)
+                await self._step_over_gap(reader, e, checkpoints)
                 continue
             if step.step is Step.BATCH:
                 assert step.batch is not None
@@ -175,16 +180,18 @@ class Worker:
                     stop=env.stop, timeout_s=env.timings.barrier_refresh_s
                 )
 
-    async def _step_over_gap(self, reader: Reader, error: MissingChunkError) -> None:
+    async def _step_over_gap(
+        self, reader: Reader, error: MissingChunkError, checkpoints: Checkpointer
+    ) -> None:
         """Data at the lease's position was deleted (retention): record the gap in the lease and
         continue from the earliest data still present. Checkpointed only once every batch before
         it is confirmed, so nothing delivered before the gap is skipped with it."""
-        env, held, checkpoints = self.env, self.held, self.checkpoints
+        env, held, ledger = self.env, self.held, checkpoints.ledger
         before = reader.position
         after = await position_after_gap(env.catalog, held.token, before, error)
         if not before.is_before(after):
             raise error  # nowhere to go: park rather than loop
-        while not self.ledger.all_confirmed():
+        while not ledger.all_confirmed():
             check_still_ours(held, env)
             checkpoints.confirmed.clear()
             await wait_any(
@@ -204,7 +211,7 @@ class Worker:
         )
         self.log.error("lease.gap", missing=error.path, before=gap.before, after=gap.after)
         env.progress.gaps.inc()
-        self.ledger.advanced(after)
+        ledger.advanced(after)
         await checkpoints.write(after, caught_up=False, gap=gap)
         reader.position = after
         reader.reset()

@@ -77,7 +77,7 @@ async def start(
     )
     held = HeldLease(lease, clock=clock, fence_after_s=timings.fence_after_s)
     reader = ScriptedReader(steps, position=at(0), before_read=before_read)
-    worker = Worker(held, env, make_reader=lambda position: reader)
+    worker = Worker(held, env, make_reader=lambda token, position: reader)
     return Running(asyncio.create_task(worker.run()), env, store, clock, reader)
 
 
