@@ -8,7 +8,7 @@ JARS := deploy/spark/jars/.installed
 FETCHED := deploy/spark/jars/.fetched
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-spark bench-state bench-rebalance bench-balance bench-formats clean
+.PHONY: help install demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-spark bench-state bench-rebalance bench-balance bench-formats bench-filter clean
 
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench-rebalance  real hosts: kill -9, SIGTERM, scale-out (time, ticks, duplicates)"
 	@echo "make bench-balance    the pure balancer at 1,000 hosts x 10,000 leases"
 	@echo "make bench-formats    what --format and the change log's envelope columns cost"
+	@echo "make bench-filter     what --container/--blob-prefix/... cost cfp read (90 % filtered out)"
 
 # --no-compile: modules are compiled when first imported (a fraction of what is installed:
 # PySpark alone ships thousands), not all of them at install time
@@ -47,10 +48,30 @@ $(JARS): $(FETCHED) $(VENV)/.installed
 	$(PY) -m observers.spark.jars --check
 	touch $@
 
-# the three downloads (PyPI, npm, Maven Central) run side by side; each one's output is
+# promtool, for the tests of deploy/prometheus/alerts.yaml: the binary alone, out of Debian's
+# prometheus package at a pinned version. `apt-get download` needs apt's package lists, not root
+# (as root, lists that are missing or stale are refreshed once).
+# A new PROMETHEUS_DEB is fetched only after `rm -rf deploy/prometheus/.promtool`.
+PROMTOOL := deploy/prometheus/.promtool/promtool
+PROMETHEUS_DEB := 2.42.0+ds-5+deb12u1
+
+$(PROMTOOL):
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	get() { (cd "$$tmp" && apt-get download -q prometheus=$(PROMETHEUS_DEB)); } && \
+	if ! get && ! { [ "$$(id -u)" = 0 ] && apt-get update -q && get; }; then \
+		echo "$@: could not download Debian's prometheus=$(PROMETHEUS_DEB) with apt-get." >&2; \
+		echo "  If apt's package lists are missing or stale, run 'sudo apt-get update' and then" >&2; \
+		echo "  'make install' again (or put a promtool $(firstword $(subst +, ,$(PROMETHEUS_DEB))) at $@)." >&2; \
+		exit 1; \
+	fi && \
+	dpkg-deb -x "$$tmp"/prometheus_*.deb "$$tmp/root" && \
+	mkdir -p $(@D) && cp "$$tmp/root/usr/bin/promtool" $@.tmp && \
+	$(abspath $@.tmp) --version && mv $@.tmp $@
+
+# the four downloads (PyPI, npm, Maven Central, Debian) run side by side; each one's output is
 # printed whole when it ends
 install:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target $(VENV)/.installed $(AZURITE) $(JARS)
+	@$(MAKE) --no-print-directory -j4 --output-sync=target $(VENV)/.installed $(AZURITE) $(JARS) $(PROMTOOL)
 
 demo: install
 	$(PY) deploy/local/demo.py
@@ -62,7 +83,7 @@ lint: $(VENV)/.installed
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
-unit: $(VENV)/.installed $(JARS)
+unit: $(VENV)/.installed $(JARS) $(PROMTOOL)
 	$(VENV)/bin/pytest -q tests/unit
 
 integration: install
@@ -102,5 +123,8 @@ bench-balance: $(VENV)/.installed
 bench-formats: $(VENV)/.installed
 	$(PY) -m bench.formats
 
+bench-filter: install
+	$(PY) -m bench.filter_cost
+
 clean:
-	rm -rf $(VENV) deploy/local/node_modules deploy/spark/jars .pytest_cache .mypy_cache .ruff_cache .bench
+	rm -rf $(VENV) deploy/local/node_modules deploy/spark/jars deploy/prometheus/.promtool .pytest_cache .mypy_cache .ruff_cache .bench

@@ -1,5 +1,6 @@
 """Rows beside the leases: each host's own report of its state (for `cfp status`), the
-processor's row (paused or not, for `cfp pause` / `cfp resume`), and job leases.
+processor's row (paused or not, for `cfp pause` / `cfp resume`), the processor's identity (what
+it delivers, written once: insert-if-absent, never replaced), and job leases.
 
 A host row is written only by its host (unconditionally: nobody else writes it) and read by
 anyone. It lives in the processor's partition under a RowKey starting with `HOST_ROW_PREFIX`.
@@ -12,13 +13,14 @@ range.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from leases.record import HostId, LeaseToken
 
 HOST_ROW_PREFIX = "~host~"
 PROCESSOR_ROW = "~processor"
+IDENTITY_ROW = "~identity"  # what the processor delivers, written once when it is created
 JOB_ROW_PREFIX = "~job~"
 # every lease RowKey sorts before this; every other row at or after it
 HOST_ROWS_FROM = "~"
@@ -54,6 +56,8 @@ class HostReport:
     expiry_s: float  # its lease expiry: a row older than this is from a silent host
     error: str = ""
     endpoint: str = ""  # where its HTTP endpoints listen, if anywhere
+    stuck: dict[str, str] = field(default_factory=dict)  # lease -> why it is stuck
+    note: str = ""  # what it is doing when that is not obvious (why it holds nothing yet)
 
     def silent_s(self, now: datetime) -> float:
         """Seconds since the row was written (as far as two wall clocks can tell)."""

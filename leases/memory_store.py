@@ -20,6 +20,7 @@ class MemoryLeaseStore(ConditionalLeaseStore):
         self._etags = itertools.count(1)
         self._hosts: dict[str, HostReport] = {}
         self._processor = ProcessorState()
+        self._identity: str | None = None
 
     def _stamp(self, lease: Lease) -> Lease:
         row = dataclasses.replace(lease, etag=f'W/"{next(self._etags)}"')
@@ -57,3 +58,11 @@ class MemoryLeaseStore(ConditionalLeaseStore):
 
     async def set_processor_state(self, state: ProcessorState) -> None:
         self._processor = state
+
+    async def identity(self) -> str | None:
+        return self._identity
+
+    async def claim_identity(self, text: str) -> str:
+        if self._identity is None:
+            self._identity = text
+        return self._identity

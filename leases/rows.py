@@ -5,6 +5,7 @@ README's lease schema is this module in prose.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -91,6 +92,8 @@ def host_row(processor: str, report: HostReport) -> dict[str, Any]:
         "ExpirySeconds": report.expiry_s,
         "Error": report.error,
         "Endpoint": report.endpoint,
+        "Stuck": json.dumps(report.stuck, sort_keys=True) if report.stuck else "",
+        "Note": report.note,
     }
 
 
@@ -104,7 +107,18 @@ def host_from_row(entity: dict[str, Any]) -> HostReport:
         expiry_s=float(entity.get("ExpirySeconds") or 0.0),
         error=str(entity.get("Error") or ""),
         endpoint=str(entity.get("Endpoint") or ""),
+        stuck=_stuck(entity.get("Stuck")),
+        note=str(entity.get("Note") or ""),
     )
+
+
+def _stuck(text: object) -> dict[str, str]:
+    """A host row's stuck leases; a row written by another version may have none, or junk."""
+    try:
+        doc = json.loads(text) if isinstance(text, str) and text else {}
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
 
 
 def state_row(processor: str, state: ProcessorState) -> dict[str, Any]:

@@ -62,6 +62,15 @@ class LeaseStore(Protocol):
 
     async def set_processor_state(self, state: ProcessorState) -> None: ...
 
+    async def identity(self) -> str | None:
+        """The processor's identity row (opaque text), None before it was claimed."""
+        ...
+
+    async def claim_identity(self, text: str) -> str:
+        """Write `text` as the processor's identity unless one exists; the stored identity
+        (ours when we were first). Never replaces one: hosts that start together agree."""
+        ...
+
     async def get(self, token: LeaseToken) -> Lease | None: ...
 
     async def create_if_absent(self, token: LeaseToken, continuation: str | None) -> Lease | None:
@@ -113,6 +122,12 @@ class LeaseStore(Protocol):
     async def resume(self, seen: Lease) -> Lease | None:
         """Un-park a lease at its position (after the cause was fixed outside). None when the
         row changed since `seen` or is owned."""
+        ...
+
+    async def reset(self, seen: Lease, continuation: str, move: LeaseMove) -> Lease | None:
+        """An operator's reset of a lease no live host holds (the caller judged its owner gone):
+        new continuation, no owner, the next epoch (an old owner that wakes up can write nothing
+        more), not parked, the move recorded. None when the row changed since `seen`."""
         ...
 
 
@@ -266,6 +281,22 @@ class ConditionalLeaseStore(abc.ABC):
             return None
         return await self._decide(
             seen, lambda row: dataclasses.replace(row, parked=False, error="")
+        )
+
+    async def reset(self, seen: Lease, continuation: str, move: LeaseMove) -> Lease | None:
+        return await self._decide(
+            seen,
+            lambda row: dataclasses.replace(
+                row,
+                owner=None,
+                epoch=row.epoch + 1,
+                next_owner=None,
+                continuation=continuation,
+                parked=False,
+                error="",
+                caught_up=False,
+                moves=(*row.moves, move)[-MAX_MOVES:],
+            ),
         )
 
     async def _write(

@@ -34,7 +34,14 @@ from tenacity import (
 )
 
 from leases.errors import LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
-from leases.hosts import HOST_ROW_PREFIX, PROCESSOR_ROW, HostReport, ProcessorState, key_range
+from leases.hosts import (
+    HOST_ROW_PREFIX,
+    IDENTITY_ROW,
+    PROCESSOR_ROW,
+    HostReport,
+    ProcessorState,
+    key_range,
+)
 from leases.record import Lease, LeaseToken
 from leases.rows import (
     host_from_row,
@@ -44,7 +51,7 @@ from leases.rows import (
     state_from_row,
     state_row,
 )
-from leases.store import ConditionalLeaseStore
+from leases.store import ConditionalLeaseStore, retrying
 from leases.table_settings import (
     DEFAULT_REQUEST_TIMEOUT_S,
     DEFAULT_TABLE,
@@ -204,6 +211,36 @@ class TableLeaseStore(ConditionalLeaseStore):
             )
 
         await self._call(f"processor row of {self.processor}", op)
+
+    async def identity(self) -> str | None:
+        async def op() -> str | None:
+            try:
+                entity = await self._client.get_entity(self.processor, IDENTITY_ROW)
+            except ResourceNotFoundError:
+                return None
+            return str(entity.get("Identity") or "")
+
+        return await self._call(f"identity row of {self.processor}", op)
+
+    async def claim_identity(self, text: str) -> str:
+        async def op() -> bool:
+            row = {"PartitionKey": self.processor, "RowKey": IDENTITY_ROW, "Identity": text}
+            try:
+                await self._client.create_entity(row)
+            except ResourceExistsError:
+                return False
+            return True
+
+        async for attempt in retrying():
+            with attempt:
+                # a lost reply may hide our own insert: the stored row says what holds
+                if await self._call(f"identity row of {self.processor}", op):
+                    return text
+                stored = await self.identity()
+                if stored is None:
+                    raise LeaseStoreUnavailable(f"identity row of {self.processor} vanished")
+                return stored
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def delete_host(self, name: str) -> None:
         async def op() -> None:

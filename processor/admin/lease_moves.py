@@ -38,7 +38,7 @@ class MoveError(FeedError):
 def past_segment(pos: LeasePosition) -> LeasePosition:
     if pos.segment is None:
         raise MoveError("the lease has not entered a segment yet: nothing to move past")
-    return LeasePosition(pos.segment, True, ShardPosition(), pos.start_time)
+    return pos.moved_to(pos.segment, True)
 
 
 def past_chunk(pos: LeasePosition, chunks: list[BlobInfo]) -> LeasePosition:

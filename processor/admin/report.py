@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from leases import HostReport, Lease, LeaseStore, ProcessorState, job_name
 from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.change_filter import FilterError
 from processor.changefeed.errors import FeedCorrupt, InvalidContinuation
 from processor.reading.backlog import bytes_left
+from processor.reading.identity import ProcessorIdentity
 from processor.reading.lease_position import LeasePosition
 
 LISTING_CONCURRENCY = 16
@@ -82,6 +85,29 @@ class StatusReport:
     hosts: list[HostReport]
     processor: ProcessorState
     jobs: list[Lease] = field(default_factory=list)  # singleton jobs' leases (Spark's state job)
+    identity: str | None = None  # what the processor delivers (its filter, its end time)
+
+    def owned(self) -> Counter[str]:
+        """Leases per owner, as the lease table says (not as a host last reported: a host
+        killed with kill -9 owns its leases only until others take them)."""
+        return Counter(r.lease.owner for r in self.leases if r.lease.owner)
+
+    def stuck(self) -> dict[str, str]:
+        """Leases their owner reports stuck, with why (only from the owner's own row)."""
+        by_host = {h.name: h for h in self.hosts}
+        found: dict[str, str] = {}
+        for r in self.leases:
+            host = by_host.get(r.lease.owner) if r.lease.owner else None
+            if host is not None and r.lease.token in host.stuck:
+                found[r.lease.token] = host.stuck[r.lease.token]
+        return found
+
+    def is_finished(self) -> bool:
+        """Every lease read to the processor's end time (or a done scan partition)."""
+        return bool(self.leases) and all(
+            r.position is not None and r.position.is_finished and r.lease.caught_up
+            for r in self.leases
+        )
 
 
 def job_json(lease: Lease, now: datetime) -> dict[str, object]:
@@ -130,7 +156,7 @@ def render_jobs(jobs: list[Lease], now: datetime) -> str:
     )
 
 
-def host_json(r: HostReport, now: datetime) -> dict[str, object]:
+def host_json(r: HostReport, now: datetime, owned: int) -> dict[str, object]:
     return {
         "host": r.name,
         "state": r.state,
@@ -138,21 +164,28 @@ def host_json(r: HostReport, now: datetime) -> dict[str, object]:
         "lastSeen": r.seen.isoformat(),
         "silentSeconds": round(r.silent_s(now), 1),
         "silent": r.silent_s(now) > r.expiry_s,
-        "leases": r.leases,
+        "leases": owned,
+        "leasesReported": r.leases,
+        "stuck": r.stuck,
+        "note": r.note or None,
         "error": r.error or None,
         "endpoint": r.endpoint or None,
     }
 
 
-def render_hosts(hosts: list[HostReport], now: datetime) -> str:
-    """One line per host row: its state as it last reported it, and how long ago that was."""
+def render_hosts(hosts: list[HostReport], now: datetime, owned: Counter[str]) -> str:
+    """One line per host row: its state as it last reported it, how long ago that was, and
+    the leases the lease table says it owns."""
     lines: list[tuple[str, ...]] = [("HOST", "STATE", "LEASES", "LAST SEEN", "ENDPOINT")]
     for r in sorted(hosts, key=lambda r: r.name):
         silent = r.silent_s(now)
         state = r.state + (f": {r.error}" if r.error else "")
+        if r.note and not r.error:
+            state += f" ({r.note})"
         if silent > r.expiry_s and r.state not in ("failed permanently", "stopped"):
             state = f"silent (last said {state})"
-        lines.append((r.name, state, str(r.leases), f"{silent:.0f}s ago", r.endpoint or "-"))
+        leases = str(owned[r.name])
+        lines.append((r.name, state, leases, f"{silent:.0f}s ago", r.endpoint or "-"))
     widths = [max(len(row[i]) for row in lines) for i in range(len(lines[0]))]
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines
@@ -166,6 +199,7 @@ async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusRep
     hosts = await store.list_hosts()
     state = await store.processor_state()
     jobs = await store.list_jobs()
+    identity = await store.identity()
     feed_error: str | None = None
     try:
         segments: list[str] | None = await catalog.segments(max_age_s=0)
@@ -184,7 +218,7 @@ async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusRep
 
     async with asyncio.TaskGroup() as tg:
         tasks = [tg.create_task(one(lease)) for lease in leases]
-    return StatusReport([t.result() for t in tasks], feed_error, hosts, state, jobs)
+    return StatusReport([t.result() for t in tasks], feed_error, hosts, state, jobs, identity)
 
 
 def describe_position(pos: LeasePosition | None) -> tuple[str, str]:
@@ -218,9 +252,12 @@ def parse_position(lease: Lease) -> LeasePosition | None:
         return None
 
 
-def render_table(rows: list[LeaseStatus], now: datetime | None = None) -> str:
+def render_table(
+    rows: list[LeaseStatus], now: datetime | None = None, stuck: dict[str, str] | None = None
+) -> str:
     """A fixed-width table for terminals."""
     now = now or datetime.now(UTC)
+    stuck = stuck or {}
     header = (
         "LEASE", "OWNER", "EPOCH", "SEGMENT", "POSITION", "CHECKPOINTED", "LEFT", "LAG", "STATE",
     )  # fmt: skip
@@ -238,7 +275,7 @@ def render_table(rows: list[LeaseStatus], now: datetime | None = None) -> str:
                 x.checkpoint_time.strftime("%Y-%m-%d %H:%M:%S") if x.checkpoint_time else "-",
                 _left(r),
                 _seconds(r.lag_seconds(now)),
-                _state(x),
+                _state(r, stuck.get(x.token)),
             )
         )
     widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
@@ -276,8 +313,13 @@ def _seconds(s: float | None) -> str:
     return f"{s / 3600:.1f}h"
 
 
-def _state(x: Lease) -> str:
+def _state(r: LeaseStatus, stuck: str | None) -> str:
+    x = r.lease
     state = "caught up" if x.caught_up else "reading"
+    if x.caught_up and r.position is not None and r.position.is_finished:
+        state = "finished"
+    if stuck is not None:
+        state = f"STUCK: {stuck}"
     if x.error:
         state = ("PARKED: " if x.parked else "error: ") + x.error
     if x.next_owner:
@@ -309,19 +351,38 @@ def status_json(
 ) -> dict[str, object]:
     """`cfp status --json`: one document for machines."""
     rows, state = report.leases, report.processor
+    owned, stuck = report.owned(), report.stuck()
+    leases = [r.to_json(now) | {"stuck": stuck.get(r.lease.token)} for r in rows]
     return {
         "processor": processor,
         "table": table,
         "at": now.isoformat(),
+        "identity": _identity(report, processor),
+        "finished": report.is_finished(),
         "feedError": report.feed_error,
         "paused": state.paused,
         "pausedSince": state.since.isoformat() if state.paused and state.since else None,
         "pauseReason": state.reason or None,
-        "hosts": [host_json(h, now) for h in report.hosts],
+        "hosts": [host_json(h, now, owned[h.name]) for h in report.hosts],
         "jobs": [job_json(j, now) for j in report.jobs],
         "bytesLeft": sum(r.bytes_left or 0 for r in rows),
         "eventsLeft": sum(r.events_left() or 0 for r in rows),
-        "leases": [r.to_json(now) for r in rows],
+        "stuck": sorted(stuck),
+        "leases": leases,
+    }
+
+
+def _identity(report: StatusReport, processor: str) -> dict[str, object] | None:
+    if report.identity is None:
+        return None
+    try:
+        identity = ProcessorIdentity.from_text(report.identity, where=f"processor {processor!r}")
+    except FilterError as e:
+        return {"error": str(e)}
+    return {
+        "filter": identity.change.to_json(),
+        "endTime": identity.end_time.isoformat() if identity.end_time else None,
+        "text": identity.describe(),
     }
 
 
@@ -331,6 +392,11 @@ def render_status(report: StatusReport, *, processor: str, table: str, now: date
     if not rows:
         return f"processor {processor!r} has no leases in table {table!r}"
     parts = []
+    identity = _identity(report, processor)
+    if identity is not None:
+        finished = " FINISHED (every lease reached the end time)" if report.is_finished() else ""
+        described = identity.get("text") or identity.get("error")
+        parts.append(f"processor {processor!r} delivers {described}{finished}\n")
     if state.paused:
         parts.append(
             f"processor {processor!r} is PAUSED"
@@ -339,8 +405,8 @@ def render_status(report: StatusReport, *, processor: str, table: str, now: date
             + " (`cfp resume` to go on)\n"
         )
     if report.hosts:
-        parts.append(render_hosts(report.hosts, now) + "\n")
+        parts.append(render_hosts(report.hosts, now, report.owned()) + "\n")
     if report.jobs:
         parts.append(render_jobs(report.jobs, now) + "\n")
-    parts += [render_table(rows, now), render_totals(rows, now)]
+    parts += [render_table(rows, now, report.stuck()), render_totals(rows, now)]
     return "\n".join(parts)

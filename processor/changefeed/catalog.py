@@ -1,9 +1,10 @@
 """What the feed holds now: its consumable segments and their manifests, shared by a host's workers.
 
 Every worker of a host asks the same questions (which segments are consumable, what shards does
-this segment have); the catalog answers them from one listing per refresh interval and caches
+this segment have); the catalog answers them from one look per refresh interval and caches
 finalized manifests for good (they never change), so a host's storage traffic for metadata does
-not grow with the number of leases it owns.
+not grow with the number of leases it owns. A look reads `segments.json` and lists the segment
+folders only when its `lastConsumable` moved: on a quiet feed, one request.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class FeedCatalog:
         self._clock = clock or SystemClock()
         self._segments: list[str] = []
         self._listed_at: float | None = None
+        self._last_consumable: object = None  # as of the last listing
         self._lock = asyncio.Lock()
         self._finalized: OrderedDict[str, SegmentManifest] = OrderedDict()
 
@@ -64,6 +66,10 @@ class FeedCatalog:
         if doc is None:
             return []
         feed = parse_feed_manifest(doc, path=SEGMENTS_JSON)
+        if self._listed_at is not None and feed.last_consumable == self._last_consumable:
+            # nothing new is consumable before lastConsumable moves: one request, no listing
+            return self._segments
+        self._last_consumable = feed.last_consumable
         after = self._segments[-1] if self._segments else None
         return consumable_segments(
             [*self._segments, *await list_segment_paths(self.storage, after=after)],

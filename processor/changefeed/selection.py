@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.layout import SEGMENT_INTERVAL, is_init_segment, segment_time
 from processor.changefeed.position import RawRecord
 
@@ -80,16 +81,17 @@ def parse_event_time(value: str) -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class EventFilter:
-    """Which decoded records to deliver: event types, time range, and whether Control records."""
+    """Which decoded records to deliver: the user's filter, a time range, and whether Control
+    records."""
 
-    event_types: frozenset[str] = frozenset()
+    change: ChangeFilter = field(default_factory=ChangeFilter)
     window: TimeRange = TimeRange()
     include_control: bool = False
 
     @property
     def is_trivial(self) -> bool:
         return (
-            not self.event_types
+            self.change.is_empty
             and self.window.start is None
             and self.window.end is None
             and self.include_control
@@ -99,7 +101,7 @@ class EventFilter:
         etype = record.get("eventType")
         if etype == CONTROL and not self.include_control:
             return False
-        if self.event_types and etype not in self.event_types:
+        if etype != CONTROL and not self.change.accepts(record):
             return False
         w = self.window
         if w.start is not None or w.end is not None:

@@ -9,9 +9,10 @@ exactly one.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 from azure.core.exceptions import (
@@ -43,6 +44,23 @@ T = TypeVar("T")
 RETRY_ATTEMPTS = 6
 RETRY_MAX_WAIT_S = 8.0
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class RequestCount:
+    """Every HTTP request a `FeedStorage` sends (each attempt, each page of a listing), by
+    kind: `list`, `get` (reads of manifests and chunk ranges), or another method. What a host
+    costs in storage transactions (`cfp_storage_requests_total`)."""
+
+    def __init__(self) -> None:
+        self.by_kind: Counter[str] = Counter()
+
+    def __call__(self, request: Any) -> None:  # the SDK's raw_request_hook: a PipelineRequest
+        http = request.http_request
+        self.by_kind["list" if "comp=list" in http.url else http.method.lower()] += 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_kind.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,17 +105,25 @@ class FeedStorage:
         *,
         attempts: int = RETRY_ATTEMPTS,
         owner: BlobServiceClient | None = None,
+        requests: RequestCount | None = None,
     ) -> None:
         self._container = container
         self._attempts = attempts
         self._owner = owner
+        self.requests = requests or RequestCount()  # counted when made by from_connection_string
 
     @classmethod
     def from_connection_string(cls, conn_str: str, **kwargs: int) -> FeedStorage:
+        requests = RequestCount()
         service = connection.blob_service(
-            conn_str, retry_total=0, connection_timeout=10, read_timeout=60
+            conn_str,
+            retry_total=0,
+            connection_timeout=10,
+            read_timeout=60,
+            raw_request_hook=requests,
         )
-        return cls(service.get_container_client(CONTAINER), owner=service, **kwargs)
+        container = service.get_container_client(CONTAINER)
+        return cls(container, owner=service, requests=requests, **kwargs)
 
     async def __aenter__(self) -> FeedStorage:
         return self

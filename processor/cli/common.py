@@ -168,3 +168,48 @@ def options(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
         return command
 
     return apply
+
+
+BLOB_TYPES = ("BlockBlob", "AppendBlob", "PageBlob")
+
+
+def filter_options(*, env: bool) -> tuple[Callable[[Any], Any], ...]:
+    """`--container`, `--blob-prefix`, `--event-type`, `--blob-type` (with `CFP_*` variables
+    when `env`; a variable takes several values space-separated). They make a `ChangeFilter`."""
+
+    def var(name: str) -> str | None:
+        return f"CFP_{name}" if env else None
+
+    return (
+        click.option(
+            "--container",
+            "containers",
+            envvar=var("CONTAINER"),
+            multiple=True,
+            metavar="NAME",
+            help="Only blobs of this container; a glob such as 'logs-*' allowed (repeatable).",
+        ),
+        click.option(
+            "--blob-prefix",
+            envvar=var("BLOB_PREFIX"),
+            default="",
+            metavar="PREFIX",
+            help="Only blobs whose name (in their container) starts with PREFIX.",
+        ),
+        click.option(
+            "--event-type",
+            "event_types",
+            envvar=var("EVENT_TYPE"),
+            multiple=True,
+            metavar="TYPE",
+            help="Only these event types, e.g. BlobCreated (repeatable).",
+        ),
+        click.option(
+            "--blob-type",
+            "blob_types",
+            envvar=var("BLOB_TYPE"),
+            multiple=True,
+            type=click.Choice(BLOB_TYPES),
+            help="Only blobs of this type (repeatable).",
+        ),
+    )

@@ -12,6 +12,7 @@ import click
 from processor.cli.emulate import emulate_command
 from processor.cli.lease import lease_group
 from processor.cli.pause import pause_command, resume_command
+from processor.cli.processor_group import processor_group
 from processor.cli.read import read_command
 from processor.cli.run import run_command
 from processor.cli.spark import (
@@ -69,6 +70,7 @@ main.add_command(logs_first(run_command))
 main.add_command(logs_first(status_command))
 main.add_command(logs_first(lease_group))
 main.add_command(logs_first(pause_command))
+main.add_command(logs_first(processor_group))
 main.add_command(logs_first(resume_command))
 main.add_command(logs_first(verify_command))
 main.add_command(logs_first(sql_command))

@@ -21,7 +21,9 @@ from processor.cli.common import (
     IsoTime,
     connection_option,
     fail,
+    filter_options,
     format_option,
+    options,
     run_async,
 )
 from processor.runtime import tune_gc
@@ -36,9 +38,7 @@ class TokenFormat(StrEnum):
 @connection_option
 @click.option("--start-time", type=IsoTime(), help="Only events at or after this time.")
 @click.option("--end-time", type=IsoTime(), help="Only events before this time.")
-@click.option(
-    "--event-type", "event_types", multiple=True, help="Only these event types (repeatable)."
-)
+@options(*filter_options(env=False))
 @click.option(
     "--continuation",
     help="Resume from a token, or @FILE holding one: a cfp token or an official SDK's "
@@ -82,7 +82,10 @@ def read_command(
     connection_string: str | None,
     start_time: datetime | None,
     end_time: datetime | None,
+    containers: tuple[str, ...],
+    blob_prefix: str,
     event_types: tuple[str, ...],
+    blob_types: tuple[str, ...],
     continuation: str | None,
     save_continuation: Path | None,
     token_format: str,
@@ -98,7 +101,8 @@ def read_command(
     Exits 0 once everything consumable (up to lastConsumable) has been read, or keeps polling
     with --follow until SIGINT/SIGTERM. Errors go to stderr with a non-zero exit.
     """
-    from processor.changefeed.sdk_token import url_host  # noqa: PLC0415 - loaded when run
+    from processor.changefeed.change_filter import ChangeFilter  # noqa: PLC0415 - when run
+    from processor.changefeed.sdk_token import url_host  # noqa: PLC0415
     from processor.changefeed.selection import EventFilter, TimeRange  # noqa: PLC0415
     from processor.cli.read_job import ReadJob, load_continuation  # noqa: PLC0415
 
@@ -119,7 +123,12 @@ def read_command(
         host=host,
         resume=resume,
         event_filter=EventFilter(
-            event_types=frozenset(event_types),
+            change=ChangeFilter.of(
+                containers=containers,
+                blob_prefix=blob_prefix,
+                event_types=event_types,
+                blob_types=blob_types,
+            ),
             window=TimeRange(start_time, end_time or resume.end_time),
             include_control=include_control,
         ),

@@ -12,6 +12,7 @@ from processor import connection
 from processor.cli.common import fail, options, run_async
 from processor.cli.run_options import (
     FAILURES_OPTIONS,
+    FILTER_OPTIONS,
     HTTP_OPTIONS,
     OBSERVER_OPTIONS,
     START_OPTIONS,
@@ -27,7 +28,7 @@ from processor.runtime import tune_gc
 
 @click.command("run")
 @options(*WHERE_OPTIONS, *OBSERVER_OPTIONS, *FAILURES_OPTIONS)
-@options(*TIMINGS_OPTIONS, *START_OPTIONS, *HTTP_OPTIONS)
+@options(*TIMINGS_OPTIONS, *FILTER_OPTIONS, *START_OPTIONS, *HTTP_OPTIONS)
 def run_command(**params: Any) -> None:
     """Run one host: take a fair share of the processor's leases and process their shards.
 

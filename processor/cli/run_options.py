@@ -27,10 +27,12 @@ from observers.spark.session import (
     spark_conf,
 )
 from processor import connection
+from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS
 from processor.cli.common import (
     IsoTime,
     connection_option,
+    filter_options,
     format_option,
     lease_connection_option,
     lease_table_option,
@@ -49,7 +51,12 @@ from processor.host.config import (
 )
 from processor.host.dead_letter import OnObserverError
 from processor.host.gaps import OnGap
-from processor.host.timings import DEFAULT_EXPIRY_S, DEFAULT_POLL_S, derive_timings
+from processor.host.timings import (
+    DEFAULT_EXPIRY_S,
+    DEFAULT_POLL_S,
+    DEFAULT_STUCK_AFTER_S,
+    derive_timings,
+)
 
 Options = tuple[Callable[[Any], Any], ...]
 
@@ -156,6 +163,15 @@ FAILURES_OPTIONS: Options = (
         envvar="CFP_DEAD_LETTER_DIR",
         help="Folder of dead-lettered batches (default with --observer spark: OUTPUT/dead-letter).",
     ),
+    click.option(
+        "--stuck-after",
+        envvar="CFP_STUCK_AFTER",
+        type=click.FloatRange(min=1),
+        default=DEFAULT_STUCK_AFTER_S,
+        show_default=True,
+        help="Seconds a lease's observer may keep failing, or a lease not caught up may go without "
+        "progress, before it is reported STUCK (cfp_lease_stuck, `cfp status`, /status).",
+    ),
 )
 # leases and polling
 TIMINGS_OPTIONS: Options = (
@@ -196,6 +212,8 @@ TIMINGS_OPTIONS: Options = (
         help="Most events handed to an observer at once.",
     ),
 )
+# what the processor delivers: fixed when it is created (its identity in the lease table)
+FILTER_OPTIONS: Options = filter_options(env=True)
 # where new leases start, and when the host stops
 START_OPTIONS: Options = (
     click.option(
@@ -209,6 +227,13 @@ START_OPTIONS: Options = (
         envvar="CFP_START_FROM_NOW",
         is_flag=True,
         help="For leases created now: deliver only events from now on.",
+    ),
+    click.option(
+        "--end-time",
+        envvar="CFP_END_TIME",
+        type=IsoTime(),
+        help="Deliver only events before this time; each lease then finishes there (part of the "
+        "processor's identity, like the filter).",
     ),
     click.option(
         "--initial-scan",
@@ -295,12 +320,18 @@ class RunOptions:
     on_gap: str
     observer_attempts: int
     dead_letter_dir: str | None
+    stuck_after: float
     lease_expiration: float
     renew_interval: float | None
     acquire_interval: float | None
     poll_interval: float
     max_batch_events: int
+    containers: tuple[str, ...]
+    blob_prefix: str
+    event_types: tuple[str, ...]
+    blob_types: tuple[str, ...]
     start_time: datetime | None
+    end_time: datetime | None
     start_from_now: bool
     initial_scan: bool
     scan_partitions: int
@@ -316,6 +347,11 @@ def host_config(o: RunOptions, *, conn: str, now: datetime, default_host: HostId
     Errors: `ConfigError`."""
     if o.start_time is not None and o.start_from_now:
         raise ConfigError("--start-time and --start-from-now exclude each other")
+    start = now if o.start_from_now else o.start_time
+    if o.end_time is not None and start is not None and o.end_time <= start:
+        raise ConfigError(
+            f"--end-time {o.end_time.isoformat()} is not after the start {start.isoformat()}"
+        )
     if o.initial_scan and (o.start_time is not None or o.start_from_now):
         raise ConfigError(
             "--initial-scan sets where the feed starts: drop --start-time/--start-from-now"
@@ -347,7 +383,15 @@ def host_config(o: RunOptions, *, conn: str, now: datetime, default_host: HostId
         observer=ObserverChoice(o.observer, spark=spark, fmt=Format(o.output_format)),
         timings=timings,
         batch_events=o.max_batch_events,
-        start_time=now if o.start_from_now else o.start_time,
+        start_time=start,
+        end_time=o.end_time,
+        change=ChangeFilter.of(
+            containers=o.containers,
+            blob_prefix=o.blob_prefix,
+            event_types=o.event_types,
+            blob_types=o.blob_types,
+        ),
+        stuck_after_s=o.stuck_after,
         until_caught_up=o.until_caught_up,
         is_ordered=not o.unordered,
         on_observer_error=policy,

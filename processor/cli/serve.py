@@ -12,6 +12,7 @@ import structlog
 
 from leases import LeaseError
 from observers import PluginLoadError
+from processor.changefeed.change_filter import FilterError
 from processor.changefeed.errors import FeedError
 from processor.cli.common import say_error
 from processor.clock import SystemClock
@@ -40,7 +41,7 @@ async def serve_host(
 ) -> int:
     """Serve the endpoints (when asked), open the host and run it; the exit code."""
     timings = config.timings
-    progress = HostProgress(wall=clock.wall)
+    progress = HostProgress(wall=clock.wall, stuck_after_s=config.stuck_after_s)
     lifecycle = host_lifecycle(clock, progress)
     health = HostHealth(
         host_name=config.host_name,
@@ -64,7 +65,7 @@ async def serve_host(
             host, store, storage = await open_host(
                 config, clock=clock, lifecycle=lifecycle, progress=progress
             )
-        except (LeaseError, PluginLoadError) as e:
+        except (LeaseError, PluginLoadError, FilterError) as e:  # FilterError: IdentityMismatch
             lifecycle.move(HostState.FAILED_PERMANENTLY, error=str(e))
             say_error(e)
             return 2

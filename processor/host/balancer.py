@@ -35,7 +35,7 @@ from processor.host.progress import HostProgress
 from processor.host.supervisor import WorkerSupervisor
 from processor.host.timings import JITTER_FRACTION, Timings
 from processor.reading.barrier_book import PositionBook
-from processor.reading.lease_position import is_scan_token
+from processor.reading.lease_position import is_finished_lease
 from processor.waiting import running_event, wait_any
 
 log = structlog.get_logger("cfp.balancer")
@@ -136,9 +136,13 @@ class Balancer:
             log.info("processor.caught_up", leases=len(leases), parked=len(self.parked))
             self.on_caught_up()
             return
-        # a finished scan partition needs no owner: nobody takes it, and it counts for no host
-        active = [x for x in leases if not (is_scan_token(x.token) and x.caught_up)]
+        # a finished lease (a done scan partition, a lease read to its end time) needs no owner:
+        # nobody takes it, and it counts for no host
+        active = [x for x in leases if not is_finished_lease(x.continuation, caught_up=x.caught_up)]
         views = self._tracker.observe(active, self.clock.monotonic())
+        self.progress.unowned = sum(
+            1 for v in views if not v.lease.parked and (v.owner is None or v.is_expired)
+        )
         plan = plan_takes(
             views, me=self.me, limits=self.limits, rng=self.rng, held=self.supervisor.tokens()
         )

@@ -26,6 +26,7 @@ class Checkpointer:
     def __init__(self, held: HeldLease, env: WorkerEnv, ledger: CheckpointLedger, log: Any) -> None:
         self.held, self.env, self.ledger, self.log = held, env, ledger, log
         self.is_caught_up_recorded = held.lease.caught_up
+        self.is_finished_recorded = False  # caught up for good (a done scan, an end time reached)
         self.confirmed = asyncio.Event()  # the observer checkpointed a mark
 
     async def write(
@@ -64,6 +65,7 @@ class Checkpointer:
             held.token, text, caught_up=caught_up, seconds=env.clock.monotonic() - started
         )
         self.is_caught_up_recorded = caught_up
+        self.is_finished_recorded = caught_up and position.is_finished
         env.book.set(held.token, position)
         if caught_up and env.caught_up is not None:
             env.caught_up.set()

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from leases import HostId
 from observers import ObserverChoice
+from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS
 from processor.host.dead_letter import OnObserverError
 from processor.host.gaps import OnGap
-from processor.host.timings import Timings
+from processor.host.timings import DEFAULT_STUCK_AFTER_S, Timings
+from processor.reading.identity import ProcessorIdentity
 
 DEFAULT_OBSERVER_ATTEMPTS = 5  # before `stop` or `dead-letter` gives up on a batch
 DEFAULT_SCAN_PARTITIONS = 8  # leases an --initial-scan is split into
@@ -44,3 +46,11 @@ class HostConfig:
     on_gap: OnGap = OnGap.SKIP
     initial_scan: bool = False  # a processor without leases starts with a scan of the account
     scan_partitions: int = DEFAULT_SCAN_PARTITIONS
+    change: ChangeFilter = field(default_factory=ChangeFilter)  # --container, --event-type...
+    end_time: datetime | None = None  # --end-time: the leases finish there
+    stuck_after_s: float = DEFAULT_STUCK_AFTER_S
+
+    @property
+    def identity(self) -> ProcessorIdentity:
+        """What this host delivers: every host of the processor must agree."""
+        return ProcessorIdentity(self.change, self.end_time)

@@ -112,6 +112,7 @@ class Delivery:
 
         def log_retry(state: RetryCallState) -> None:
             error = state.outcome.exception() if state.outcome else None
+            env.progress.observer_failed(held.token)
             self.log.warning("observer.retry", attempt=state.attempt_number, error=repr(error))
 
         async def pause(seconds: float) -> None:  # a backoff the host's stop cuts short

@@ -54,8 +54,8 @@ async def position_after_gap(
         names = [b.name for b in await catalog.storage.list_blobs(prefix)]
         nxt = first_after(names, error.path)
         if nxt is not None:
-            return LeasePosition(pos.segment, False, ShardPosition(nxt, 0, 0), pos.start_time)
-    return LeasePosition(pos.segment, True, ShardPosition(), pos.start_time)
+            return pos.moved_to(pos.segment, False, ShardPosition(nxt, 0, 0))
+    return pos.moved_to(pos.segment, True)
 
 
 async def _past_missing_segments(
@@ -71,4 +71,4 @@ async def _past_missing_segments(
             done = segment
             continue
         break
-    return LeasePosition(done, True, ShardPosition(), pos.start_time)
+    return pos.moved_to(done, True)

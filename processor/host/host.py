@@ -4,6 +4,7 @@
 Host.run                  TaskGroup: a crash here stops the host (its container restarts it)
 ├── Renewer.run           renews held leases at a fixed rate; fences what it cannot renew
 ├── Balancer.run          list, observe, plan, acquire or ask for hand-over, start workers
+├── FeedWatcher.run       one look at segments.json per poll interval; wakes caught-up workers
 ├── sample_lag            bytes left per owned lease, for /status and /metrics
 ├── JobRunner.run         per singleton job of the observer (Spark's state job): run it while
 │                         holding its lease
@@ -45,6 +46,7 @@ from processor.clock import Clock, SystemClock
 from processor.host.balancer import Balancer
 from processor.host.config import HostConfig
 from processor.host.dead_letter import DeadLetterFolder
+from processor.host.feed_watcher import CATALOG_AGE_POLLS, FeedWatcher
 from processor.host.jobs import JobRunner
 from processor.host.lag import LAG_SAMPLE_S, sample_lag
 from processor.host.lease_creation import LeaseCreator
@@ -57,6 +59,7 @@ from processor.host.supervisor import WorkerSupervisor
 from processor.host.worker import ReaderFactory, run_worker
 from processor.host.worker_env import WorkerEnv
 from processor.reading.barrier_book import PositionBook
+from processor.reading.identity import claim_identity
 from processor.reading.lease_position import LeasePosition
 from processor.waiting import running_event, wait_any
 
@@ -80,7 +83,9 @@ class Host:
         self.config = config
         self._make_reader = make_reader
         self.clock = clock or SystemClock()
-        self.progress = progress or HostProgress(wall=self.clock.wall)
+        self.progress = progress or HostProgress(
+            wall=self.clock.wall, stuck_after_s=config.stuck_after_s
+        )
         self.lifecycle = lifecycle or host_lifecycle(self.clock, self.progress)
         self.last_tick_at: float | None = None  # monotonic; the balancing loop is alive
         self._store_ok_at = self.clock.monotonic()
@@ -89,7 +94,10 @@ class Host:
         running = running_event()  # shared by the balancer (sets it) and the workers
         t = config.timings
         self.store = store
-        self.catalog = FeedCatalog(storage, refresh_s=t.poll_s, clock=self.clock)
+        self.catalog = FeedCatalog(
+            storage, refresh_s=t.poll_s * CATALOG_AGE_POLLS, clock=self.clock
+        )
+        self.watcher = FeedWatcher(self.catalog, every_s=t.poll_s)
         self.book = PositionBook(store.list_leases, refresh_s=t.barrier_refresh_s, clock=self.clock)
         self.env = self._worker_env(observer_factory, caught_up, running)
         self.supervisor = WorkerSupervisor(
@@ -145,20 +153,22 @@ class Host:
             ),
             progress=self.progress,
             running=running,
+            change=config.change,
+            feed_changed=self.watcher.changed,
         )
 
     def _balancer(
         self, caught_up: asyncio.Event, running: asyncio.Event, rng: random.Random | None
     ) -> Balancer:
         config = self.config
-        start = config.start_time
+        start, end = config.start_time, config.end_time
         creator = LeaseCreator(
             self.store,
             self.catalog,
             self.clock,
             initial_continuation=None
-            if start is None
-            else LeasePosition(start_time=start).to_json(),
+            if start is None and end is None
+            else LeasePosition(start_time=start, end_time=end).to_json(),
             scan_partitions=config.scan_partitions if config.initial_scan else 0,
         )
         return Balancer(
@@ -276,6 +286,7 @@ class Host:
             supervising = tg.create_task(self.supervisor.run())
             tg.create_task(self.renewer.run(renewer_stop))
             balancing = tg.create_task(self.balancer.run(self._stop))
+            tg.create_task(self.watcher.run(self._stop))
             jobs = [tg.create_task(job.run(self._stop)) for job in self.jobs]
             tg.create_task(
                 sample_lag(
@@ -349,7 +360,9 @@ async def open_host(
     lifecycle: Lifecycle | None = None,
     progress: HostProgress | None = None,
 ) -> tuple[Host, TableLeaseStore, FeedStorage]:
-    """Build a host on Azure Tables and Blob storage from `config`; the caller closes both."""
+    """Build a host on Azure Tables and Blob storage from `config`; the caller closes both.
+    Errors: `IdentityMismatch` (and `FilterError`) when the processor delivers something else,
+    `LeaseError`, `PluginLoadError`."""
     store = connection.lease_store(
         config.lease_connection_string,
         table=config.lease_table,
@@ -359,6 +372,12 @@ async def open_host(
     storage = FeedStorage.from_connection_string(config.connection_string)
     try:
         await store.open()
+        await claim_identity(
+            store,
+            config.identity,
+            processor=config.processor_name,
+            table=config.lease_table,
+        )
         factory = load_observer_factory(config.observer, host_name=config.host_name)
     except BaseException:
         await store.close()
@@ -373,4 +392,5 @@ async def open_host(
         lifecycle=lifecycle,
         progress=progress,
     )
+    host.progress.storage_requests = storage.requests.by_kind
     return host, store, storage

@@ -7,6 +7,7 @@ every other host's insert is refused. Run at each balancing tick, before the bal
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import structlog
 
@@ -25,7 +26,7 @@ class LeaseCreator:
     store: LeaseStore
     catalog: FeedCatalog
     clock: Clock
-    initial_continuation: str | None = None  # of a new feed lease (--start-time, the scan)
+    initial_continuation: str | None = None  # of a new feed lease (--start/--end-time, the scan)
     scan_partitions: int = 0  # --initial-scan: partitions of a scan made with the first leases
     created: int = 0  # rows this host made
     _logged_feed_problems: set[str] = field(default_factory=set)  # logged once each
@@ -59,7 +60,9 @@ class LeaseCreator:
                 known = {x.token for x in scans}
                 listed = await self.store.list_leases()
                 added = [x for x in listed if is_scan_token(x.token) and x.token not in known]
-        self.initial_continuation = feed_start_after_scan(scans + added)
+        self.initial_continuation = feed_start_after_scan(
+            scans + added, end_time=LeasePosition.from_json(self.initial_continuation).end_time
+        )
         return added
 
     async def _insert_scan(self, partitions: list[int], *, of: int) -> list[Lease]:
@@ -137,11 +140,11 @@ def missing_scan_partitions(scans: list[Lease], wanted: int) -> tuple[list[int],
     return sorted(set(range(of)) - {x.partition for x in made}), of
 
 
-def feed_start_after_scan(scans: list[Lease]) -> str | None:
+def feed_start_after_scan(scans: list[Lease], *, end_time: datetime | None = None) -> str | None:
     """The continuation of a feed lease made alongside a scan: from the scan's start minus the
     segment slack, so that every change a listing may have missed is delivered (a change older
     than that is in the listing)."""
     started = [x.started_at for x in _scan_positions(scans)]
     if not started:
         return None
-    return LeasePosition(start_time=min(started) - TIME_SLACK).to_json()
+    return LeasePosition(start_time=min(started) - TIME_SLACK, end_time=end_time).to_json()

@@ -44,6 +44,7 @@ class Presence:
         self._clock = clock
         self._expiry_s = expiry_s
         self.endpoint = endpoint
+        self.note = ""  # set by the host: why it holds nothing yet
         self._changed = asyncio.Event()
         self._since = clock.wall()
         lifecycle.listeners.append(self._on_change)
@@ -62,6 +63,8 @@ class Presence:
             expiry_s=self._expiry_s,
             error=self._lifecycle.error,
             endpoint=self.endpoint,
+            stuck={str(k): v for k, v in self._progress.stuck().items()},
+            note=self.note,
         )
 
     async def run(self, stop: asyncio.Event, *, every_s: float) -> None:

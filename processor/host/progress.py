@@ -7,17 +7,18 @@ at scrape time from the live entries, so a lease that left the host leaves no st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from leases import LeaseToken
 from observers import CloseReason
 from processor.host.lifecycle import HostState
+from processor.host.timings import DEFAULT_STUCK_AFTER_S
 
 CHECKPOINT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -35,6 +36,29 @@ class LeaseProgress:
     checkpointed_at: datetime | None = None
     caught_up: bool = False
     bytes_left: int | None = None  # sampled every few seconds; None until known
+    failures: int = 0  # the observer's failures on the batch in hand, in a row
+    failing_since: datetime | None = None  # the first of them
+    moved_at: datetime | None = None  # last delivery or checkpoint, or a wait that is no fault
+
+    def seconds_since_checkpoint(self, now: datetime) -> float:
+        """Since the last checkpoint this host wrote (since it took the lease, before any)."""
+        return max(0.0, (now - (self.checkpointed_at or self.started_at)).total_seconds())
+
+    def stuck_reason(self, now: datetime, after_s: float) -> str | None:
+        """Why the lease counts as stuck: its observer has failed for `after_s` or longer, or it
+        is not caught up and has not moved for that long (a wait at the segment barrier or
+        while paused is no fault of its own, and not counted). None when it is not stuck."""
+        if self.failing_since is not None:
+            failing = (now - self.failing_since).total_seconds()
+            if failing >= after_s:
+                return f"the observer has failed {self.failures} times in a row for {failing:.0f} s"
+            return None
+        if self.caught_up:
+            return None
+        still = (now - (self.moved_at or self.started_at)).total_seconds()
+        if still >= after_s:
+            return f"no progress for {still:.0f} s while not caught up"
+        return None
 
     def lag_seconds(self, now: datetime) -> float:
         """Now minus the event time of the last delivered event; 0 once caught up (nothing is
@@ -53,7 +77,8 @@ class LeaseProgress:
             return None  # nothing delivered yet to take an average from
         return round(self.bytes_left * self.events / self.bytes_read)
 
-    def to_json(self, now: datetime) -> dict[str, object]:
+    def to_json(self, now: datetime, stuck_after_s: float) -> dict[str, object]:
+        stuck = self.stuck_reason(now, stuck_after_s)
         return {
             "lease": self.token,
             "epoch": self.epoch,
@@ -65,7 +90,11 @@ class LeaseProgress:
             "lastEventTime": self.last_event_time.isoformat() if self.last_event_time else None,
             "lastCheckpoint": self.checkpointed_at.isoformat() if self.checkpointed_at else None,
             "caughtUp": self.caught_up,
-            "state": "caught up" if self.caught_up else "reading",
+            "state": "STUCK" if stuck else "caught up" if self.caught_up else "reading",
+            "stuck": stuck is not None,
+            "stuckReason": stuck,
+            "consecutiveFailures": self.failures,
+            "secondsSinceCheckpoint": round(self.seconds_since_checkpoint(now), 3),
             "lagSeconds": round(self.lag_seconds(now), 3),
             "lagBytes": self.bytes_left,
             "lagEvents": self.lag_events(),
@@ -78,10 +107,18 @@ class HostProgress:
     One registry per host (not the process-wide default) so that tests may run several hosts in
     one process."""
 
-    def __init__(self, *, wall: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        wall: Callable[[], datetime] | None = None,
+        stuck_after_s: float = DEFAULT_STUCK_AFTER_S,
+    ) -> None:
         self._wall = wall or (lambda: datetime.now(UTC))
+        self.stuck_after_s = stuck_after_s
         self.leases: dict[LeaseToken, LeaseProgress] = {}
         self.total_events = 0  # over every lease this host ever held (leases come and go)
+        self.unowned: int | None = None  # leases no live host owns, as of the last tick
+        self.storage_requests: Mapping[str, int] = {}  # the feed's requests so far, by kind
         self.registry = CollectorRegistry()
         r = self.registry
         self.events = Counter(
@@ -154,6 +191,8 @@ class HostProgress:
             return
         entry.events += events
         entry.batches += 1
+        entry.failures, entry.failing_since = 0, None
+        entry.moved_at = self._wall()
         self.total_events += events
         entry.caught_up = False
         if last_event_time is not None:
@@ -161,6 +200,26 @@ class HostProgress:
         self.events.labels(token).inc(events)
         self.batches.labels(token).inc()
         self.add_read(token, read_bytes)
+
+    def observer_failed(self, token: LeaseToken) -> None:
+        entry = self.leases.get(token)
+        if entry is not None:
+            entry.failures += 1
+            if entry.failing_since is None:
+                entry.failing_since = self._wall()
+
+    def waiting(self, token: LeaseToken) -> None:
+        """The lease waits for others (the segment barrier) or for the operator (paused): time
+        spent so is not a lack of progress."""
+        entry = self.leases.get(token)
+        if entry is not None:
+            entry.moved_at = self._wall()
+
+    def stuck(self) -> dict[LeaseToken, str]:
+        """The leases stuck now, with why."""
+        now = self._wall()
+        found = {t: e.stuck_reason(now, self.stuck_after_s) for t, e in self.leases.items()}
+        return {t: why for t, why in sorted(found.items()) if why is not None}
 
     def add_read(self, token: LeaseToken, read_bytes: int) -> None:
         entry = self.leases.get(token)
@@ -175,7 +234,7 @@ class HostProgress:
         entry = self.leases.get(token)
         if entry is not None:
             entry.continuation = continuation
-            entry.checkpointed_at = self._wall()
+            entry.checkpointed_at = entry.moved_at = self._wall()
             entry.caught_up = caught_up
             if caught_up:
                 entry.bytes_left = 0
@@ -186,7 +245,7 @@ class HostProgress:
 
     def to_json(self) -> list[dict[str, object]]:
         now = self._wall()
-        return [self.leases[t].to_json(now) for t in sorted(self.leases)]
+        return [self.leases[t].to_json(now, self.stuck_after_s) for t in sorted(self.leases)]
 
     def now(self) -> datetime:
         return self._wall()
@@ -198,7 +257,7 @@ class _LeaseGauges(Collector):
     def __init__(self, progress: HostProgress) -> None:
         self._progress = progress
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         p = self._progress
         now = p.now()
         owned = GaugeMetricFamily("cfp_leases_owned", "Leases this host works on now.")
@@ -218,8 +277,43 @@ class _LeaseGauges(Collector):
             "Events left up to lastConsumable: bytes left over the average event size so far.",
             labels=["lease"],
         )
+        failures = GaugeMetricFamily(
+            "cfp_observer_consecutive_failures",
+            "The observer's failures on the batch in hand, in a row (0 after a success).",
+            labels=["lease"],
+        )
+        since = GaugeMetricFamily(
+            "cfp_seconds_since_checkpoint",
+            "Seconds since this host last checkpointed the lease (since it took it, before).",
+            labels=["lease"],
+        )
+        stuck = GaugeMetricFamily(
+            "cfp_lease_stuck",
+            "1 when the observer has failed for --stuck-after or longer, or the lease is not "
+            "caught up and has not moved for that long.",
+            labels=["lease"],
+        )
+        unowned = GaugeMetricFamily(
+            "cfp_leases_unowned",
+            "Leases no live host owns (not parked, not finished), as of this host's last "
+            "balancing tick: the same processor-wide figure on every host.",
+        )
+        if p.unowned is not None:
+            unowned.add_metric([], p.unowned)
+        requests = CounterMetricFamily(
+            "cfp_storage_requests",
+            "HTTP requests to the change feed's storage (each attempt and listing page), by "
+            "kind: list, get (manifests, chunk ranges), or another method.",
+            labels=["kind"],
+        )
+        for kind, n in sorted(p.storage_requests.items()):
+            requests.add_metric([kind], n)
         for token, entry in sorted(p.leases.items()):
             lag_s.add_metric([token], entry.lag_seconds(now))
+            failures.add_metric([token], entry.failures)
+            since.add_metric([token], entry.seconds_since_checkpoint(now))
+            is_stuck = entry.stuck_reason(now, p.stuck_after_s) is not None
+            stuck.add_metric([token], 1.0 if is_stuck else 0.0)
             if entry.bytes_left is not None:
                 lag_b.add_metric([token], entry.bytes_left)
             if (events := entry.lag_events()) is not None:
@@ -228,3 +322,8 @@ class _LeaseGauges(Collector):
         yield lag_s
         yield lag_b
         yield lag_e
+        yield failures
+        yield since
+        yield stuck
+        yield unowned
+        yield requests

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 DEFAULT_EXPIRY_S = 30.0
 DEFAULT_POLL_S = 5.0
+DEFAULT_STUCK_AFTER_S = 300.0  # a lease failing (or not moving) this long is reported STUCK
 # Share of the expiry after the last successful renewal when a host stops using a lease (fences
 # itself). Other hosts judge expiry from when they saw our write, which is after we sent it, so
 # stopping at 80 % of the interval after sending leaves a fifth of it as margin.

@@ -28,6 +28,7 @@ from processor.changefeed.errors import (
 )
 from processor.host.checkpointer import Checkpointer, after_batch
 from processor.host.delivery import Delivery, check_still_ours
+from processor.host.feed_watcher import WAKE_ANYWAY_POLLS
 from processor.host.gaps import OnGap, position_after_gap
 from processor.host.ledger import CheckpointLedger
 from processor.host.owner_writes import HeldLease
@@ -106,13 +107,16 @@ class Worker:
     def _reader(self, token: str, position: LeasePosition) -> Reader:
         env = self.env
         if position.scan is not None:
-            return ScanReader(env.catalog.storage, position, batch_events=env.batch_events)
+            return ScanReader(
+                env.catalog.storage, position, batch_events=env.batch_events, change=env.change
+            )
         return LeaseReader(
             env.catalog,
             shard=token,
             position=position,
             batch_events=env.batch_events,
             is_ordered=env.is_ordered,
+            change=env.change,
         )
 
     async def _loop(
@@ -128,6 +132,7 @@ class Worker:
         while True:
             check_still_ours(held, env)
             if not env.running.is_set():  # paused: hold the lease idle, everything confirmed
+                env.progress.waiting(held.token)
                 await checkpoints.confirm_delivered()
                 await wait_any(
                     env.stop, held.lost, held.handover, env.running, timeout_s=env.timings.poll_s
@@ -163,22 +168,36 @@ class Worker:
                 ledger.advanced(step.position)
                 await checkpoints.confirm_delivered()
             elif step.step is Step.CAUGHT_UP:
-                checkpoints.confirmed.clear()
-                if not checkpoints.is_caught_up_recorded and ledger.all_confirmed():
-                    await checkpoints.write(step.position, caught_up=True)
-                scan = step.position.scan
-                if scan is not None and scan.done and checkpoints.is_caught_up_recorded:
-                    raise WorkerEnded(CloseReason.FINISHED)  # released; no host takes it again
-                # an observer still writing: record "caught up" as soon as it confirms
-                confirming = [] if ledger.all_confirmed() else [checkpoints.confirmed]
-                await wait_any(
-                    env.stop, held.lost, held.handover, *confirming, timeout_s=env.timings.poll_s
-                )
+                await self._caught_up(step.position, checkpoints)
             else:  # at the barrier: others wait for our position too
+                env.progress.waiting(held.token)
                 await checkpoints.confirm_delivered()
                 await env.book.wait_for_change(
                     stop=env.stop, timeout_s=env.timings.barrier_refresh_s
                 )
+
+    async def _caught_up(self, position: LeasePosition, checkpoints: Checkpointer) -> None:
+        """Record "caught up" (and "finished", at an end time or a scan's end) once every batch
+        is confirmed, then wait for news: the host's feed watcher at a segment's end, the
+        shard itself inside a segment still being written."""
+        held, env, ledger = self.held, self.env, checkpoints.ledger
+        checkpoints.confirmed.clear()
+        finished = position.is_finished
+        recorded = checkpoints.is_caught_up_recorded and (
+            checkpoints.is_finished_recorded or not finished
+        )
+        if not recorded and ledger.all_confirmed():
+            await checkpoints.write(position, caught_up=True)
+        if checkpoints.is_finished_recorded:
+            raise WorkerEnded(CloseReason.FINISHED)  # released; no host takes it again
+        # an observer still writing: record "caught up" as soon as it confirms
+        confirming = [] if ledger.all_confirmed() else [checkpoints.confirmed]
+        at_edge = position.segment is None or position.is_segment_done
+        if at_edge and env.feed_changed is not None:
+            news, wait_s = [env.feed_changed()], env.timings.poll_s * WAKE_ANYWAY_POLLS
+        else:
+            news, wait_s = [], env.timings.poll_s
+        await wait_any(env.stop, held.lost, held.handover, *confirming, *news, timeout_s=wait_s)
 
     async def _step_over_gap(
         self, reader: Reader, error: MissingChunkError, checkpoints: Checkpointer

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from leases import HostId, LeaseStore
 from observers import CloseReason, ObserverFactory
 from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS
 from processor.clock import Clock
 from processor.host.config import DEFAULT_OBSERVER_ATTEMPTS
@@ -40,6 +42,11 @@ class WorkerEnv:
     on_gap: OnGap = OnGap.SKIP  # data at a lease's position deleted (retention)
     progress: HostProgress = field(default_factory=HostProgress)  # for /status and /metrics
     running: asyncio.Event = field(default_factory=running_event)  # cleared: processor paused
+    change: ChangeFilter = field(
+        default_factory=ChangeFilter
+    )  # what the processor delivers (its identity)
+    # the host's feed watcher: a lease caught up at a segment's end waits for it, not polling
+    feed_changed: Callable[[], asyncio.Event] | None = None
 
 
 class WorkerEnded(Exception):

@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from processor.changefeed.layout import segment_time
-from processor.changefeed.selection import TimeRange
 from processor.reading.lease_position import LeasePosition
 
 
 def readable_segments(segments: Sequence[str], position: LeasePosition) -> list[str]:
-    """The segments (sorted paths) a lease starting at `position.start_time` reads."""
-    window = TimeRange(start=position.start_time)
+    """The segments (sorted paths) a lease reads: those its start and end times let in."""
+    window = position.window
     return [s for s in segments if window.segment_may_hold(segment_time(s))]
 
 

@@ -2,8 +2,8 @@
 
 A lease follows one shard name (`00`, `01`, ...) through every segment of the feed. Its position
 is the segment being read (or, with `is_segment_done`, the last one finished) and the shard
-position inside it. `start_time` is the processor's start option, fixed when the lease row was
-created, so every host that ever holds the lease skips the same history.
+position inside it. `start_time` and `end_time` are the processor's start and end options, fixed
+when the lease row was created, so every host that ever holds the lease delivers the same window.
 
 A scan lease (`scan-NN`, made by `cfp run --initial-scan`) holds a `ScanPosition` instead: its
 partition of the account's blobs, when the scan started, and the last blob it delivered.
@@ -17,7 +17,7 @@ from datetime import datetime
 
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.position import ShardPosition
-from processor.changefeed.selection import parse_event_time
+from processor.changefeed.selection import TimeRange, parse_event_time
 
 VERSION = 1
 SCAN_PREFIX = "scan-"
@@ -90,6 +90,27 @@ class LeasePosition:
     shard: ShardPosition = field(default_factory=ShardPosition)
     start_time: datetime | None = None
     scan: ScanPosition | None = None
+    end_time: datetime | None = None  # `--end-time`: no segment wholly after it is read
+    finished: bool = False  # read up to its end time: no host takes the lease again
+
+    @property
+    def is_finished(self) -> bool:
+        """Nothing more will ever be delivered: a scan partition done, or a lease read up to
+        its end time."""
+        return self.scan.done if self.scan is not None else self.finished
+
+    def moved_to(
+        self, segment: str | None, is_segment_done: bool, shard: ShardPosition | None = None
+    ) -> LeasePosition:
+        """Another place in the feed, with the same start and end times."""
+        return LeasePosition(
+            segment, is_segment_done, shard or ShardPosition(), self.start_time, None, self.end_time
+        )
+
+    @property
+    def window(self) -> TimeRange:
+        """The event times this lease delivers."""
+        return TimeRange(self.start_time, self.end_time)
 
     def to_json(self) -> str:
         doc: dict[str, object] = {"v": VERSION, "segment": self.segment}
@@ -101,6 +122,10 @@ class LeasePosition:
             doc["shard"] = self.shard.to_json()
         if self.start_time is not None:
             doc["startTime"] = self.start_time.isoformat()
+        if self.end_time is not None:
+            doc["endTime"] = self.end_time.isoformat()
+        if self.finished:
+            doc["finished"] = True
         return json.dumps(doc, separators=(",", ":"))
 
     @classmethod
@@ -121,14 +146,11 @@ class LeasePosition:
         segment = doc.get("segment")
         if segment is not None and not isinstance(segment, str):
             raise InvalidContinuation(f"lease {lease}: continuation segment is not a string")
-        start = doc.get("startTime")
-        try:
-            start_time = parse_event_time(start) if isinstance(start, str) else None
-        except ValueError:
-            raise InvalidContinuation(f"lease {lease}: startTime {start!r} is not a time") from None
+        start_time, end_time = _time(doc, "startTime", lease), _time(doc, "endTime", lease)
         shard = ShardPosition.from_json(doc["shard"]) if "shard" in doc else ShardPosition()
         scan = ScanPosition.from_json(doc["scan"], lease=lease) if "scan" in doc else None
-        return cls(segment, bool(doc.get("done", False)), shard, start_time, scan)
+        done, finished = bool(doc.get("done", False)), bool(doc.get("finished", False))
+        return cls(segment, done, shard, start_time, scan, end_time, finished)
 
     def order_key(self) -> tuple[str, int, str, int, int]:
         """Positions compare by this key; a checkpoint must never lower it. (A scan position
@@ -147,3 +169,22 @@ class LeasePosition:
 
     def is_before(self, other: LeasePosition) -> bool:
         return self.order_key() < other.order_key()
+
+
+def _time(doc: dict[str, object], key: str, lease: str) -> datetime | None:
+    raw = doc.get(key)
+    try:
+        return parse_event_time(raw) if isinstance(raw, str) else None
+    except ValueError:
+        raise InvalidContinuation(f"lease {lease}: {key} {raw!r} is not a time") from None
+
+
+def is_finished_lease(continuation: str | None, *, caught_up: bool) -> bool:
+    """Whether a lease row is finished (a done scan partition, or read to its end time) and
+    recorded so: nobody takes it, and it counts for no host."""
+    if not caught_up:
+        return False
+    try:
+        return LeasePosition.from_json(continuation).is_finished
+    except InvalidContinuation:
+        return False

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from azure.storage.blob import BlobProperties
 
 from observers.envelope import BACKFILL_EVENT, SCAN_SEGMENT_PREFIX
+from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS, RawRecord
 from processor.changefeed.storage import FeedStorage
 from processor.reading.lease_position import LeasePosition, ScanPosition
@@ -99,6 +100,7 @@ class ScanReader:
     storage: FeedStorage
     position: LeasePosition
     batch_events: int = DEFAULT_BATCH_EVENTS
+    change: ChangeFilter = field(default_factory=ChangeFilter)  # the processor's filter
     _containers: list[str] | None = None
     _marker: str | None = None  # of the next page of the current container
     _page: deque[BlobProperties] = field(default_factory=deque)
@@ -130,7 +132,12 @@ class ScanReader:
             container, props = blob
             if scan_partition(container, props.name, scan.partitions) != scan.partition:
                 continue
-            records.append(backfill_record(container, props))
+            if not self.change.accepts_blob(container, props.name):
+                continue
+            record = backfill_record(container, props)
+            if self.change.blob_types and not self.change.accepts(record):
+                continue
+            records.append(record)
             keys.append(scan_event_position(container, props.name))
             after = (container, props.name)
         if not records:
@@ -144,7 +151,11 @@ class ScanReader:
         """The next listed blob after the position (every partition's), or None at the end."""
         if self._containers is None:
             start = scan.after[0] if scan.after else ""
-            self._containers = [c for c in await self.storage.list_containers() if c >= start]
+            self._containers = [
+                c
+                for c in await self.storage.list_containers()
+                if c >= start and self.change.accepts_container(c)
+            ]
         while True:
             while self._page:
                 props = self._page.popleft()

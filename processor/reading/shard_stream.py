@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Protocol
 
 from processor.changefeed.catalog import FeedCatalog
-from processor.changefeed.layout import shard_name
-from processor.changefeed.position import DEFAULT_BATCH_EVENTS, RawRecord, ShardPosition
-from processor.changefeed.selection import EventFilter, TimeRange
+from processor.changefeed.change_filter import ChangeFilter
+from processor.changefeed.layout import segment_time, shard_name
+from processor.changefeed.position import DEFAULT_BATCH_EVENTS, RawRecord
+from processor.changefeed.selection import EventFilter
 from processor.changefeed.shard_reader import ShardReader
 from processor.reading.barrier import readable_segments
 from processor.reading.lease_position import LeasePosition
@@ -80,13 +81,14 @@ class LeaseReader:
         position: LeasePosition,
         batch_events: int = DEFAULT_BATCH_EVENTS,
         is_ordered: bool = True,
+        change: ChangeFilter | None = None,
     ) -> None:
         self._catalog = catalog
         self.shard = shard
         self.position = position
         self._batch_events = batch_events
         self._is_ordered = is_ordered
-        self._filter = EventFilter(window=TimeRange(start=position.start_time))
+        self._filter = EventFilter(change or ChangeFilter(), window=position.window)
         self._reader: ShardReader | None = None
 
     def reset(self) -> None:
@@ -108,22 +110,24 @@ class LeaseReader:
             after = pos.segment or ""
             following = [s for s in readable_segments(segments, pos) if s > after]
             if not following:
+                if not pos.finished and _past_the_end(pos, segments):
+                    self.position = pos = replace(pos, finished=True)
                 return LeaseRead(Step.CAUGHT_UP, pos)
             nxt = following[0]
             if self._is_ordered and not may_enter(nxt, segments):
                 return LeaseRead(Step.BLOCKED, pos, waiting_for=nxt)
             manifest = await self._catalog.manifest(nxt)
             if self._prefix(manifest.shard_prefixes) is None:
-                self.position = LeasePosition(nxt, True, ShardPosition(), pos.start_time)
+                self.position = pos.moved_to(nxt, True)
             else:
-                self.position = LeasePosition(nxt, False, ShardPosition(), pos.start_time)
+                self.position = pos.moved_to(nxt, False)
             self._reader = None
             return LeaseRead(Step.ADVANCED, self.position)
         assert pos.segment is not None
         manifest = await self._catalog.manifest(pos.segment)
         prefix = self._prefix(manifest.shard_prefixes)
         if prefix is None:
-            self.position = LeasePosition(pos.segment, True, ShardPosition(), pos.start_time)
+            self.position = pos.moved_to(pos.segment, True)
             return LeaseRead(Step.ADVANCED, self.position)
         if self._reader is None:
             self._reader = ShardReader(
@@ -136,15 +140,22 @@ class LeaseReader:
             )
         result = await self._reader.read(is_finalized=manifest.is_finalized, read_ahead=read_ahead)
         if result.batch is not None:
-            self.position = LeasePosition(pos.segment, False, result.batch.end, pos.start_time)
+            self.position = pos.moved_to(pos.segment, False, result.batch.end)
             return LeaseRead(Step.BATCH, self.position, batch=result.batch)
         if result.is_complete:
-            self.position = LeasePosition(pos.segment, True, ShardPosition(), pos.start_time)
+            self.position = pos.moved_to(pos.segment, True)
             self._reader = None
             return LeaseRead(Step.ADVANCED, self.position)
         # caught up inside a Publishing segment: keep the reader's shard position
-        self.position = LeasePosition(pos.segment, False, self._reader.position, pos.start_time)
+        self.position = pos.moved_to(pos.segment, False, self._reader.position)
         return LeaseRead(Step.CAUGHT_UP, self.position)
 
     def _prefix(self, prefixes: tuple[str, ...]) -> str | None:
         return next((p for p in prefixes if shard_name(p) == self.shard), None)
+
+
+def _past_the_end(position: LeasePosition, segments: list[str]) -> bool:
+    """Whether a lease with nothing left to read before its end time is finished for good: a
+    consumable segment lies wholly after its end (later ones can only lie further)."""
+    window = position.window
+    return window.end is not None and any(window.is_past(segment_time(s)) for s in segments)

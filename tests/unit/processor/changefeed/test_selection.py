@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
+from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.layout import segment_path
 from processor.changefeed.selection import (
     EventFilter,
@@ -74,7 +75,7 @@ def test_event_filter() -> None:
     assert not f.accepts(rec("BlobCreated", "2026-01-01T00:20:00.0000000Z"))
     assert not f.accepts(rec("Control", "2026-01-01T00:15:00.0000000Z"))
     assert EventFilter(include_control=True).accepts(rec("Control", "x"))
-    typed = EventFilter(event_types=frozenset({"BlobDeleted"}))
+    typed = EventFilter(change=ChangeFilter.of(event_types=["BlobDeleted"]))
     assert typed.accepts(rec("BlobDeleted", "x")) and not typed.accepts(rec("BlobCreated", "x"))
 
 

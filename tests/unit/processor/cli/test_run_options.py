@@ -90,3 +90,36 @@ def test_the_config_builder_reads_no_environment(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("CFP_CONNECTION_STRING", "AccountName=elsewhere;AccountKey=a2V5")
     c = host_config(o, conn=DEFAULT_CONNECTION_STRING, now=NOW, default_host=HostId("me-1"))
     assert c.connection_string == c.lease_connection_string == DEFAULT_CONNECTION_STRING
+
+
+def test_the_filter_options_make_one_canonical_filter_and_variables_take_several() -> None:
+    c = config("--container", "raw", "--container", "logs-*", "--event-type", "BlobCreated")
+    assert c.change.containers == ("logs-*", "raw") and c.change.event_types == {"BlobCreated"}
+    assert (
+        c.identity.text()
+        == config(
+            "--event-type", "BlobCreated", "--container", "logs-*", "--container", "raw"
+        ).identity.text()
+    )
+    assert config().change.is_empty
+    seen: list[RunOptions] = []
+    command = main.commands["run"]
+    original = command.callback
+    command.callback = lambda **params: seen.append(RunOptions(**params))
+    try:
+        env = {"CFP_CONTAINER": "a b*", "CFP_BLOB_TYPE": "AppendBlob", "CFP_BLOB_PREFIX": "x/"}
+        assert CliRunner().invoke(main, ["run"], env=env).exit_code == 0
+    finally:
+        command.callback = original
+    assert seen[0].containers == ("a", "b*") and seen[0].blob_types == ("AppendBlob",)
+    assert seen[0].blob_prefix == "x/"
+
+
+def test_an_end_time_must_come_after_the_start() -> None:
+    end = "2026-01-01T02:00:00Z"
+    assert config("--end-time", end).end_time == datetime(2026, 1, 1, 2, tzinfo=UTC)
+    with pytest.raises(ConfigError, match=r"--end-time .* is not after the start"):
+        config("--start-time", "2026-01-01T03:00:00Z", "--end-time", end)
+    with pytest.raises(ConfigError, match="not after the start"):
+        config("--start-from-now", "--end-time", end)  # now is 2026-11-25
+    assert config("--stuck-after", "60").stuck_after_s == 60

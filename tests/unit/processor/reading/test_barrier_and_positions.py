@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -119,3 +120,19 @@ async def test_the_barrier_book_lists_the_table_at_most_once_per_refresh_interva
     clock.now += 1.0
     await book.refresh()
     assert listed == [100.0, 101.0]
+
+
+def test_an_end_time_closes_the_segments_after_it_and_is_kept_through_moves() -> None:
+    end = BASE + timedelta(hours=3)
+    pos = LeasePosition(start_time=BASE, end_time=end)
+    again = LeasePosition.from_json(pos.moved_to(SEGMENTS[3], True).to_json())
+    assert again.end_time == end and again.start_time == BASE and not again.finished
+    # a segment beginning an hour (the slack) or more after the end cannot hold its events:
+    # done with hour 3, the lease has nothing more before any later segment
+    assert has_finished_before(again, SEGMENTS[6], SEGMENTS)
+    assert not has_finished_before(pos.moved_to(SEGMENTS[2], True), SEGMENTS[6], SEGMENTS)
+    done = dataclasses.replace(again, finished=True)
+    assert LeasePosition.from_json(done.to_json()).is_finished
+    assert not again.is_finished
+    with pytest.raises(InvalidContinuation, match="endTime"):
+        LeasePosition.from_json('{"v":1,"segment":null,"endTime":"later"}', lease="07")

@@ -1,0 +1,305 @@
+"""Running a processor for months, with real hosts on Azurite: a filter fixed at creation, a
+bounded run that finishes at its end time, a reset that rewinds a paused processor (and that a
+zombie cannot checkpoint over), and a poison batch reported STUCK.
+
+Each test emulates a small feed (segments an hour apart from 2026-01-01) and runs real
+`cfp run` processes with the JSON-lines test observer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import itertools
+import json
+import signal
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from processor.changefeed.change_filter import blob_path
+from processor.changefeed.selection import parse_event_time
+from processor.reading.lease_position import LeasePosition
+from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
+from tests.helpers import emulate, read_all, run_cfp, until
+
+ARGS = quick_host_args(batch=8, observer="tests.plugins:PoisonJsonl")
+_processors = itertools.count()
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture
+async def cluster(account: str, tmp_path: Path) -> AsyncIterator[Cluster]:
+    c = Cluster(account, f"ops{next(_processors)}", tmp_path, args=ARGS)
+    try:
+        yield c
+    finally:
+        c.kill_all()
+
+
+async def _feed(account: str, **changes: Any) -> list[dict[str, Any]]:
+    """Emulate the feed; its non-Control records, in feed order."""
+    config: dict[str, Any] = {
+        "seed": 19,
+        "segments": 4,
+        "events_per_segment": 120,
+        "shards": (2, 3, 2, 2),
+        "block_events": (3, 9),
+        "feed_only": True,
+    }
+    await emulate(account, **(config | changes))
+    records, _ = await read_all(account)
+    return records
+
+
+def _cfp(cluster: Cluster, *args: str) -> Any:
+    return run_cfp(
+        cluster.conn, *args, "--processor-name", cluster.processor, "--lease-table", LEASE_TABLE
+    )
+
+
+def _status(cluster: Cluster) -> dict[str, Any]:
+    result = _cfp(cluster, "status", "--json")
+    assert result.returncode == 0, result.stderr
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def _delivered(cluster: Cluster) -> Counter[str]:
+    return Counter(d["id"] for d in cluster.deliveries())
+
+
+async def _run_until_caught_up(cluster: Cluster, name: str, *extra: str) -> int:
+    cluster.start(name, "--until-caught-up", *extra)
+    return await asyncio.to_thread(cluster.wait, name, 180)
+
+
+async def test_a_filtered_processor_delivers_exactly_the_matching_events(
+    account: str, cluster: Cluster
+) -> None:
+    records = await _feed(account)
+    globs = ("cfp-emu-[02]", "nothing-*")
+
+    def matches(r: dict[str, Any]) -> bool:
+        where = blob_path(r["subject"])
+        return (
+            where is not None
+            and any(fnmatch.fnmatchcase(where[0], g) for g in globs)
+            and where[1].startswith("data/")
+            and r["eventType"] in ("BlobCreated", "BlobDeleted")
+            and r["data"]["blobType"] == "BlockBlob"
+        )
+
+    expected = {str(r["id"]) for r in records if matches(r)}
+    assert 0 < len(expected) < len(records) // 2
+    options = ("--container", globs[0], "--container", globs[1], "--blob-prefix", "data/")
+    # the event types by flag, the blob type by variable (as a container would set it)
+    cluster.env["CFP_BLOB_TYPE"] = "BlockBlob"
+    types = ("--event-type", "BlobCreated", "--event-type", "BlobDeleted")
+    assert await _run_until_caught_up(cluster, "h1", *options, *types) == 0
+    got = _delivered(cluster)
+    assert set(got) == expected and max(got.values()) == 1
+    doc = _status(cluster)
+    assert doc["identity"]["filter"] == {
+        "containers": sorted(globs),
+        "blobPrefix": "data/",
+        "eventTypes": ["BlobCreated", "BlobDeleted"],
+        "blobTypes": ["BlockBlob"],
+    }
+    assert all(row["caughtUp"] for row in doc["leases"])  # filtered-out events moved them too
+    text = _cfp(cluster, "status").stdout
+    assert "delivers filter: container cfp-emu-[02] or nothing-*, blob prefix 'data/'" in text
+
+    # another filter for the same processor name is refused before it touches a lease
+    before = {row["lease"]: row["epoch"] for row in doc["leases"]}
+    cluster.start("h2", "--container", "cfp-emu-1", *types)
+    assert await asyncio.to_thread(cluster.wait, "h2", 60) == 2
+    log = (cluster.workdir / "h2.log").read_text()
+    assert f"processor '{cluster.processor}'" in log and "was created with filter: container" in log
+    assert "this host has filter: container cfp-emu-1" in log and "--processor-name" in log
+    assert {row["lease"]: row["epoch"] for row in _status(cluster)["leases"]} == before
+
+
+async def test_an_end_time_ends_every_lease_at_the_right_event(
+    account: str, cluster: Cluster
+) -> None:
+    records = await _feed(account, segments=5, shards=(2, 2, 3, 2, 2))
+    times = sorted(parse_event_time(str(r["eventTime"])) for r in records)
+    end = times[len(times) // 3]  # inside the second segment
+    expected = {str(r["id"]) for r in records if parse_event_time(str(r["eventTime"])) < end}
+    assert 0 < len(expected) < len(records)
+    assert await _run_until_caught_up(cluster, "h1", "--end-time", end.isoformat()) == 0
+    got = _delivered(cluster)
+    assert set(got) == expected and max(got.values()) == 1
+    doc = _status(cluster)
+    assert doc["finished"] and doc["identity"]["endTime"] == end.isoformat()
+    for row in doc["leases"]:
+        position = LeasePosition.from_json(row["continuation"])
+        assert row["caughtUp"] and position.finished and position.end_time == end
+        assert row["owner"] is None  # released for good
+    assert "FINISHED" in _cfp(cluster, "status").stdout
+    # a finished processor is taken by no host again, and delivers nothing more
+    assert await _run_until_caught_up(cluster, "h2", "--end-time", end.isoformat()) == 0
+    assert _delivered(cluster) == got
+    assert not any(e.get("event") == "lease.acquired" for e in cluster.log_events("h2"))
+
+
+async def test_a_reset_redelivers_from_its_start_time_and_a_zombie_cannot_overwrite_it(
+    account: str, cluster: Cluster
+) -> None:
+    records = await _feed(account, segments=3, shards=(2, 2, 2))
+    times = sorted(parse_event_time(str(r["eventTime"])) for r in records)
+    rewind = times[len(times) // 2]
+    again = {str(r["id"]) for r in records if parse_event_time(str(r["eventTime"])) >= rewind}
+    assert await _run_until_caught_up(cluster, "h1") == 0
+    assert set(_delivered(cluster)) == {str(r["id"]) for r in records}
+
+    refused = _cfp(cluster, "processor", "reset", "--from-beginning")
+    assert refused.returncode == 2 and "is not paused" in refused.stderr
+    assert _cfp(cluster, "pause").returncode == 0
+    assert _cfp(cluster, "processor", "reset", "--from-beginning").returncode == 0
+    assert _cfp(cluster, "resume").returncode == 0
+
+    # h2 delivers everything again, slowly; a reset is refused while it lives and holds leases
+    cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0.4"
+    cluster.start("h2")
+    await until(lambda: _from(cluster, "h2", 1), "h2 delivering", within_s=60)
+    assert _cfp(cluster, "pause").returncode == 0
+    held = _cfp(cluster, "processor", "reset", "--start-time", rewind.isoformat())
+    assert held.returncode == 2 and "live hosts hold leases" in held.stderr
+    assert _cfp(cluster, "resume").returncode == 0
+
+    # frozen with a batch in hand, h2 becomes a zombie; the reset goes through without it
+    count = sum(1 for d in cluster.deliveries() if d["host"] == "h2")
+    await until(lambda: _from(cluster, "h2", count + 8), "h2 delivering", within_s=60)
+    cluster.signal("h2", signal.SIGSTOP)
+    assert _cfp(cluster, "pause").returncode == 0
+    epochs = {row["lease"]: row["epoch"] for row in _status(cluster)["leases"]}
+    reset = _cfp(cluster, "processor", "reset", "--start-time", rewind.isoformat(), "--reason", "t")
+    assert reset.returncode == 0, reset.stderr
+    after = {row["lease"]: row for row in _status(cluster)["leases"]}
+    for token, row in after.items():
+        assert row["epoch"] == epochs[token] + 1 and row["owner"] is None
+        assert LeasePosition.from_json(row["continuation"]).start_time == rewind
+        assert row["moves"][-1]["reason"] == f"reset to events from {rewind.isoformat()}: t"
+
+    cluster.signal("h2", signal.SIGCONT)  # wakes up believing it holds its leases
+    await cluster.logged("h2", "worker.stopped", within_s=30, reason="lease_lost")
+    await asyncio.sleep(2)  # time for any checkpoint it would still try
+    for token, row in {r["lease"]: r for r in _status(cluster)["leases"]}.items():
+        assert row["continuation"] == after[token]["continuation"], token
+    cluster.signal("h2", signal.SIGTERM)
+    await asyncio.to_thread(cluster.wait, "h2", 60)
+
+    assert _cfp(cluster, "resume").returncode == 0
+    cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
+    assert await _run_until_caught_up(cluster, "h3") == 0
+    from_h3 = Counter(d["id"] for d in cluster.deliveries() if d["host"] == "h3")
+    assert set(from_h3) == again and max(from_h3.values()) == 1
+
+
+async def test_a_quiet_feed_costs_one_request_per_poll_and_a_new_segment_is_delivered(
+    account: str, cluster: Cluster
+) -> None:
+    """32 caught-up leases on one host, a feed where nothing happens for 60 s: the host's storage
+    requests are counted (its `cfp_storage_requests_total`, every HTTP request the feed's client
+    sent). Then a new segment is published and delivered."""
+    records = await _feed(account, segments=1, events_per_segment=400, shards=(32,))
+    poll_s = 2.0
+    cluster.start("h1", "--poll-interval", str(poll_s))
+    url = await cluster.endpoint("h1")
+
+    async def all_caught_up() -> bool:
+        status = json.loads(await asyncio.to_thread(_get, f"{url}/status"))
+        leases = status["leases"]
+        return len(leases) == 32 and all(x["caughtUp"] for x in leases)
+
+    await until(all_caught_up, "32 leases caught up", within_s=120, every_s=0.5)
+    assert set(_delivered(cluster)) == {str(r["id"]) for r in records}
+    await asyncio.sleep(2 * poll_s)  # the last checkpoints' own reads are done
+    before = _requests(await asyncio.to_thread(_get, f"{url}/metrics"))
+    quiet_s = 60.0
+    await asyncio.sleep(quiet_s)
+    after = _requests(await asyncio.to_thread(_get, f"{url}/metrics"))
+    spent = {k: after[k] - before.get(k, 0) for k in after}
+    looks = quiet_s / poll_s
+    # one read of segments.json per poll interval, for the whole host; no listing at all
+    assert sum(spent.values()) <= looks * 1.2 + 2, spent
+    assert spent.get("list", 0) == 0, spent
+
+    more = await _feed(account, segments=1, events_per_segment=60, shards=(32,))
+    published = time.time_ns()  # lastConsumable moved just now (the segment was finalized)
+    new = {str(r["id"]) for r in more} - {str(r["id"]) for r in records}
+    assert new
+
+    async def delivered_new() -> bool:
+        return new <= set(_delivered(cluster))
+
+    await until(delivered_new, "the new segment delivered", within_s=60, every_s=0.2)
+    first = min(d["t"] for d in cluster.deliveries() if d["id"] in new)
+    print(f"quiet {quiet_s:.0f} s, poll {poll_s} s: {spent} storage requests")
+    print(f"first event of the new segment delivered {(first - published) / 1e9:.2f} s after")
+
+
+def _requests(metrics: str) -> dict[str, float]:
+    """`cfp_storage_requests_total` by kind."""
+    prefix = 'cfp_storage_requests_total{kind="'
+    out = {}
+    for line in metrics.splitlines():
+        if line.startswith(prefix):
+            kind, _, value = line.removeprefix(prefix).partition('"} ')
+            out[kind] = float(value)
+    return out
+
+
+async def _from(cluster: Cluster, host: str, n: int) -> bool:
+    """Whether `host` has delivered `n` events or more."""
+    return sum(1 for d in cluster.deliveries() if d["host"] == host) >= n
+
+
+async def test_a_poison_batch_shows_stuck_in_status_metrics_and_status_endpoint(
+    account: str, cluster: Cluster
+) -> None:
+    records = await _feed(account, segments=2, shards=(2, 2))
+    poison = str(records[5]["id"])
+    cluster.env["CFP_TEST_POISON_IDS"] = poison
+    cluster.start("h1", "--stuck-after", "3")
+    url = await cluster.endpoint("h1")
+
+    async def stuck_in_status() -> dict[str, Any] | None:
+        doc = _status(cluster)
+        return doc if doc["stuck"] else None
+
+    doc = await until(stuck_in_status, "a lease reported STUCK", within_s=90, every_s=1)
+    (token,) = doc["stuck"]
+    row = next(r for r in doc["leases"] if r["lease"] == token)
+    assert "the observer has failed" in row["stuck"]
+    assert "STUCK: the observer has failed" in _cfp(cluster, "status").stdout
+    metrics = await asyncio.to_thread(_get, f"{url}/metrics")
+    assert f'cfp_lease_stuck{{lease="{token}"}} 1.0' in metrics
+    failures = _sample(metrics, "cfp_observer_consecutive_failures", token)
+    assert failures >= 2
+    assert _sample(metrics, "cfp_seconds_since_checkpoint", token) >= 0
+    others = [r["lease"] for r in doc["leases"] if r["lease"] != token]
+    assert all(f'cfp_lease_stuck{{lease="{t}"}} 1.0' not in metrics for t in others)
+    status = json.loads(await asyncio.to_thread(_get, f"{url}/status"))
+    (lease,) = [x for x in status["leases"] if x["lease"] == token]
+    assert lease["stuck"] and lease["state"] == "STUCK" and lease["consecutiveFailures"] >= 2
+
+
+def _get(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        return str(reply.read().decode())
+
+
+def _sample(metrics: str, name: str, lease: str) -> float:
+    prefix = f'{name}{{lease="{lease}"}} '
+    line = next(x for x in metrics.splitlines() if x.startswith(prefix))
+    return float(line.removeprefix(prefix))

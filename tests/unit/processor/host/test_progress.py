@@ -1,0 +1,71 @@
+"""The stuck-lease signals: when a lease counts as stuck, and what /metrics says of it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from prometheus_client import generate_latest
+
+from leases import LeaseToken
+from processor.host.progress import HostProgress
+
+T0 = datetime(2026, 11, 25, tzinfo=UTC)
+A, B = LeaseToken("00"), LeaseToken("01")
+
+
+class Wall:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def pass_s(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def metrics(p: HostProgress) -> str:
+    return generate_latest(p.registry).decode()
+
+
+def test_an_observer_failing_for_stuck_after_makes_the_lease_stuck_until_a_success() -> None:
+    wall = Wall()
+    p = HostProgress(wall=wall, stuck_after_s=60)
+    p.started(A, 1, None)
+    p.observer_failed(A)
+    wall.pass_s(59)
+    p.observer_failed(A)
+    assert p.stuck() == {}
+    wall.pass_s(1)
+    assert p.stuck() == {A: "the observer has failed 2 times in a row for 60 s"}
+    assert 'cfp_lease_stuck{lease="00"} 1.0' in metrics(p)
+    assert 'cfp_observer_consecutive_failures{lease="00"} 2.0' in metrics(p)
+    p.delivered(A, events=3, read_bytes=10, last_event_time=None)
+    assert p.stuck() == {} and 'cfp_observer_consecutive_failures{lease="00"} 0.0' in metrics(p)
+
+
+def test_no_progress_while_not_caught_up_is_stuck_waiting_is_not() -> None:
+    wall = Wall()
+    p = HostProgress(wall=wall, stuck_after_s=60)
+    p.started(A, 1, None)
+    p.started(B, 1, None)
+    p.checkpointed(B, "{}", caught_up=True, seconds=0.01)
+    wall.pass_s(30)
+    p.waiting(A)  # at the segment barrier: no fault of its own
+    wall.pass_s(59)
+    assert p.stuck() == {}
+    wall.pass_s(1)
+    assert p.stuck() == {A: "no progress for 60 s while not caught up"}  # B is caught up
+    assert 'cfp_seconds_since_checkpoint{lease="01"} 90.0' in metrics(p)
+    assert 'cfp_seconds_since_checkpoint{lease="00"} 90.0' in metrics(p)  # since taken
+    p.checkpointed(A, "{}", caught_up=False, seconds=0.01)
+    assert p.stuck() == {}
+    status = {x["lease"]: x for x in p.to_json()}
+    assert status["00"]["state"] == "reading" and status["00"]["stuck"] is False
+
+
+def test_unowned_leases_are_reported_once_known() -> None:
+    p = HostProgress()
+    assert "\ncfp_leases_unowned " not in metrics(p)
+    p.unowned = 3
+    assert "\ncfp_leases_unowned 3.0" in metrics(p)
