@@ -65,7 +65,17 @@ TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 OPEN_WITHIN_S = 60.0
 
 
-def _translate(e: Exception, what: str) -> LeaseError:
+def _translate(e: Exception, what: str, endpoint: str = "the lease store") -> LeaseError:
+    if isinstance(e, ClientAuthenticationError) and e.status_code is None:
+        # no request was sent: Entra ID gave no token (no network, no identity on this machine)
+        return LeaseStoreUnavailable(
+            f"{what}: no Microsoft Entra ID token for {endpoint}: {e.message}"
+        )
+    if isinstance(e, HttpResponseError) and e.status_code is None:
+        # no HTTP answer at all: a transport failure the SDK wrapped
+        return LeaseStoreUnavailable(
+            f"{what}: no answer from {endpoint}: {type(e).__name__}: {e.message}"
+        )
     if isinstance(e, ClientAuthenticationError):
         return LeaseStoreMisconfigured(f"{what}: the lease store refused our credentials")
     if isinstance(e, HttpResponseError):
@@ -150,7 +160,7 @@ class TableLeaseStore(ConditionalLeaseStore):
         except (asyncio.CancelledError, LeaseError):
             raise
         except (HttpResponseError, *_TRANSPORT) as e:
-            raise _translate(e, what) from e
+            raise _translate(e, what, self._client.url) from e
 
     def _lease(self, entity: Any) -> Lease:
         return lease_from_row(self.table, dict(entity), str(entity.metadata["etag"]))

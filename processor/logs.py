@@ -18,6 +18,9 @@ def configure_logging(*, level: str = "INFO", json_lines: bool = False) -> None:
         if json_lines
         else structlog.dev.ConsoleRenderer(colors=False)
     )
+    # azure-identity warns with the whole list of credentials it tried on every failed token
+    # request (each retry): our error names that failure once, with the endpoint
+    logging.getLogger("azure.identity").setLevel(logging.ERROR)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 from azure.core.exceptions import (
+    ClientAuthenticationError,
     HttpResponseError,
     ResourceNotFoundError,
     ServiceRequestError,
@@ -69,14 +70,22 @@ class BlobInfo:
     size: int
 
 
-def _translate(e: BaseException, path: str) -> BaseException:
+def _translate(e: BaseException, path: str, endpoint: str = "storage") -> BaseException:
     """Map an SDK or transport exception to our error types (others pass through unchanged)."""
     if isinstance(e, ResourceNotFoundError):
         if getattr(e, "error_code", None) == "ContainerNotFound":
             return FeedNotEnabled(f"the account has no {CONTAINER} container")
         return MissingChunkError(path, "not found")
+    if isinstance(e, ClientAuthenticationError) and e.status_code is None:
+        # no request was sent: Entra ID gave no token (no network, no identity on this machine)
+        return FeedUnavailable(f"{path}: no Microsoft Entra ID token for {endpoint}: {e.message}")
+    if isinstance(e, HttpResponseError) and e.status_code is None:
+        # no HTTP answer at all: a transport failure the SDK wrapped
+        return FeedUnavailable(
+            f"{path}: no answer from {endpoint}: {type(e).__name__}: {e.message}"
+        )
     if isinstance(e, HttpResponseError):
-        status = e.status_code or 0
+        status = e.status_code
         if status in TRANSIENT_STATUS:
             return FeedUnavailable(f"{path}: storage answered {status}")
         return FeedError(f"{path}: storage answered {status} ({e.reason})")
@@ -149,7 +158,7 @@ class FeedStorage:
                 except (asyncio.CancelledError, FeedError):
                     raise
                 except Exception as e:
-                    raise _translate(e, path) from e
+                    raise _translate(e, path, self._container.primary_hostname) from e
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def read_document(self, path: str) -> bytes | None:
