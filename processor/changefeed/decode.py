@@ -96,25 +96,36 @@ class BlockDecoder:
         reader = fastavro.schemaless_reader
         stream, schema = self._stream, self._schema
         stream.seek((block.data_start if cursor is None else cursor) - self._base)
+        index = 0 if cursor is None else first  # of the record being decoded, in the block
+        records: list[Any] = []
         try:
-            if cursor is None:
-                for _ in range(first):
-                    reader(stream, schema, None)
-            records: list[Any] = [reader(stream, schema, None) for _ in range(stop - first)]
+            while index < first:
+                reader(stream, schema, None)
+                index += 1
+            while index < stop:
+                records.append(reader(stream, schema, None))
+                index += 1
         except Exception as e:  # fastavro raises many kinds on bad bytes
             raise UndecodableBlockError(
-                self._chunk, block.offset, f"{type(e).__name__}: {e}"
+                self._chunk,
+                block.offset,
+                f"undecodable block ({block.count} record{'' if block.count == 1 else 's'} in "
+                f"{block.data_end - block.data_start} bytes): record {index} does not decode "
+                f"with the chunk's writer schema: its bytes are damaged or not Avro "
+                f"(decoder: {type(e).__name__})",
             ) from None
         after = stream.tell() + self._base
         if stop == block.count and after != block.data_end:
             raise UndecodableBlockError(
                 self._chunk,
                 block.offset,
-                f"records use {after - block.data_start} bytes, the block holds "
+                f"undecodable block: its records use {after - block.data_start} bytes, it holds "
                 f"{block.data_end - block.data_start}",
             )
         if after > block.data_end:
-            raise UndecodableBlockError(self._chunk, block.offset, "records overrun the block")
+            raise UndecodableBlockError(
+                self._chunk, block.offset, "undecodable block: its records overrun it"
+            )
         return records, after
 
 

@@ -82,7 +82,11 @@ def test_garbage_inside_a_well_framed_block_is_undecodable() -> None:
     )
     records, d = decode_file(data)
     assert records == []
-    assert isinstance(d.error, UndecodableBlockError)  # type: ignore[attr-defined]
+    err = d.error  # type: ignore[attr-defined]
+    assert isinstance(err, UndecodableBlockError)
+    # what is wrong with the bytes, not only which exception the decoder raised
+    assert err.problem.startswith(f"undecodable block (1 record in {len(body)} bytes): record 0")
+    assert "does not decode with the chunk's writer schema" in err.problem
 
 
 def test_unknown_fields_and_enum_symbols_decode_with_the_writer_schema() -> None:
