@@ -64,6 +64,28 @@ def nothing_left(leases: list[Lease], stalled: Collection[str] = ()) -> bool:
     return all(x.caught_up or x.parked or x.token in stalled for x in leases)
 
 
+def why_idle(
+    views: list[LeaseView], plan: TakePlan, *, me: HostId, finished: int, holding: int
+) -> str:
+    """Why a host holds no lease after this tick (empty when it holds or takes one): for
+    `cfp status`, so that an idle host is not taken for a stuck one."""
+    if holding or plan.acquire:
+        return ""
+    if not views:
+        return "every lease has finished" if finished else "no lease yet: the feed has no shard"
+    if plan.steal:
+        return "asked for a hand-over; the owner lets go after its batch in hand"
+    if any(v.lease.next_owner == me for v in views):
+        return "a hand-over to this host is under way"
+    if any(v.owner not in (None, me) and not v.is_live for v in views):
+        return "waiting for the leases of silent hosts to expire (judged on its own clock)"
+    leases, others = len(views), plan.hosts - 1
+    return (
+        f"nothing to take: {leases} lease{'s' * (leases != 1)} held by "
+        f"{others} other host{'s' * (others != 1)}"
+    )
+
+
 class Balancer:
     def __init__(
         self,
@@ -96,6 +118,7 @@ class Balancer:
         self.ready = asyncio.Event()  # set after the first tick that went through
         self.paused = False  # as of the last tick
         self.parked: list[Lease] = []  # as of the last tick
+        self.idle_because = ""  # why this host holds no lease, as of the last tick
         # when the lease store last answered: a tick's end, or its listing when the feed failed
         self.store_answered_at: float | None = None
         self._tracker = ExpiryTracker(timings.expiry_s)
@@ -131,6 +154,7 @@ class Balancer:
         self.parked = [x for x in leases if x.parked]
         if await self._is_paused():
             await self._take_handed_over(leases)
+            self.idle_because = "" if self.supervisor.tokens() else "the processor is paused"
             return
         if self.on_caught_up is not None and leases and await self._nothing_left(leases):
             log.info("processor.caught_up", leases=len(leases), parked=len(self.parked))
@@ -145,6 +169,13 @@ class Balancer:
         )
         plan = plan_takes(
             views, me=self.me, limits=self.limits, rng=self.rng, held=self.supervisor.tokens()
+        )
+        self.idle_because = why_idle(
+            views,
+            plan,
+            me=self.me,
+            finished=len(leases) - len(active),
+            holding=len(self.supervisor.tokens()),
         )
         forced, self._asked_at = overdue_requests(
             views,

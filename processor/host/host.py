@@ -213,6 +213,7 @@ class Host:
             store_error=store_error,
             expiry_s=self.config.timings.expiry_s,
         )
+        self.presence.note = self.balancer.idle_because
         if failure is not None:
             self.lifecycle.move(HostState.FAILED, error=failure)
         elif store_error is None and self.ready.is_set():
@@ -259,6 +260,8 @@ class Host:
         factory: Any = self.env.observer_factory
         if not hasattr(factory, "__aenter__"):
             return True
+        self.presence.note = f"opening its observer ({self.config.observer.spec}) first"
+        await self.presence.publish()
         opening = asyncio.ensure_future(stack.enter_async_context(factory))
         stopped = asyncio.ensure_future(wait_any(*self._stop_events(stop), timeout_s=None))
         try:

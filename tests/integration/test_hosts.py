@@ -148,6 +148,9 @@ async def test_kill_9_leases_taken_within_expiry_plus_one_tick(
         lambda rows: is_balanced(rows, {"h1", "h3"}), within_s=30, what="h2's leases taken"
     )
     assert taken - killed <= EXPIRY_S + JITTER * ACQUIRE_S + 1.0
+    # the killed host's row still says what it last reported; its lease count is the table's
+    hosts = {h["host"]: h for h in json.loads(status(cluster))["hosts"]}
+    assert hosts["h2"]["leases"] == 0 and hosts["h2"]["leasesReported"] > 0
     await table.until(all_caught_up, within_s=180, what="every lease caught up")
     check_complete(cluster, feed, table, exactly_once=False)
     assert cluster.stop_all()["h1"] == 0

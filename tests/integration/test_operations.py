@@ -303,3 +303,29 @@ def _sample(metrics: str, name: str, lease: str) -> float:
     prefix = f'{name}{{lease="{lease}"}} '
     line = next(x for x in metrics.splitlines() if x.startswith(prefix))
     return float(line.removeprefix(prefix))
+
+
+async def test_a_host_with_nothing_to_take_says_why_in_status(
+    account: str, cluster: Cluster
+) -> None:
+    """One lease, two hosts: the second runs, holds nothing, and `cfp status` says why (not
+    a stuck host); the lease count of each host is the lease table's."""
+    await _feed(account, segments=1, shards=(1,))
+    cluster.start("h1")
+
+    async def owned_by_h1() -> bool:
+        return [row["owner"] for row in _status(cluster)["leases"]] == ["h1"]
+
+    await until(owned_by_h1, "h1 holding the lease", within_s=60, every_s=0.5)
+    cluster.start("h2")
+    why = "nothing to take: 1 lease held by 1 other host"
+
+    async def h2_idle() -> dict[str, Any] | None:
+        hosts = {h["host"]: h for h in _status(cluster)["hosts"]}
+        h2 = hosts.get("h2")
+        return h2 if h2 is not None and h2["state"] == "running" and h2["note"] == why else None
+
+    h2 = await until(h2_idle, "h2 running and saying why it is idle", within_s=60, every_s=0.5)
+    assert h2["leases"] == 0
+    assert f"running ({why})" in _cfp(cluster, "status").stdout
+    assert [row["owner"] for row in _status(cluster)["leases"]] == ["h1"]

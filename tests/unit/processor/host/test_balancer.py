@@ -5,8 +5,16 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leases import HostId, Lease, LeaseToken, LeaseView, MemoryLeaseStore, ProcessorState
-from processor.host.balancer import nothing_left, overdue_requests
+from leases import (
+    HostId,
+    Lease,
+    LeaseToken,
+    LeaseView,
+    MemoryLeaseStore,
+    ProcessorState,
+    TakePlan,
+)
+from processor.host.balancer import nothing_left, overdue_requests, why_idle
 from tests.unit.balancers import FixedFeed
 from tests.unit.balancers import balancer as make_balancer
 
@@ -76,3 +84,33 @@ async def test_a_shard_named_like_a_reserved_row_gets_no_lease() -> None:
     balancer, _ = make_balancer(store, "h1", feed)
     await balancer.tick()
     assert [x.token for x in await store.list_leases()] == ["00"]
+
+
+def test_an_idle_host_says_why_it_holds_nothing() -> None:
+    me = HostId("me")
+
+    def view(token: str, owner: str | None, *, expired: bool = False) -> LeaseView:
+        lease = Lease(LeaseToken(token), owner=HostId(owner) if owner else None)
+        return LeaseView(lease, is_expired=expired)
+
+    shared = [view("00", "h1"), view("01", "h2")]
+    plan = TakePlan(target=1, hosts=3, mine=0)
+    assert why_idle(shared, plan, me=me, finished=0, holding=0) == (
+        "nothing to take: 2 leases held by 2 other hosts"
+    )
+    one = TakePlan(target=1, hosts=2, mine=0)
+    assert why_idle(shared[:1], one, me=me, finished=0, holding=0) == (
+        "nothing to take: 1 lease held by 1 other host"
+    )
+    assert why_idle(shared, plan, me=me, finished=0, holding=1) == ""
+    silent = [view("00", "h1", expired=True), view("01", "h2")]
+    assert "silent hosts to expire" in why_idle(silent, plan, me=me, finished=0, holding=0)
+    assert why_idle([], plan, me=me, finished=3, holding=0) == "every lease has finished"
+    assert "no shard" in why_idle([], plan, me=me, finished=0, holding=0)
+    stealing = TakePlan(target=1, hosts=3, mine=0, steal=(shared[0].lease,))
+    assert "asked for a hand-over" in why_idle(shared, stealing, me=me, finished=0, holding=0)
+    asked = Lease(LeaseToken("00"), owner=HostId("h1"), next_owner=me)
+    handing = [LeaseView(asked, is_expired=False), shared[1]]
+    assert "hand-over to this host" in why_idle(handing, plan, me=me, finished=0, holding=0)
+    taking = TakePlan(target=1, hosts=2, mine=0, acquire=(shared[0].lease,))
+    assert why_idle(shared, taking, me=me, finished=0, holding=0) == ""
