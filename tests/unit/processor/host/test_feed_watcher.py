@@ -1,0 +1,59 @@
+"""The host's feed watcher wakes caught-up workers when, and only when, the consumable
+segments change; its catalog reads segments.json alone while lastConsumable stands still."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.layout import SEGMENTS_JSON
+from processor.host.feed_watcher import FeedWatcher
+
+
+async def until(done: Any) -> None:
+    for _ in range(500):
+        if done():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("not within 5 s")
+
+
+class Storage:
+    """`segments.json` and the segment folders, counting what is asked."""
+
+    def __init__(self) -> None:
+        self.last = "2026-01-01T00:00:00Z"
+        self.segments = ["idx/segments/2026/01/01/0000/meta.json"]
+        self.asked: list[str] = []
+
+    async def read_document(self, path: str) -> bytes:
+        assert path == SEGMENTS_JSON
+        self.asked.append("segments.json")
+        return f'{{"version":0,"lastConsumable":"{self.last}"}}'.encode()
+
+    async def list_folders(self, prefix: str) -> list[str]:
+        self.asked.append("folders")
+        return ["idx/segments/2026/"]
+
+    async def list_blobs(self, prefix: str) -> list[Any]:
+        self.asked.append("blobs")
+        return [type("Blob", (), {"name": s, "size": 1})() for s in self.segments]
+
+
+async def test_caught_up_workers_wake_on_a_new_segment_only() -> None:
+    storage = Storage()
+    watcher = FeedWatcher(FeedCatalog(storage, refresh_s=3600), every_s=0.01)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    first = watcher.changed()
+    await until(lambda: watcher.looks >= 5)
+    assert not first.is_set()
+    assert storage.asked.count("folders") == 1  # listed once; since then segments.json only
+    storage.segments.append("idx/segments/2026/01/01/0100/meta.json")
+    storage.last = "2026-01-01T01:00:00Z"
+    await asyncio.wait_for(first.wait(), timeout=5)
+    assert watcher.changed() is not first  # a fresh event for the next change
+    assert storage.asked.count("folders") == 2
+    stop.set()
+    await task
