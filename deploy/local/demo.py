@@ -101,7 +101,12 @@ class Demo:
         console.print(f"[{time.monotonic() - self.started:5.1f}s] {text}")
 
     def note(self, text: str) -> None:
-        self.notes.append(f"[{time.monotonic() - self.started:5.1f}s] {text}")
+        """An event of the demo: under the live view on a terminal; elsewhere (a log file)
+        printed once, as it happens, between the tables printed now and then."""
+        line = f"[{time.monotonic() - self.started:5.1f}s] {text}"
+        self.notes.append(line)
+        if not console.is_terminal:
+            console.print(line, markup=False)
 
     # --- the pieces -------------------------------------------------------------------------
 
@@ -251,7 +256,11 @@ class Demo:
                     headline = f"t+{time.monotonic() - self.started:5.1f}s"
                     if snap is not None:
                         rates.update(snap)
-                        view.show(render(snap, rates, headline=headline, notes=self.notes))
+                        view.show(
+                            render(
+                                snap, rates, headline=headline, notes=view.notes_to_draw(self.notes)
+                            )
+                        )
                         if (
                             feed is not None
                             and snap.leases
@@ -260,7 +269,12 @@ class Demo:
                         ):
                             self.note("every event is in the change log: caught up")
                             view.show(
-                                render(snap, rates, headline=headline, notes=self.notes),
+                                render(
+                                    snap,
+                                    rates,
+                                    headline=headline,
+                                    notes=view.notes_to_draw(self.notes),
+                                ),
                                 force=True,
                             )
                             break

@@ -2,7 +2,7 @@
 
 Everything shown comes from where an operator would look: the lease table (leases and the hosts'
 own rows) and each host's `/status` endpoint, found through its row. On a terminal it redraws in
-place (rich `Live`); otherwise it prints a snapshot every few seconds.
+place (rich `Live`); otherwise it prints a snapshot every 30 s.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -91,12 +92,17 @@ def render(snap: Snapshot, rates: Rates, *, headline: str, notes: list[str]) -> 
     for col in ("host", "state", "leases", "events/s"):
         hosts.add_column(col, justify="right" if col in ("leases", "events/s") else "left")
     now = datetime.now(UTC)
+    owned = Counter(x.owner for x in snap.leases if x.owner)  # as the table says, not the host
     for h in sorted(snap.hosts, key=lambda h: h.name):
         silent = h.silent_s(now) > h.expiry_s
-        state = f"silent {h.silent_s(now):.0f}s (said {h.state})" if silent else h.state
+        said = h.state + (f" ({h.note})" if h.note else "")  # why it holds nothing, say
+        state = f"silent {h.silent_s(now):.0f}s (said {h.state})" if silent else said
         style = "red" if silent else {"running": "green", "draining": "yellow"}.get(h.state, "red")
         hosts.add_row(
-            h.name, Text(state, style=style), str(h.leases), f"{rates.rates.get(h.name, 0):,.0f}"
+            h.name,
+            Text(state, style=style),
+            str(owned[h.name]),
+            f"{rates.rates.get(h.name, 0):,.0f}",
         )
     leases = Table(title="leases", title_justify="left")
     for col in ("lease", "owner", "epoch", "segment", "position", "lag", "left", "state"):
@@ -122,12 +128,13 @@ def render(snap: Snapshot, rates: Rates, *, headline: str, notes: list[str]) -> 
 
 
 class View:
-    """Redraw on a terminal, or print a snapshot every `every_s` elsewhere."""
+    """Redraw on a terminal, or print a snapshot every `every_s` elsewhere (the demo's events
+    are printed once each there, as they happen, not with every snapshot)."""
 
-    def __init__(self, console: Console, *, every_s: float = 8.0) -> None:
+    def __init__(self, console: Console, *, every_s: float = 30.0) -> None:
         self.console = console
         self.every_s = every_s
-        self._printed_at = 0.0
+        self._printed_at: float | None = None  # the first snapshot is always printed
         self._live: Any = None
 
     def __enter__(self) -> View:
@@ -142,10 +149,17 @@ class View:
         if self._live is not None:
             self._live.__exit__(*exc)
 
+    def notes_to_draw(self, notes: list[str]) -> list[str]:
+        """The demo's notes to draw under the tables: on a terminal only (elsewhere each is
+        printed once, as it happens)."""
+        return notes if self._live is not None else []
+
     def show(self, renderable: Group, *, force: bool = False) -> None:
         if self._live is not None:
             self._live.update(renderable)
-        elif force or time.monotonic() - self._printed_at >= self.every_s:
+        elif (
+            force or self._printed_at is None or time.monotonic() - self._printed_at >= self.every_s
+        ):
             self.console.print(renderable)
             self._printed_at = time.monotonic()
 
