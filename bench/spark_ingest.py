@@ -7,7 +7,7 @@ Starts a dedicated Azurite, emulates a feed (cached in .bench/spark_ingest/ betw
   (a) ours       one `cfp run --observer spark --until-caught-up` host with an embedded session
                  and a local --output: reading the shards, decoding, Arrow conversion, the
                  change log's MERGEs (insert-if-absent) and the checkpoints; timed from the host's
-                 start (its Spark session open and warmed, the tables made) until every lease is
+                 start (its Spark session opened, the tables made) until every lease is
                  caught up. The state job runs once at the start and not again (--state-interval
                  one hour): this measures the change log.
   (b) baseline   the same rows, read back from (a)'s change log as one ready `pyarrow.Table`,

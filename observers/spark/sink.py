@@ -98,7 +98,9 @@ class SparkSink:
     """Shared by every lease of a host: `async with SparkSink(options) as sink: ...`.
 
     `writer` and `session` stand in for the change log and the Spark session in tests of the
-    batching alone; by default the sink opens the session and makes the tables itself."""
+    batching alone; by default the sink opens the session and makes the tables itself, and an
+    embedded session is warmed up when asked (`--spark-warm-up-rows`; `warm_up` in tests), by the
+    writer's task before its first write."""
 
     def __init__(
         self,
@@ -107,6 +109,7 @@ class SparkSink:
         host: str = "host",
         writer: Writer | None = None,
         session: Any = None,
+        warm_up: Callable[[], None] | None = None,
     ) -> None:
         self.options = options
         self.host = host
@@ -115,6 +118,9 @@ class SparkSink:
         self.session: Any = session
         self.job_session: Any = None  # the state job's own session on the same Spark
         self._own_session = session is None
+        if warm_up is None and self._own_session and options.remote is None:
+            warm_up = self._warm_up if options.warm_up_rows > 0 else None
+        self._warming = warm_up
         self._pending: list[Pending] = []
         self._rows = 0
         self._bytes = 0
@@ -129,19 +135,24 @@ class SparkSink:
 
     async def __aenter__(self) -> SparkSink:
         if self._own_session:
-            await in_daemon_thread(self._open)
+            took: dict[str, float] = {}
+            await in_daemon_thread(lambda: self._open(took))
+            log.info("spark.opened", **{k: round(v, 1) for k, v in took.items()})
         self._flusher = asyncio.create_task(self._flush_loop(), name="spark-sink")
         self._flusher.add_done_callback(_log_crash)
         return self
 
-    def _open(self) -> None:
-        """Session, tables, the job's session and the warm-up (blocking; tens of seconds when
-        several JVMs start on a small machine)."""
+    def _open(self, took: dict[str, float]) -> None:
+        """Session, tables and the job's session (blocking; tens of seconds when several JVMs
+        start on a small machine), timing each step into `took`. The warm-up comes after, in
+        the writer's own task."""
+        started = time.monotonic()
         self.session = open_session(self.options)
+        took["session_s"] = time.monotonic() - started
         create_tables(self.session, self.options.output, is_local_spark=self.options.remote is None)
+        took["tables_s"] = time.monotonic() - started - took["session_s"]
         self.job_session = new_session(self.session, self.options)
-        if self.options.remote is None:
-            self._warm_up()
+        took["total_s"] = time.monotonic() - started
 
     async def __aexit__(self, *exc: object) -> None:
         self._closing = True
@@ -156,13 +167,12 @@ class SparkSink:
             await asyncio.to_thread(self.session.stop)
 
     def _warm_up(self) -> None:
-        """MERGEs of made-up rows into a scratch table before the first lease: a fresh JVM runs
+        """MERGEs of made-up rows into a scratch table before the first real write: a fresh JVM runs
         its first writes several times slower than later ones (classes loaded, code compiled).
         Measured on 2 cores: the first real 50,000-row write took 2.6 s after two writes of 4,000
-        rows and 1.6 s after three of 20,000, against 0.95 s warm. Only for an embedded session:
-        a Spark Connect server is shared, and warm already."""
-        if self.options.warm_up_rows <= 0:
-            return
+        rows and 1.6 s after three of 20,000, against 0.95 s warm and 7-8 s cold; the warm-up
+        itself took 13-17 s, hence off by default. Only for an embedded session: a Spark Connect
+        server is shared, and warm already."""
         half = self.options.warm_up_rows // 2 or 1
         folder = Path(tempfile.mkdtemp(prefix="cfp-warm-up-"))
         try:
@@ -170,6 +180,8 @@ class SparkSink:
             create_tables(self.session, scratch)
             writer = ChangeLog(scratch.changes)
             for n in range(WARM_UP_WRITES):  # new positions each time: every write inserts
+                if self._closing:  # a host stopped while warming up waits for one write at most
+                    return
                 leases = {
                     lease: made_up_changes(half, shard=lease, start=n * half) for lease in "ab"
                 }
@@ -226,6 +238,13 @@ class SparkSink:
         return items, rows, size
 
     async def _flush_loop(self) -> None:
+        # warmed up while the host already takes its leases and reads ahead: their first
+        # batches wait for it here, instead of the host holding nothing until it is done
+        if self._warming is not None:
+            try:
+                await in_daemon_thread(self._warming)
+            except Exception as e:  # costs only slower first writes; real ones report real errors
+                log.warning("spark.warm_up_failed", error=repr(e))
         while True:
             await self._wake.wait()
             self._wake.clear()

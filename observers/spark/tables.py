@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import structlog
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from observers.errors import PluginLoadError
@@ -23,6 +24,8 @@ from observers.spark.output import Output
 from observers.spark.schema import CHANGES_SCHEMA
 from observers.spark.sql import sql_string, table_ref
 from observers.spark.state import STATE_SCHEMA
+
+log = structlog.get_logger("cfp.spark")
 
 CHANGES_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
@@ -39,7 +42,6 @@ OLD_LAYOUT = (
     "changes/lease=*/ and a bucketed state table with _cfp/), not Delta tables: give a new "
     "--output (the old folder stays readable with any Parquet reader)"
 )
-
 
 CREATE_ATTEMPTS = 8
 CREATION_RACE = re.compile(
@@ -121,6 +123,12 @@ def create_table(session: Any, uri: str, statement: str) -> None:
         retry=retry_if_exception(is_creation_race),
         stop=stop_after_attempt(CREATE_ATTEMPTS),
         wait=wait_random_exponential(multiplier=0.5, max=8.0),
+        before_sleep=lambda state: log.info(
+            "spark.table_creation_raced",
+            table=uri,
+            attempt=state.attempt_number,
+            wait_s=round(state.upcoming_sleep, 1),
+        ),
         reraise=True,
     ):
         with attempt:

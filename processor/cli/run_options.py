@@ -127,7 +127,8 @@ OBSERVER_OPTIONS: Options = (
         type=click.IntRange(min=0),
         default=DEFAULT_WARM_UP_ROWS,
         show_default=True,
-        help="--observer spark: made-up rows written three times before the first lease (0: none).",
+        help="--observer spark: made-up rows written three times before the first real write "
+        "(embedded Spark; 0: none).",
     ),
 )
 # a batch the observer keeps failing on, data deleted under a lease

@@ -202,3 +202,38 @@ async def test_a_close_that_gives_up_waiting_leaves_the_sink_working(
             await other
     assert checkpoints == ["slow"]  # the slow write was checkpointed once it was in
     assert log.writes == [{"00": ["id-0-1"]}, {"01": ["id-0-3"]}]
+
+
+async def test_batches_are_taken_while_warming_up_and_written_after_it(tmp_path: Path) -> None:
+    """The warm-up runs in the writer's task: the sink is open (the host takes its leases and
+    reads) at once, and the first write waits for the warm-up to end."""
+    log, warming, warm = FakeLog(), threading.Event(), threading.Event()
+
+    def warm_up() -> None:
+        warming.set()
+        assert warm.wait(10)
+
+    settings = SparkOptions(parse_output(str(tmp_path)), max_wait_s=0.05, min_rows=1)
+    async with SparkSink(settings, writer=log, session=object(), warm_up=warm_up) as s:
+        assert await asyncio.to_thread(warming.wait, 5)
+        first = await s.submit("00", rows("00", 1), _nothing)
+        await asyncio.sleep(0.2)  # several max_wait_s: a write would have started by now
+        assert not log.writes and not first.done()
+        warm.set()
+        await first
+    assert log.writes == [{"00": ["id-0-1"]}]
+
+
+async def test_a_failed_warm_up_only_costs_slower_first_writes(tmp_path: Path) -> None:
+    def warm_up() -> None:
+        raise RuntimeError("no room for the scratch table")
+
+    log = FakeLog()
+    settings = SparkOptions(parse_output(str(tmp_path)), max_wait_s=0.05, min_rows=1)
+    async with SparkSink(settings, writer=log, session=object(), warm_up=warm_up) as s:
+        await (await s.submit("00", rows("00", 1), _nothing))
+    assert log.writes == [{"00": ["id-0-1"]}]
+
+
+async def _nothing() -> None:
+    return None
