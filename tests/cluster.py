@@ -20,6 +20,7 @@ from leases import Lease, LeaseError, TableLeaseStore
 from processor.connection import ENV_VAR
 from processor.emulator.azurite import ROOT
 from processor.reading.lease_position import LeasePosition
+from tests.helpers import run_cfp
 
 LEASE_TABLE = "cfptestleases"
 OUR_CODE = ("/processor/", "/observers/", "/leases/")
@@ -99,6 +100,28 @@ class Cluster:
         return TableLeaseStore.from_connection_string(
             self.conn, table=LEASE_TABLE, processor=self.processor
         )
+
+    def cfp(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`cfp ARGS` on this processor's leases (`--processor-name`, `--lease-table` added)."""
+        return run_cfp(
+            self.conn, *args, "--processor-name", self.processor, "--lease-table", LEASE_TABLE
+        )
+
+    def status(self) -> dict[str, Any]:
+        """`cfp status --json`, which must succeed."""
+        result = self.cfp("status", "--json")
+        assert result.returncode == 0, result.stderr
+        doc: dict[str, Any] = json.loads(result.stdout)
+        return doc
+
+    async def run_until_caught_up(self, name: str, *extra: str, within_s: float = 180) -> int:
+        """Start host `name` with `--until-caught-up` and wait for its exit status."""
+        self.start(name, "--until-caught-up", *extra)
+        return await asyncio.to_thread(self.wait, name, within_s)
+
+    def delivered(self) -> Counter[str]:
+        """How many times each event id was delivered."""
+        return Counter(d["id"] for d in self.deliveries())
 
     def deliveries(self) -> list[dict[str, Any]]:
         """Every delivered event, ordered by delivery time (then by line within its file). A

@@ -14,8 +14,8 @@ from azure.storage.blob.aio import BlobServiceClient
 from processor.emulator.azurite import Azurite
 from processor.emulator.service import reset_account
 from tests.cluster import LIVE
+from tests.helpers import EMULATOR_CONTAINERS
 
-EMULATOR_CONTAINERS = [f"cfp-emu-{i}" for i in range(8)]
 # Every JVM the tests start (embedded sessions, the Spark Connect server, the hosts' and `cfp`
 # commands' sessions) compiles with C1 only and collects on one thread. A test's JVM opens,
 # makes a few small Delta commits and exits: measured 67 s -> 34 s of CPU (and 36 s -> 28 s of

@@ -20,7 +20,8 @@ from processor.connection import ENV_VAR
 from processor.emulator.azurite import ROOT
 from processor.emulator.emulator import EmulationSummary, Emulator, EmulatorConfig
 from processor.emulator.service import open_service, reset_account
-from tests.conftest import EMULATOR_CONTAINERS
+
+EMULATOR_CONTAINERS = [f"cfp-emu-{i}" for i in range(8)]  # what the emulator writes to
 
 
 async def emulate(

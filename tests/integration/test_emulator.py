@@ -64,7 +64,7 @@ async def test_the_feed_explains_the_live_listing(account: str) -> None:
 async def test_same_seed_same_feed(account: str) -> None:
     async def run() -> list[tuple[str, str, str]]:
         from processor.emulator.service import reset_account
-        from tests.conftest import EMULATOR_CONTAINERS
+        from tests.helpers import EMULATOR_CONTAINERS
 
         async with BlobServiceClient.from_connection_string(account) as service:
             await reset_account(service, EMULATOR_CONTAINERS)
@@ -81,7 +81,7 @@ async def test_feed_only_writes_the_same_operations_and_touches_no_blob(account:
 
     async def run(**changes: object) -> list[tuple[str, str, str, object]]:
         from processor.emulator.service import reset_account
-        from tests.conftest import EMULATOR_CONTAINERS
+        from tests.helpers import EMULATOR_CONTAINERS
 
         async with BlobServiceClient.from_connection_string(account) as service:
             await reset_account(service, EMULATOR_CONTAINERS)

@@ -11,22 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import signal
 import time
-from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from processor.changefeed.selection import parse_event_time
 from processor.emulator.azurite import Azurite
 from tests.cluster import (
-    LEASE_TABLE,
     Cluster,
     Table,
     all_caught_up,
@@ -35,7 +31,7 @@ from tests.cluster import (
     quick_host_args,
     sampled,
 )
-from tests.helpers import emulate_afresh, per_blob, read_all, run_cfp
+from tests.helpers import emulate_afresh, per_blob, read_all
 
 EXPIRY_S, ACQUIRE_S = 3.0, 1.0  # quick_host_args: renew and balance every second
 JITTER = 1.2  # a balancing tick may come up to 20 % late
@@ -101,12 +97,8 @@ async def progress(cluster: Cluster, feed: Feed, share: float) -> None:
         await asyncio.sleep(0.1)
 
 
-def delivered(cluster: Cluster) -> Counter[str]:
-    return Counter(d["id"] for d in cluster.deliveries())
-
-
 def check_complete(cluster: Cluster, feed: Feed, table: Table, *, exactly_once: bool) -> None:
-    counts = delivered(cluster)
+    counts = cluster.delivered()
     missing = feed.ids - set(counts)
     assert not missing, f"{len(missing)} events never delivered"
     assert not set(counts) - feed.ids, "delivered events that are not in the feed"
@@ -149,7 +141,7 @@ async def test_kill_9_leases_taken_within_expiry_plus_one_tick(
     )
     assert taken - killed <= EXPIRY_S + JITTER * ACQUIRE_S + 1.0
     # the killed host's row still says what it last reported; its lease count is the table's
-    hosts = {h["host"]: h for h in json.loads(status(cluster))["hosts"]}
+    hosts = {h["host"]: h for h in cluster.status()["hosts"]}
     assert hosts["h2"]["leases"] == 0 and hosts["h2"]["leasesReported"] > 0
     await table.until(all_caught_up, within_s=180, what="every lease caught up")
     check_complete(cluster, feed, table, exactly_once=False)
@@ -280,7 +272,7 @@ async def test_start_options_apply_to_new_leases(
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
     cluster.start("h1", "--until-caught-up", *option)
     assert await asyncio.to_thread(cluster.wait, "h1", 180) == 0
-    got = delivered(cluster)
+    got = cluster.delivered()
     if start == "now":
         assert not got  # the whole feed lies in the past
         return
@@ -299,34 +291,17 @@ async def test_status_shows_owners_positions_and_what_is_left(
     await table.until(
         lambda rows: len(rows) == 9 and all(r.owner for r in rows), within_s=60, what="owned"
     )
-    busy = json_lines_of(status(cluster))
+    busy = cluster.status()["leases"]
     assert {r["owner"] for r in busy} == {"h1"}
     assert sum(r["bytesLeft"] for r in busy) > 0
     assert cluster.stop_all() == {"h1": 0}
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
     cluster.start("h2", "--until-caught-up")
     assert await asyncio.to_thread(cluster.wait, "h2", 180) == 0
-    done = json_lines_of(status(cluster))
+    done = cluster.status()["leases"]
     assert len(done) == 9
     for row in done:
         assert row["owner"] is None and row["caughtUp"] and row["bytesLeft"] == 0
         assert row["segmentDone"] and row["lastCheckpoint"] and row["epoch"] >= 1
-    table_text = run_cfp(
-        feed.conn, "status", "--processor-name", cluster.processor, "--lease-table", LEASE_TABLE
-    )
+    table_text = cluster.cfp("status")
     assert table_text.returncode == 0 and "caught up" in table_text.stdout
-
-
-def status(cluster: Cluster) -> str:
-    result = run_cfp(
-        cluster.conn,
-        "status", "--json", "--processor-name", cluster.processor, "--lease-table", LEASE_TABLE,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-def json_lines_of(text: str) -> list[dict[str, Any]]:
-    doc = json.loads(text)
-    rows: list[dict[str, Any]] = doc["leases"]
-    return rows

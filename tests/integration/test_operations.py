@@ -24,8 +24,8 @@ import pytest
 from processor.changefeed.change_filter import blob_path
 from processor.changefeed.selection import parse_event_time
 from processor.reading.lease_position import LeasePosition
-from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
-from tests.helpers import emulate, read_all, run_cfp, until
+from tests.cluster import Cluster, quick_host_args
+from tests.helpers import emulate, read_all, until
 
 ARGS = quick_host_args(batch=8, observer="tests.plugins:PoisonJsonl")
 _processors = itertools.count()
@@ -57,28 +57,6 @@ async def _feed(account: str, **changes: Any) -> list[dict[str, Any]]:
     return records
 
 
-def _cfp(cluster: Cluster, *args: str) -> Any:
-    return run_cfp(
-        cluster.conn, *args, "--processor-name", cluster.processor, "--lease-table", LEASE_TABLE
-    )
-
-
-def _status(cluster: Cluster) -> dict[str, Any]:
-    result = _cfp(cluster, "status", "--json")
-    assert result.returncode == 0, result.stderr
-    doc: dict[str, Any] = json.loads(result.stdout)
-    return doc
-
-
-def _delivered(cluster: Cluster) -> Counter[str]:
-    return Counter(d["id"] for d in cluster.deliveries())
-
-
-async def _run_until_caught_up(cluster: Cluster, name: str, *extra: str) -> int:
-    cluster.start(name, "--until-caught-up", *extra)
-    return await asyncio.to_thread(cluster.wait, name, 180)
-
-
 async def test_a_filtered_processor_delivers_exactly_the_matching_events(
     account: str, cluster: Cluster
 ) -> None:
@@ -101,10 +79,10 @@ async def test_a_filtered_processor_delivers_exactly_the_matching_events(
     # the event types by flag, the blob type by variable (as a container would set it)
     cluster.env["CFP_BLOB_TYPE"] = "BlockBlob"
     types = ("--event-type", "BlobCreated", "--event-type", "BlobDeleted")
-    assert await _run_until_caught_up(cluster, "h1", *options, *types) == 0
-    got = _delivered(cluster)
+    assert await cluster.run_until_caught_up("h1", *options, *types) == 0
+    got = cluster.delivered()
     assert set(got) == expected and max(got.values()) == 1
-    doc = _status(cluster)
+    doc = cluster.status()
     assert doc["identity"]["filter"] == {
         "containers": sorted(globs),
         "blobPrefix": "data/",
@@ -112,7 +90,7 @@ async def test_a_filtered_processor_delivers_exactly_the_matching_events(
         "blobTypes": ["BlockBlob"],
     }
     assert all(row["caughtUp"] for row in doc["leases"])  # filtered-out events moved them too
-    text = _cfp(cluster, "status").stdout
+    text = cluster.cfp("status").stdout
     assert "delivers filter: container cfp-emu-[02] or nothing-*, blob prefix 'data/'" in text
 
     # another filter for the same processor name is refused before it touches a lease
@@ -122,7 +100,7 @@ async def test_a_filtered_processor_delivers_exactly_the_matching_events(
     log = (cluster.workdir / "h2.log").read_text()
     assert f"processor '{cluster.processor}'" in log and "was created with filter: container" in log
     assert "this host has filter: container cfp-emu-1" in log and "--processor-name" in log
-    assert {row["lease"]: row["epoch"] for row in _status(cluster)["leases"]} == before
+    assert {row["lease"]: row["epoch"] for row in cluster.status()["leases"]} == before
 
 
 async def test_an_end_time_ends_every_lease_at_the_right_event(
@@ -133,19 +111,19 @@ async def test_an_end_time_ends_every_lease_at_the_right_event(
     end = times[len(times) // 3]  # inside the second segment
     expected = {str(r["id"]) for r in records if parse_event_time(str(r["eventTime"])) < end}
     assert 0 < len(expected) < len(records)
-    assert await _run_until_caught_up(cluster, "h1", "--end-time", end.isoformat()) == 0
-    got = _delivered(cluster)
+    assert await cluster.run_until_caught_up("h1", "--end-time", end.isoformat()) == 0
+    got = cluster.delivered()
     assert set(got) == expected and max(got.values()) == 1
-    doc = _status(cluster)
+    doc = cluster.status()
     assert doc["finished"] and doc["identity"]["endTime"] == end.isoformat()
     for row in doc["leases"]:
         position = LeasePosition.from_json(row["continuation"])
         assert row["caughtUp"] and position.finished and position.end_time == end
         assert row["owner"] is None  # released for good
-    assert "FINISHED" in _cfp(cluster, "status").stdout
+    assert "FINISHED" in cluster.cfp("status").stdout
     # a finished processor is taken by no host again, and delivers nothing more
-    assert await _run_until_caught_up(cluster, "h2", "--end-time", end.isoformat()) == 0
-    assert _delivered(cluster) == got
+    assert await cluster.run_until_caught_up("h2", "--end-time", end.isoformat()) == 0
+    assert cluster.delivered() == got
     assert not any(e.get("event") == "lease.acquired" for e in cluster.log_events("h2"))
 
 
@@ -156,33 +134,33 @@ async def test_a_reset_redelivers_from_its_start_time_and_a_zombie_cannot_overwr
     times = sorted(parse_event_time(str(r["eventTime"])) for r in records)
     rewind = times[len(times) // 2]
     again = {str(r["id"]) for r in records if parse_event_time(str(r["eventTime"])) >= rewind}
-    assert await _run_until_caught_up(cluster, "h1") == 0
-    assert set(_delivered(cluster)) == {str(r["id"]) for r in records}
+    assert await cluster.run_until_caught_up("h1") == 0
+    assert set(cluster.delivered()) == {str(r["id"]) for r in records}
 
-    refused = _cfp(cluster, "processor", "reset", "--from-beginning")
+    refused = cluster.cfp("processor", "reset", "--from-beginning")
     assert refused.returncode == 2 and "is not paused" in refused.stderr
-    assert _cfp(cluster, "pause").returncode == 0
-    assert _cfp(cluster, "processor", "reset", "--from-beginning").returncode == 0
-    assert _cfp(cluster, "resume").returncode == 0
+    assert cluster.cfp("pause").returncode == 0
+    assert cluster.cfp("processor", "reset", "--from-beginning").returncode == 0
+    assert cluster.cfp("resume").returncode == 0
 
     # h2 delivers everything again, slowly; a reset is refused while it lives and holds leases
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0.4"
     cluster.start("h2")
     await until(lambda: _from(cluster, "h2", 1), "h2 delivering", within_s=60)
-    assert _cfp(cluster, "pause").returncode == 0
-    held = _cfp(cluster, "processor", "reset", "--start-time", rewind.isoformat())
+    assert cluster.cfp("pause").returncode == 0
+    held = cluster.cfp("processor", "reset", "--start-time", rewind.isoformat())
     assert held.returncode == 2 and "live hosts hold leases" in held.stderr
-    assert _cfp(cluster, "resume").returncode == 0
+    assert cluster.cfp("resume").returncode == 0
 
     # frozen with a batch in hand, h2 becomes a zombie; the reset goes through without it
     count = sum(1 for d in cluster.deliveries() if d["host"] == "h2")
     await until(lambda: _from(cluster, "h2", count + 8), "h2 delivering", within_s=60)
     cluster.signal("h2", signal.SIGSTOP)
-    assert _cfp(cluster, "pause").returncode == 0
-    epochs = {row["lease"]: row["epoch"] for row in _status(cluster)["leases"]}
-    reset = _cfp(cluster, "processor", "reset", "--start-time", rewind.isoformat(), "--reason", "t")
+    assert cluster.cfp("pause").returncode == 0
+    epochs = {row["lease"]: row["epoch"] for row in cluster.status()["leases"]}
+    reset = cluster.cfp("processor", "reset", "--start-time", rewind.isoformat(), "--reason", "t")
     assert reset.returncode == 0, reset.stderr
-    after = {row["lease"]: row for row in _status(cluster)["leases"]}
+    after = {row["lease"]: row for row in cluster.status()["leases"]}
     for token, row in after.items():
         assert row["epoch"] == epochs[token] + 1 and row["owner"] is None
         assert LeasePosition.from_json(row["continuation"]).start_time == rewind
@@ -191,14 +169,14 @@ async def test_a_reset_redelivers_from_its_start_time_and_a_zombie_cannot_overwr
     cluster.signal("h2", signal.SIGCONT)  # wakes up believing it holds its leases
     await cluster.logged("h2", "worker.stopped", within_s=30, reason="lease_lost")
     await asyncio.sleep(2)  # time for any checkpoint it would still try
-    for token, row in {r["lease"]: r for r in _status(cluster)["leases"]}.items():
+    for token, row in {r["lease"]: r for r in cluster.status()["leases"]}.items():
         assert row["continuation"] == after[token]["continuation"], token
     cluster.signal("h2", signal.SIGTERM)
     await asyncio.to_thread(cluster.wait, "h2", 60)
 
-    assert _cfp(cluster, "resume").returncode == 0
+    assert cluster.cfp("resume").returncode == 0
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
-    assert await _run_until_caught_up(cluster, "h3") == 0
+    assert await cluster.run_until_caught_up("h3") == 0
     from_h3 = Counter(d["id"] for d in cluster.deliveries() if d["host"] == "h3")
     assert set(from_h3) == again and max(from_h3.values()) == 1
 
@@ -220,7 +198,7 @@ async def test_a_quiet_feed_costs_one_request_per_poll_and_a_new_segment_is_deli
         return len(leases) == 32 and all(x["caughtUp"] for x in leases)
 
     await until(all_caught_up, "32 leases caught up", within_s=120, every_s=0.5)
-    assert set(_delivered(cluster)) == {str(r["id"]) for r in records}
+    assert set(cluster.delivered()) == {str(r["id"]) for r in records}
     await asyncio.sleep(2 * poll_s)  # the last checkpoints' own reads are done
     before = _requests(await asyncio.to_thread(_get, f"{url}/metrics"))
     quiet_s = 60.0
@@ -238,7 +216,7 @@ async def test_a_quiet_feed_costs_one_request_per_poll_and_a_new_segment_is_deli
     assert new
 
     async def delivered_new() -> bool:
-        return new <= set(_delivered(cluster))
+        return new <= set(cluster.delivered())
 
     await until(delivered_new, "the new segment delivered", within_s=60, every_s=0.2)
     first = min(d["t"] for d in cluster.deliveries() if d["id"] in new)
@@ -272,14 +250,14 @@ async def test_a_poison_batch_shows_stuck_in_status_metrics_and_status_endpoint(
     url = await cluster.endpoint("h1")
 
     async def stuck_in_status() -> dict[str, Any] | None:
-        doc = _status(cluster)
+        doc = cluster.status()
         return doc if doc["stuck"] else None
 
     doc = await until(stuck_in_status, "a lease reported STUCK", within_s=90, every_s=1)
     (token,) = doc["stuck"]
     row = next(r for r in doc["leases"] if r["lease"] == token)
     assert "the observer has failed" in row["stuck"]
-    assert "STUCK: the observer has failed" in _cfp(cluster, "status").stdout
+    assert "STUCK: the observer has failed" in cluster.cfp("status").stdout
     metrics = await asyncio.to_thread(_get, f"{url}/metrics")
     assert f'cfp_lease_stuck{{lease="{token}"}} 1.0' in metrics
     failures = _sample(metrics, "cfp_observer_consecutive_failures", token)
@@ -314,18 +292,18 @@ async def test_a_host_with_nothing_to_take_says_why_in_status(
     cluster.start("h1")
 
     async def owned_by_h1() -> bool:
-        return [row["owner"] for row in _status(cluster)["leases"]] == ["h1"]
+        return [row["owner"] for row in cluster.status()["leases"]] == ["h1"]
 
     await until(owned_by_h1, "h1 holding the lease", within_s=60, every_s=0.5)
     cluster.start("h2")
     why = "nothing to take: 1 lease held by 1 other host"
 
     async def h2_idle() -> dict[str, Any] | None:
-        hosts = {h["host"]: h for h in _status(cluster)["hosts"]}
+        hosts = {h["host"]: h for h in cluster.status()["hosts"]}
         h2 = hosts.get("h2")
         return h2 if h2 is not None and h2["state"] == "running" and h2["note"] == why else None
 
     h2 = await until(h2_idle, "h2 running and saying why it is idle", within_s=60, every_s=0.5)
     assert h2["leases"] == 0
-    assert f"running ({why})" in _cfp(cluster, "status").stdout
-    assert [row["owner"] for row in _status(cluster)["leases"]] == ["h1"]
+    assert f"running ({why})" in cluster.cfp("status").stdout
+    assert [row["owner"] for row in cluster.status()["leases"]] == ["h1"]

@@ -24,7 +24,7 @@ from processor.changefeed.storage import FeedStorage
 from processor.emulator.azurite import Azurite
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.emulator.service import reset_account
-from tests.conftest import EMULATOR_CONTAINERS
+from tests.helpers import EMULATOR_CONTAINERS
 
 CONFIG = EmulatorConfig(
     seed=99, shards=(2, 3), block_events=(1, 4), chunk_bytes=6 << 10, control_every=9

@@ -11,7 +11,6 @@ import asyncio
 import itertools
 import json
 import signal
-from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,8 @@ from azure.storage.blob.aio import ContainerClient
 from processor.changefeed.avro_chunk import BlockSpan, ChunkHeader, parse_header, scan_blocks
 from processor.changefeed.decode import decode_blocks
 from processor.changefeed.layout import CONTAINER
-from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
-from tests.helpers import emulate, read_all, run_cfp, until
+from tests.cluster import Cluster, quick_host_args
+from tests.helpers import emulate, read_all, until
 
 ARGS = quick_host_args(batch=6, observer="tests.plugins:PoisonJsonl")
 BAD_LEASE = "01"
@@ -70,28 +69,7 @@ def _ids(data: bytes, header: ChunkHeader, blocks: list[BlockSpan]) -> set[str]:
 
 
 def _status(cluster: Cluster) -> dict[str, dict[str, Any]]:
-    result = run_cfp(
-        cluster.conn,
-        "status", "--json", "--processor-name", cluster.processor, "--lease-table", LEASE_TABLE,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return {row["lease"]: row for row in json.loads(result.stdout)["leases"]}
-
-
-def _lease_cmd(cluster: Cluster, *args: str) -> Any:
-    return run_cfp(
-        cluster.conn,
-        "lease", *args, "--processor-name", cluster.processor, "--lease-table", LEASE_TABLE,
-    )  # fmt: skip
-
-
-def _delivered(cluster: Cluster) -> Counter[str]:
-    return Counter(d["id"] for d in cluster.deliveries())
-
-
-async def _run_until_caught_up(cluster: Cluster, name: str, *extra: str) -> int:
-    cluster.start(name, "--until-caught-up", *extra)
-    return await asyncio.to_thread(cluster.wait, name, 180)
+    return {row["lease"]: row for row in cluster.status()["leases"]}
 
 
 async def test_a_corrupt_block_parks_its_lease_and_a_move_skips_exactly_that_block(
@@ -108,20 +86,20 @@ async def test_a_corrupt_block_parks_its_lease_and_a_move_skips_exactly_that_blo
     lost = _ids(data, header, [bad]) & ids
     assert before_bad and lost
 
-    assert await _run_until_caught_up(cluster, "h1") == 1
+    assert await cluster.run_until_caught_up("h1") == 1
     log = (cluster.workdir / "h1.log").read_text()
     assert f"lease {BAD_LEASE} is parked" in log and f"{CHUNK} at byte {bad.offset}" in log
     rows = _status(cluster)
     assert rows[BAD_LEASE]["parked"] and f"at byte {bad.offset}" in rows[BAD_LEASE]["error"]
     assert rows[BAD_LEASE]["offset"] == bad.offset  # stopped in front of the bad block
     assert not any(r["parked"] for t, r in rows.items() if t != BAD_LEASE)
-    got = _delivered(cluster)
+    got = cluster.delivered()
     assert not set(got) & lost
     # the other shards of segment 1 all came; the second segment waits behind the parked lease
     from_bad_lease = {d["id"] for d in cluster.deliveries() if d["lease"] == BAD_LEASE}
     assert from_bad_lease == before_bad
 
-    moved = _lease_cmd(cluster, "move", BAD_LEASE, "--past", "block", "--reason", "test")
+    moved = cluster.cfp("lease", "move", BAD_LEASE, "--past", "block", "--reason", "test")
     assert moved.returncode == 0, moved.stderr
     assert f"({bad.end - bad.offset} bytes of the feed skipped)" in moved.stdout
     row = _status(cluster)[BAD_LEASE]
@@ -130,8 +108,8 @@ async def test_a_corrupt_block_parks_its_lease_and_a_move_skips_exactly_that_blo
     assert move["skippedBytes"] == bad.end - bad.offset and move["reason"] == "test"
     assert f"at byte {bad.offset}" in move["error"]
 
-    assert await _run_until_caught_up(cluster, "h2") == 0
-    got = _delivered(cluster)
+    assert await cluster.run_until_caught_up("h2") == 0
+    got = cluster.delivered()
     assert set(got) == ids - lost and max(got.values()) == 1
 
 
@@ -162,18 +140,18 @@ async def test_a_missing_chunk_parks_its_lease_and_nothing_after_it_is_read_unti
     ids = await _feed(account, chunk_bytes=2048)
     chunk_names, gone, lost = await _delete_a_middle_chunk(account, ids)
 
-    assert await _run_until_caught_up(cluster, "h1", "--on-gap", "stop") == 1
+    assert await cluster.run_until_caught_up("h1", "--on-gap", "stop") == 1
     row = _status(cluster)[BAD_LEASE]
     assert row["parked"] and gone in row["error"] and "missing" in row["error"]
     assert row["chunk"] == chunk_names[0]  # at the end of the chunk before the gap
     later = {d["id"] for d in cluster.deliveries() if d["lease"] == BAD_LEASE}
     assert not later & lost
 
-    assert _lease_cmd(cluster, "move", BAD_LEASE, "--past", "chunk").returncode == 0
+    assert cluster.cfp("lease", "move", BAD_LEASE, "--past", "chunk").returncode == 0
     row = _status(cluster)[BAD_LEASE]
     assert row["chunk"] == chunk_names[2] and row["moves"][0]["skippedBytes"] == 0
-    assert await _run_until_caught_up(cluster, "h2", "--on-gap", "stop") == 0
-    assert set(_delivered(cluster)) == ids - lost
+    assert await cluster.run_until_caught_up("h2", "--on-gap", "stop") == 0
+    assert set(cluster.delivered()) == ids - lost
 
 
 async def test_a_missing_chunk_is_recorded_as_a_gap_and_stepped_over_by_default(
@@ -181,8 +159,8 @@ async def test_a_missing_chunk_is_recorded_as_a_gap_and_stepped_over_by_default(
 ) -> None:
     ids = await _feed(account, chunk_bytes=2048)
     chunk_names, gone, lost = await _delete_a_middle_chunk(account, ids)
-    assert await _run_until_caught_up(cluster, "h1") == 0
-    got = _delivered(cluster)
+    assert await cluster.run_until_caught_up("h1") == 0
+    got = cluster.delivered()
     assert set(got) == ids - lost  # everything still present, nothing of the gone chunk
     row = _status(cluster)[BAD_LEASE]
     assert not row["parked"] and row["caughtUp"]
@@ -224,8 +202,8 @@ async def test_a_segment_deleted_under_stopped_leases_is_a_gap_to_the_next_segme
         str(r["id"]) for r in (await read_all(account))[0]
     }  # what is still in the feed: segments 2 and 3
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
-    assert await _run_until_caught_up(cluster, "h2") == 0
-    assert later <= set(_delivered(cluster)) and later < ids
+    assert await cluster.run_until_caught_up("h2") == 0
+    assert later <= set(cluster.delivered()) and later < ids
     rows = _status(cluster)
     for token, row in rows.items():
         if token in inside:
@@ -245,7 +223,7 @@ async def test_an_unsafe_manifest_parks_the_leases_that_reach_it(
         doc = json.loads(await (await c.download_blob(segment)).readall())
         doc["chunkFilePaths"] = ["$blobchangefeed/log/../meta/"]
         await c.upload_blob(segment, json.dumps(doc), overwrite=True)
-    assert await _run_until_caught_up(cluster, "h1") == 1
+    assert await cluster.run_until_caught_up("h1") == 1
     rows = _status(cluster)
     # every lease must read the manifest to learn whether its shard is in the segment: all
     # stop in front of it, each with segment 1 fully delivered
@@ -265,16 +243,15 @@ async def test_a_poison_batch_is_retried_then_stops_or_is_dead_lettered_as_confi
     cluster.env["CFP_TEST_POISON_IDS"] = poison
 
     # stop: parked in front of the batch, nothing of it or after it checkpointed
-    assert await _run_until_caught_up(cluster, "h1", "--on-observer-error", "stop") == 1
+    assert await cluster.run_until_caught_up("h1", "--on-observer-error", "stop") == 1
     row = _status(cluster)[BAD_LEASE]
     assert row["parked"] and "poison events" in row["error"] and "process_changes" in row["error"]
-    assert poison not in _delivered(cluster)
-    assert _lease_cmd(cluster, "resume", BAD_LEASE).returncode == 0
+    assert poison not in cluster.delivered()
+    assert cluster.cfp("lease", "resume", BAD_LEASE).returncode == 0
 
     # dead-letter: written with its error, checkpointed past, counted; everything else arrives
     letters = tmp_path / "dead"
-    rc = await _run_until_caught_up(
-        cluster,
+    rc = await cluster.run_until_caught_up(
         "h2",
         "--on-observer-error", "dead-letter",
         "--observer-attempts", "2",
@@ -286,7 +263,7 @@ async def test_a_poison_batch_is_retried_then_stops_or_is_dead_lettered_as_confi
     assert head["lease"] == BAD_LEASE and "poison events" in head["error"]
     assert head["events"] == len(records) and poison in {r["id"] for r in records}
     dead = {str(r["id"]) for r in records}
-    assert set(_delivered(cluster)) == ids - dead
+    assert set(cluster.delivered()) == ids - dead
     assert _status(cluster)[BAD_LEASE]["deadLetters"] == 1
 
 
@@ -295,8 +272,8 @@ async def test_a_failing_observer_is_retried_by_default_and_loses_nothing(
 ) -> None:
     ids = await _feed(account)
     cluster.env["CFP_TEST_FAIL_FIRST"] = "4"
-    assert await _run_until_caught_up(cluster, "h1") == 0
-    assert set(_delivered(cluster)) == ids
+    assert await cluster.run_until_caught_up("h1") == 0
+    assert set(cluster.delivered()) == ids
     retries = [e for e in cluster.log_events("h1") if e.get("event") == "observer.retry"]
     assert len(retries) == 4
 
@@ -316,9 +293,9 @@ async def test_a_malformed_segments_json_parks_every_lease_until_resumed(
         rows = _status(cluster)
         assert rows and all(r["parked"] and path in r["error"] for r in rows.values())
         await c.upload_blob(path, good, overwrite=True)  # fixed outside
-    resumed = _lease_cmd(cluster, "resume", "--all-parked")
+    resumed = cluster.cfp("lease", "resume", "--all-parked")
     assert resumed.returncode == 0 and resumed.stdout.count("resumed at") == len(rows)
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
-    assert await _run_until_caught_up(cluster, "h2") == 0
-    got = _delivered(cluster)
+    assert await cluster.run_until_caught_up("h2") == 0
+    got = cluster.delivered()
     assert set(got) == ids and max(got.values()) == 1
