@@ -67,13 +67,12 @@ class Delivery:
             stream_name=env.processor,
             read_timestamp=env.clock.wall(),
         )
-        if not events:
-            return Delivered()
         checked_at = env.clock.monotonic()
         if not held.is_usable():  # fencing: the last check before user code sees events
             raise WorkerEnded(CloseReason.LEASE_LOST)
         # when it was last known to be ours (CLOCK_MONOTONIC: comparable across processes)
         self.log.debug("batch.delivering", events=len(events), mono=checked_at)
+        env.progress.delivering(held.token)
         try:
             with self.ctx.delivering(end):
                 await self._with_retries(events)
@@ -149,7 +148,7 @@ class Delivery:
             )
         except OSError as e:
             raise WorkerEnded(CloseReason.OBSERVER_ERROR, f"{error}; dead letter: {e}") from e
-        env.progress.dead_letters.inc()
+        env.progress.dead_lettered(held.token)
         self.log.error(
             "batch.dead_lettered", events=len(batch.records), path=str(path), error=error
         )

@@ -201,6 +201,31 @@ class HostProgress:
         self.batches.labels(token).inc()
         self.add_read(token, read_bytes)
 
+    def delivering(self, token: LeaseToken) -> None:
+        """A batch goes to the observer: the lease has work (an observer that never returns
+        makes it stuck), counted from now."""
+        entry = self.leases.get(token)
+        if entry is not None:
+            entry.caught_up = False
+            entry.moved_at = self._wall()
+
+    def caught_up(self, token: LeaseToken) -> None:
+        """The lease has read everything there is, as its last checkpoint already said."""
+        entry = self.leases.get(token)
+        if entry is not None:
+            entry.caught_up = True
+            entry.moved_at = self._wall()
+            entry.bytes_left = 0
+
+    def dead_lettered(self, token: LeaseToken) -> None:
+        """The batch the observer kept failing went to the dead-letter folder: the lease moves
+        on, and its failures are over."""
+        self.dead_letters.inc()
+        entry = self.leases.get(token)
+        if entry is not None:
+            entry.failures, entry.failing_since = 0, None
+            entry.moved_at = self._wall()
+
     def observer_failed(self, token: LeaseToken) -> None:
         entry = self.leases.get(token)
         if entry is not None:

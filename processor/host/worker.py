@@ -138,6 +138,9 @@ class Worker:
                     env.stop, held.lost, held.handover, env.running, timeout_s=env.timings.poll_s
                 )
                 continue
+            # taken before reading: a change the watcher sees while we read or checkpoint
+            # still wakes us (a fresh event taken after could miss it)
+            news = env.feed_changed() if env.feed_changed is not None else None
             try:
                 step = await reader.read(may_enter=env.book.may_enter, read_ahead=ahead)
             except FeedUnavailable as e:
@@ -150,7 +153,12 @@ class Worker:
                     raise  # parked in front of the gap, like other bad data
                 await self._step_over_gap(reader, e, checkpoints)
                 continue
-            if step.step is Step.BATCH:
+            if step.step is Step.BATCH and not (step.batch and step.batch.records):
+                # every event filtered out: nothing for the observer, and nothing it could
+                # confirm (one that checkpoints itself would never), so a step without a batch
+                ledger.advanced(step.position)
+                await checkpoints.confirm_delivered()
+            elif step.step is Step.BATCH:
                 assert step.batch is not None
                 accepted = await delivery.deliver(step.batch, ledger.delivered, step.position)
                 if accepted is None:  # dead-lettered: checkpointed once the batches before are
@@ -168,7 +176,7 @@ class Worker:
                 ledger.advanced(step.position)
                 await checkpoints.confirm_delivered()
             elif step.step is Step.CAUGHT_UP:
-                await self._caught_up(step.position, checkpoints)
+                await self._caught_up(step.position, checkpoints, news)
             else:  # at the barrier: others wait for our position too
                 env.progress.waiting(held.token)
                 await checkpoints.confirm_delivered()
@@ -176,10 +184,12 @@ class Worker:
                     stop=env.stop, timeout_s=env.timings.barrier_refresh_s
                 )
 
-    async def _caught_up(self, position: LeasePosition, checkpoints: Checkpointer) -> None:
+    async def _caught_up(
+        self, position: LeasePosition, checkpoints: Checkpointer, news: asyncio.Event | None
+    ) -> None:
         """Record "caught up" (and "finished", at an end time or a scan's end) once every batch
-        is confirmed, then wait for news: the host's feed watcher at a segment's end, the
-        shard itself inside a segment still being written."""
+        is confirmed, then wait for news: the host's feed watcher (`news`, taken before the
+        read) at a segment's end, the shard itself inside a segment still being written."""
         held, env, ledger = self.held, self.env, checkpoints.ledger
         checkpoints.confirmed.clear()
         finished = position.is_finished
@@ -188,16 +198,18 @@ class Worker:
         )
         if not recorded and ledger.all_confirmed():
             await checkpoints.write(position, caught_up=True)
+        elif recorded:
+            env.progress.caught_up(held.token)  # as the lease already said when we took it
         if checkpoints.is_finished_recorded:
             raise WorkerEnded(CloseReason.FINISHED)  # released; no host takes it again
         # an observer still writing: record "caught up" as soon as it confirms
         confirming = [] if ledger.all_confirmed() else [checkpoints.confirmed]
         at_edge = position.segment is None or position.is_segment_done
-        if at_edge and env.feed_changed is not None:
-            news, wait_s = [env.feed_changed()], env.timings.poll_s * WAKE_ANYWAY_POLLS
+        if at_edge and news is not None:
+            wake, wait_s = [news], env.timings.poll_s * WAKE_ANYWAY_POLLS
         else:
-            news, wait_s = [], env.timings.poll_s
-        await wait_any(env.stop, held.lost, held.handover, *confirming, *news, timeout_s=wait_s)
+            wake, wait_s = [], env.timings.poll_s
+        await wait_any(env.stop, held.lost, held.handover, *confirming, *wake, timeout_s=wait_s)
 
     async def _step_over_gap(
         self, reader: Reader, error: MissingChunkError, checkpoints: Checkpointer

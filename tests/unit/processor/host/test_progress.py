@@ -69,3 +69,37 @@ def test_unowned_leases_are_reported_once_known() -> None:
     assert "\ncfp_leases_unowned " not in metrics(p)
     p.unowned = 3
     assert "\ncfp_leases_unowned 3.0" in metrics(p)
+
+
+def test_a_lease_taken_caught_up_is_not_stuck_on_a_quiet_feed() -> None:
+    """Its checkpoint already says caught up, so none is written: the worker says so."""
+    wall = Wall()
+    p = HostProgress(wall=wall, stuck_after_s=60)
+    p.started(A, 1, None)
+    p.caught_up(A)
+    wall.pass_s(3600)  # an hour without a new segment
+    assert p.stuck() == {} and p.to_json()[0]["state"] == "caught up"
+
+
+def test_a_dead_lettered_batch_ends_the_failures() -> None:
+    wall = Wall()
+    p = HostProgress(wall=wall, stuck_after_s=60)
+    p.started(A, 1, None)
+    p.observer_failed(A)
+    wall.pass_s(120)
+    assert A in p.stuck()
+    p.dead_lettered(A)
+    assert p.stuck() == {} and p.leases[A].failures == 0
+    assert "cfp_dead_letters_total 1.0" in metrics(p)
+
+
+def test_an_observer_that_never_returns_makes_a_caught_up_lease_stuck() -> None:
+    wall = Wall()
+    p = HostProgress(wall=wall, stuck_after_s=60)
+    p.started(A, 1, None)
+    p.caught_up(A)
+    wall.pass_s(7200)  # caught up for hours, then a new segment
+    p.delivering(A)
+    assert p.stuck() == {}  # counted from the delivery, not from the last checkpoint
+    wall.pass_s(60)  # process_changes has not returned
+    assert p.stuck() == {A: "no progress for 60 s while not caught up"}

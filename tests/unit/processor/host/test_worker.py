@@ -4,7 +4,7 @@ observer, what is checkpointed and in which order, and how each way of ending le
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,8 @@ from processor.host.worker import Worker
 from processor.host.worker_env import WorkerEnv
 from processor.reading.barrier_book import PositionBook
 from processor.reading.lease_position import LeasePosition
-from processor.reading.shard_stream import LeaseRead
-from tests.unit.fakes import ManualClock, RecordingObserver, ScriptedReader, at, batches
+from processor.reading.shard_stream import LeaseRead, Step
+from tests.unit.fakes import FakeBatch, ManualClock, RecordingObserver, ScriptedReader, at, batches
 
 TOKEN = LeaseToken("00")
 
@@ -53,13 +53,15 @@ async def start(
     tmp_path: Path | None = None,
     before_read: Any = None,
     policy: OnObserverError = OnObserverError.RETRY,
+    feed_changed: Any = None,
+    poll_s: float = 0.05,
 ) -> Running:
     store, clock = CheckpointLog(), ManualClock()
     row = await store.create_if_absent(TOKEN, at(0).to_json())
     assert row is not None
     lease = await store.acquire(row, HostId("h1"))
     assert lease is not None
-    timings = derive_timings(30.0, poll_s=0.05)
+    timings = derive_timings(30.0, poll_s=poll_s)
     env = WorkerEnv(
         store=store,
         catalog=None,  # type: ignore[arg-type]  # the scripted reader needs no feed
@@ -74,6 +76,7 @@ async def start(
         on_observer_error=policy,
         observer_attempts=1,
         dead_letters=DeadLetterFolder(tmp_path) if tmp_path else None,
+        feed_changed=feed_changed,
     )
     held = HeldLease(lease, clock=clock, fence_after_s=timings.fence_after_s)
     reader = ScriptedReader(steps, position=at(0), before_read=before_read)
@@ -169,3 +172,46 @@ async def test_an_observer_that_checkpoints_itself_moves_the_lease_only_as_it_co
     assert store.written[:2] == [at(2), at(6)]
     lease = await store.get(TOKEN)
     assert lease is not None and lease.caught_up and lease.continuation == at(6).to_json()
+
+
+async def test_a_batch_filtered_to_nothing_still_moves_an_observer_checkpointing_itself() -> None:
+    """The last batch of the shard holds only events the filter leaves out: the observer sees
+    nothing and could never confirm it, yet the lease is checkpointed past it, caught up."""
+    observer = RecordingObserver(auto_checkpoint=False)
+    steps = [*batches(2), LeaseRead(Step.BATCH, at(5), FakeBatch([]))]
+    run = await start(observer, steps)
+    await asyncio.wait_for(run.reader.idle.wait(), 10)
+    assert observer.seen == [["e0", "e1"]]
+    assert observer.ctx is not None
+    await observer.ctx.checkpoint(observer.marks[0])  # the only real batch is durable
+    assert await until_caught_up(run) is CloseReason.SHUTDOWN
+    lease = await run.store.get(TOKEN)
+    assert lease is not None and lease.caught_up and lease.continuation == at(5).to_json()
+
+
+async def test_a_change_seen_while_the_worker_reads_still_wakes_it() -> None:
+    """At a segment's end a caught-up worker waits for the feed watcher, which replaces its
+    event at each change. The worker waits on the event it took before reading, so a change
+    while it reads (or records "caught up") wakes it at once, not twelve polls later."""
+    observer = RecordingObserver()
+    current = [asyncio.Event()]
+    woken = asyncio.Event()
+
+    async def before_read(n: int) -> None:
+        if n == 1:  # reading what turns out to be the end: a new segment is seen meanwhile
+            current[0].set()
+            current[0] = asyncio.Event()
+        if n == 2:
+            woken.set()
+
+    end = replace(at(2), is_segment_done=True)
+    run = await start(
+        observer,
+        [*batches(2), LeaseRead(Step.CAUGHT_UP, end)],
+        before_read=before_read,
+        feed_changed=lambda: current[0],
+        poll_s=60,  # a missed change would leave it waiting twelve minutes
+    )
+    await asyncio.wait_for(woken.wait(), 30)
+    run.env.stop.set()
+    await asyncio.wait_for(run.task, 10)
