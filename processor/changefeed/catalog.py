@@ -25,6 +25,7 @@ from processor.changefeed.storage import FeedStorage
 from processor.clock import Clock, SystemClock
 
 MANIFEST_CACHE = 4096
+_UNLISTED = object()  # no listing stands for the current lastConsumable
 
 
 async def list_segment_paths(storage: FeedStorage, *, after: str | None = None) -> list[str]:
@@ -47,7 +48,7 @@ class FeedCatalog:
         self._clock = clock or SystemClock()
         self._segments: list[str] = []
         self._listed_at: float | None = None
-        self._last_consumable: object = None  # as of the last listing
+        self._last_consumable: object = _UNLISTED  # as of the last listing
         self._lock = asyncio.Lock()
         self._finalized: OrderedDict[str, SegmentManifest] = OrderedDict()
 
@@ -64,20 +65,22 @@ class FeedCatalog:
     async def _list(self) -> list[str]:
         doc = await self.storage.read_document(SEGMENTS_JSON)
         if doc is None:
+            self._last_consumable = _UNLISTED  # when it is back, list again
             return []
         feed = parse_feed_manifest(doc, path=SEGMENTS_JSON)
-        if self._listed_at is not None and feed.last_consumable == self._last_consumable:
+        if feed.last_consumable == self._last_consumable:
             # nothing new is consumable before lastConsumable moves: one request, no listing
             return self._segments
-        self._last_consumable = feed.last_consumable
         after = self._segments[-1] if self._segments else None
-        return consumable_segments(
+        listed = consumable_segments(
             [*self._segments, *await list_segment_paths(self.storage, after=after)],
             last_consumable=feed.last_consumable,
             after=None,
             include_after=True,
             window=TimeRange(),
         )
+        self._last_consumable = feed.last_consumable  # once listed: a failed listing is retried
+        return listed
 
     async def manifest(self, path: str) -> SegmentManifest:
         """The segment's manifest; re-read each time until it is finalized."""

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.errors import FeedUnavailable
 from processor.changefeed.layout import SEGMENTS_JSON
 from processor.host.feed_watcher import FeedWatcher
 
@@ -57,3 +60,43 @@ async def test_caught_up_workers_wake_on_a_new_segment_only() -> None:
     assert storage.asked.count("folders") == 2
     stop.set()
     await task
+
+
+async def test_a_failed_listing_is_tried_again_at_the_next_look() -> None:
+    """lastConsumable moved but listing the segments failed: the next look must list again,
+    not take the unchanged lastConsumable for "nothing new" (the segment would stay unseen
+    until lastConsumable moved again, an hour later)."""
+
+    class Failing(Storage):
+        fail = False
+
+        async def list_folders(self, prefix: str) -> list[str]:
+            if self.fail:
+                self.fail = False
+                raise FeedUnavailable("idx/segments/: ServerTimeout")
+            return await super().list_folders(prefix)
+
+    storage = Failing()
+    catalog = FeedCatalog(storage, refresh_s=3600)  # type: ignore[arg-type]
+    assert len(await catalog.segments(max_age_s=0)) == 1
+    storage.segments.append("idx/segments/2026/01/01/0100/meta.json")
+    storage.last, storage.fail = "2026-01-01T01:00:00Z", True
+    with pytest.raises(FeedUnavailable):
+        await catalog.segments(max_age_s=0)
+    assert len(await catalog.segments(max_age_s=0)) == 2
+
+
+async def test_a_missing_segments_json_is_listed_again_when_it_is_back() -> None:
+    class Flickering(Storage):
+        gone = False
+
+        async def read_document(self, path: str) -> bytes | None:  # type: ignore[override]
+            return None if self.gone else await super().read_document(path)
+
+    storage = Flickering()
+    catalog = FeedCatalog(storage, refresh_s=3600)  # type: ignore[arg-type]
+    assert len(await catalog.segments(max_age_s=0)) == 1
+    storage.gone = True
+    assert await catalog.segments(max_age_s=0) == []
+    storage.gone = False
+    assert len(await catalog.segments(max_age_s=0)) == 1
