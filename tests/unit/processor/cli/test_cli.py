@@ -5,11 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner
 
-from processor.cli.common import ByteSize, IsoTime
+from processor.cli.common import ByteSize, IsoTime, filter_options
 from processor.cli.main import main
 
 
@@ -133,3 +135,20 @@ def test_help_loads_none_of_the_heavy_dependencies(argv: list[str]) -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert "Usage: cfp" in out.stdout
     assert out.stdout.splitlines()[-1] == "LOADED []"
+
+
+def test_an_unknown_event_type_is_warned_about_not_refused() -> None:
+    """The service may add event types, so none is refused; a typo is named on stderr."""
+
+    @click.command()
+    def show(**options: Any) -> None:
+        click.echo(" ".join(sorted(options["event_types"])))
+
+    for option in filter_options(env=False):
+        show = option(show)
+    runner = CliRunner()
+    typo = runner.invoke(show, ["--event-type", "BlobCreate", "--event-type", "BlobDeleted"])
+    assert typo.exit_code == 0 and typo.stdout == "BlobCreate BlobDeleted\n"
+    assert "cfp: warning: --event-type BlobCreate: not an event type" in typo.stderr
+    known = runner.invoke(show, ["--event-type", "BlobCreated", "--event-type", "BlobTierChanged"])
+    assert known.exit_code == 0 and known.stderr == ""
