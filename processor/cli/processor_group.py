@@ -23,6 +23,7 @@ from processor.cli.common import (
     say_error,
 )
 from processor.host.timings import DEFAULT_EXPIRY_S
+from processor.waiting import wait_any
 
 
 @click.group("processor")
@@ -96,7 +97,9 @@ def reset_command(
                     "live host from a dead one",
                     err=True,
                 )
-                await asyncio.sleep(wait_s * 1.1)
+                if await wait_any(stop, timeout_s=wait_s * 1.1):
+                    say_error("interrupted while watching the leases: nothing was reset")
+                    return 130
                 last = await store.list_leases()
                 held = still_held(first, last)
                 if held:
@@ -106,14 +109,19 @@ def reset_command(
                         "(SIGTERM: they release their leases), then reset"
                     )
                     return 2
+            if not (await store.processor_state()).paused:
+                say_error(f"processor {processor_name!r} was resumed meanwhile: nothing was reset")
+                return 2
             stored = await store.identity()
-            end_time = (
-                ProcessorIdentity.from_text(stored, where=f"processor {processor_name!r}").end_time
-                if stored
-                else None
-            )
             now = datetime.now(UTC)
-            try:
+            try:  # an unreadable identity row, or a start after the end: ValueErrors both
+                end_time = (
+                    ProcessorIdentity.from_text(
+                        stored, where=f"processor {processor_name!r}"
+                    ).end_time
+                    if stored
+                    else None
+                )
                 plan = plan_reset(
                     last, to, start_time=start_time, now=now, end_time=end_time, reason=reason
                 )
