@@ -198,7 +198,7 @@ class Worker:
         )
         if not recorded and ledger.all_confirmed():
             await checkpoints.write(position, caught_up=True)
-        elif recorded:
+        elif recorded and ledger.all_confirmed():
             env.progress.caught_up(held.token)  # as the lease already said when we took it
         if checkpoints.is_finished_recorded:
             raise WorkerEnded(CloseReason.FINISHED)  # released; no host takes it again
