@@ -42,17 +42,25 @@ async def cluster(account: str, tmp_path: Path) -> AsyncIterator[Cluster]:
         c.kill_all()
 
 
+FEED: dict[str, Any] = {
+    "seed": 19,
+    "segments": 4,
+    "events_per_segment": 120,
+    "shards": (2, 3, 2, 2),
+    "block_events": (3, 9),
+    "feed_only": True,
+}
+
+
+async def _emulate(account: str, **changes: Any) -> int:
+    """Emulate the feed; the wall time (ns) it was done: its last segment consumable."""
+    await emulate(account, **(FEED | changes))
+    return time.time_ns()
+
+
 async def _feed(account: str, **changes: Any) -> list[dict[str, Any]]:
     """Emulate the feed; its non-Control records, in feed order."""
-    config: dict[str, Any] = {
-        "seed": 19,
-        "segments": 4,
-        "events_per_segment": 120,
-        "shards": (2, 3, 2, 2),
-        "block_events": (3, 9),
-        "feed_only": True,
-    }
-    await emulate(account, **(config | changes))
+    await _emulate(account, **changes)
     records, _ = await read_all(account)
     return records
 
@@ -210,8 +218,8 @@ async def test_a_quiet_feed_costs_one_request_per_poll_and_a_new_segment_is_deli
     assert sum(spent.values()) <= looks * 1.2 + 2, spent
     assert spent.get("list", 0) == 0, spent
 
-    more = await _feed(account, segments=1, events_per_segment=60, shards=(32,))
-    published = time.time_ns()  # lastConsumable moved just now (the segment was finalized)
+    published = await _emulate(account, segments=1, events_per_segment=60, shards=(32,))
+    more, _ = await read_all(account)
     new = {str(r["id"]) for r in more} - {str(r["id"]) for r in records}
     assert new
 
