@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np  # a dependency of pandas
 
+from bench import load_sim
 from leases.balancing import BalanceLimits, TakePlan, plan_takes
 from leases.expiry import LeaseView
 from leases.record import HostId, Lease, LeaseToken
@@ -371,6 +372,10 @@ def main() -> None:
     ap.add_argument("--expiry", type=float, default=30.0, help="lease expiry, seconds (default 30)")
     ap.add_argument("--check", action="store_true", help="verify every skipped plan (slow)")
     ap.add_argument("--plain", action="store_true", help="stdlib LeaseView and random.Random")
+    ap.add_argument("--load-hosts", type=int, default=100, help="--balance-by load scenario")
+    ap.add_argument("--load-leases", type=int, default=1000, help="--balance-by load scenario")
+    ap.add_argument("--zipf", type=float, default=1.0, help="shard rates ~ 1/k^s (default 1)")
+    ap.add_argument("--noise", type=float, default=0.1, help="rate noise, +/- (default 0.1)")
     args = ap.parse_args()
     started = time.perf_counter()
     # The simulation makes no reference cycles: reference counting frees everything, and the
@@ -412,6 +417,9 @@ def main() -> None:
     gc.enable()
 
     operations(args.hosts, args.leases, args.acquire_interval, args.expiry)
+    load_sim.report(
+        args.load_hosts, args.load_leases, s=args.zipf, seed=args.seed, noise=args.noise
+    )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Layout: `record` (the Lease record), `hosts` (what a host and the processor report of
 themselves), `store` (the LeaseStore protocol and the shared write policy), `table_store` and
 `memory_store` (the two implementations), `rows` (every row of the table, both ways), `expiry`
-(judging expiry on our own clock), `balancing` (the pure balancing decision), `errors`,
+(judging expiry on our own clock), `balancing` (the pure balancing decision, by count or, with
+`load_balancing`, by read rate), `errors`,
 `table_settings` (names and defaults of a lease table). Nothing here knows about the change
 feed or Spark.
 """
@@ -14,6 +15,7 @@ from leases.balancing import BalanceLimits, TakePlan, plan_takes
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
 from leases.expiry import ExpiryTracker, LeaseView
 from leases.hosts import HostReport, ProcessorState, is_reserved, job_name, job_token
+from leases.load_balancing import LoadRule
 from leases.memory_store import MemoryLeaseStore
 from leases.record import Delivered, HostId, Lease, LeaseMove, LeaseToken
 from leases.store import LeaseStore
@@ -49,6 +51,7 @@ __all__ = [
     "LeaseStoreUnavailable",
     "LeaseToken",
     "LeaseView",
+    "LoadRule",
     "MemoryLeaseStore",
     "ProcessorState",
     "TableLeaseStore",

@@ -25,10 +25,11 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from leases.expiry import LeaseView
+from leases.load_balancing import LoadRule, lease_weights, plan_load_steals
 from leases.record import HostId, Lease, LeaseToken
 
 
@@ -57,14 +58,6 @@ def _shuffled(views: list[LeaseView], rng: random.Random) -> list[LeaseView]:
     return ordered
 
 
-def _bound_for(v: LeaseView) -> HostId:
-    """The host a live lease will belong to: whoever asked for it, else its owner."""
-    asked_by = v.lease.next_owner
-    owner = v.owner
-    assert owner is not None
-    return asked_by if asked_by is not None and asked_by != owner else owner
-
-
 def plan_takes(
     leases: Sequence[LeaseView],
     *,
@@ -72,25 +65,63 @@ def plan_takes(
     limits: BalanceLimits,
     rng: random.Random,
     held: Collection[LeaseToken] | None = None,
+    by_load: LoadRule | None = None,
 ) -> TakePlan:
     """The leases `me` should take now. `held` lists the leases `me` runs workers for (None: all
     it owns); a lease the table shows as ours but that we do not run (a restart under the same
-    name, or a worker that could not release) is taken again, with a new epoch."""
+    name, or a worker that could not release) is taken again, with a new epoch. With `by_load`,
+    hand-overs even out the hosts' read rates instead of their lease counts
+    (`leases.load_balancing`); free and expired leases are still shared out by count."""
 
     def is_orphan_of_mine(v: LeaseView) -> bool:
         return v.owner == me and held is not None and v.token not in held
 
     leases = [v for v in leases if not v.lease.parked]
     live = [v for v in leases if v.is_live and not is_orphan_of_mine(v)]
-    load = Counter(_bound_for(v) for v in live)
+    load = Counter(h for v in live if (h := v.bound_for) is not None)
     hosts = len({v.owner for v in live} | set(load) | {me})
     target = math.ceil(len(leases) / hosts)
     mine = sum(1 for v in live if v.owner == me)
     have = load.pop(me, 0)
+    if have < target or by_load is not None:
+        take = _acquire(
+            leases,
+            me=me,
+            room=target - have,
+            by_load=by_load is not None,
+            rng=rng,
+            is_orphan_of_mine=is_orphan_of_mine,
+        )
+        if take:
+            return TakePlan(
+                target, hosts, mine, acquire=tuple(v.lease for v in take[: limits.max_acquire])
+            )
+    if by_load is not None:
+        weights = lease_weights(v.lease for v in leases)
+        steal = plan_load_steals(
+            live, weights, me=me, hosts=hosts, rule=by_load, max_steal=limits.max_steal, rng=rng
+        )
+        return TakePlan(target, hosts, mine, steal=tuple(steal))
     if have >= target:
         return TakePlan(target, hosts, mine)
+    steal = _count_steals(live, load, me=me, have=have, target=target, limits=limits, rng=rng)
+    return TakePlan(target, hosts, mine, steal=tuple(steal))
 
-    def acquirable_rank(v: LeaseView) -> int | None:
+
+def _acquire(
+    leases: list[LeaseView],
+    *,
+    me: HostId,
+    room: int,
+    by_load: bool,
+    rng: random.Random,
+    is_orphan_of_mine: Callable[[LeaseView], bool],
+) -> list[LeaseView]:
+    """The leases `me` may acquire now, best first (see the module docstring), at most `room`.
+    By load, a host may hold more leases than the count target: what was handed over to it and
+    its own orphans are then taken whatever the room (it asked for them; nobody else may)."""
+
+    def rank(v: LeaseView) -> int | None:
         if v.owner == me:
             return 0 if is_orphan_of_mine(v) else None
         if v.owner is None:
@@ -102,14 +133,26 @@ def plan_takes(
             return 1 if reserved_for is None or v.is_expired else None
         return 2 if v.is_expired else None
 
-    ranked = [(acquirable_rank(v), v) for v in _shuffled(list(leases), rng)]
-    free = [
-        v for rank, v in sorted(((r, v) for r, v in ranked if r is not None), key=lambda rv: rv[0])
-    ]
-    if free:
-        take = free[: min(target - have, limits.max_acquire)]
-        return TakePlan(target, hosts, mine, acquire=tuple(v.lease for v in take))
+    ranked = sorted(
+        ((r, v) for v in _shuffled(list(leases), rng) if (r := rank(v)) is not None),
+        key=lambda rv: rv[0],
+    )
+    ours = [v for r, v in ranked if r == 0] if by_load else []
+    rest = [v for r, v in ranked if not (by_load and r == 0)]
+    return ours + rest[: max(0, room - len(ours))]
 
+
+def _count_steals(
+    live: list[LeaseView],
+    load: Counter[HostId],
+    *,
+    me: HostId,
+    have: int,
+    target: int,
+    limits: BalanceLimits,
+    rng: random.Random,
+) -> list[Lease]:
+    """Hand-overs from the most loaded hosts while they hold 2+ more than `me` would."""
     by_owner: dict[HostId, list[LeaseView]] = {}
     for v in _shuffled(live, rng):
         if v.owner is not None and v.owner != me and v.lease.next_owner is None:
@@ -124,4 +167,4 @@ def plan_takes(
         victim = rng.choice(victims)
         steal.append(by_owner[victim].pop().lease)
         load[victim] -= 1
-    return TakePlan(target, hosts, mine, steal=tuple(steal))
+    return steal

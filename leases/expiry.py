@@ -41,6 +41,12 @@ class LeaseView:
         """Owned by a host that is still writing it."""
         return self.lease.owner is not None and not self.is_expired
 
+    @property
+    def bound_for(self) -> HostId | None:
+        """The host a live lease will belong to: whoever asked for it, else its owner."""
+        asked_by, owner = self.lease.next_owner, self.owner
+        return asked_by if asked_by is not None and asked_by != owner else owner
+
 
 def _fingerprint(lease: Lease) -> _Fingerprint:
     return (lease.version, lease.owner, lease.epoch, lease.next_owner, lease.etag)

@@ -114,6 +114,8 @@ class Lease:
             the time lag shown by `cfp status`).
         events, event_bytes: events delivered and feed bytes moved past, summed over all owners
             (replays included): their ratio estimates the events left from the bytes left.
+        load: the owner's recent read rate in feed bytes/s, written with its renewals (a new
+            owner starts from it): what `--balance-by load` weighs the lease by.
         etag: the store's concurrency token of this snapshot (None before it was stored).
     """
 
@@ -133,6 +135,7 @@ class Lease:
     last_event_time: datetime | None = None
     events: int = 0
     event_bytes: int = 0
+    load: float = 0.0
     etag: str | None = None
 
     def average_event_bytes(self) -> float | None:

@@ -38,6 +38,7 @@ def lease_row(processor: str, lease: Lease) -> dict[str, Any]:
         "LastEventTime": lease.last_event_time,
         "Events": EntityProperty(lease.events, EdmType.INT64),
         "EventBytes": EntityProperty(lease.event_bytes, EdmType.INT64),
+        "Load": EntityProperty(float(lease.load), EdmType.DOUBLE),
     }
 
 
@@ -70,6 +71,7 @@ def lease_from_row(table: str, entity: dict[str, Any], etag: str) -> Lease:
         last_event_time=last if isinstance(last := entity.get("LastEventTime"), datetime) else None,
         events=_int64(entity.get("Events")),
         event_bytes=_int64(entity.get("EventBytes")),
+        load=_double(entity.get("Load")),
         etag=etag,
     )
 
@@ -79,6 +81,16 @@ def _int64(value: object) -> int:
     if isinstance(value, EntityProperty):
         value = value.value
     return int(value) if isinstance(value, int | float | str) and value != "" else 0
+
+
+def _double(value: object) -> float:
+    """An Edm.Double property, or 0.0 when absent or not a number (a row of an older version)."""
+    if isinstance(value, EntityProperty):
+        value = value.value
+    try:
+        return float(value) if isinstance(value, int | float | str) and value != "" else 0.0
+    except ValueError:
+        return 0.0
 
 
 def host_row(processor: str, report: HostReport) -> dict[str, Any]:

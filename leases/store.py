@@ -87,7 +87,10 @@ class LeaseStore(Protocol):
         owner or epoch, or another host asked first."""
         ...
 
-    async def renew(self, held: Lease) -> Lease | None: ...
+    async def renew(self, held: Lease, *, load: float | None = None) -> Lease | None:
+        """Show the lease is still held; `load` (the owner's read rate, bytes/s) is written with
+        it when given."""
+        ...
 
     async def checkpoint(
         self,
@@ -217,8 +220,10 @@ class ConditionalLeaseStore(abc.ABC):
             seen, lambda row: dataclasses.replace(row, next_owner=taker), still_stands
         )
 
-    async def renew(self, held: Lease) -> Lease | None:
-        return await self._as_owner(held, lambda row: row)
+    async def renew(self, held: Lease, *, load: float | None = None) -> Lease | None:
+        if load is None:
+            return await self._as_owner(held, lambda row: row)
+        return await self._as_owner(held, lambda row: dataclasses.replace(row, load=load))
 
     async def checkpoint(
         self,

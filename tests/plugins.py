@@ -3,7 +3,8 @@
 `PacedJsonl` writes like `jsonl:DIR` and then sleeps, so batches take long enough for faults to
 land in the middle of the work. Configured through the environment of each host process:
 CFP_TEST_OUT (the directory), CFP_TEST_BATCH_DELAY_S (sleep per batch), CFP_TEST_SLOW_LEASES
-(comma-separated lease tokens that sleep CFP_TEST_SLOW_DELAY_S instead).
+(comma-separated lease tokens that sleep CFP_TEST_SLOW_DELAY_S instead), or CFP_TEST_SLOW_FILE (a
+file holding such a list, read again before every batch: a test may change it as hosts run).
 """
 
 from __future__ import annotations
@@ -23,12 +24,17 @@ class PacedJsonl:
         self._delay_s = float(os.environ.get("CFP_TEST_BATCH_DELAY_S", "0"))
         self._slow = set(filter(None, os.environ.get("CFP_TEST_SLOW_LEASES", "").split(",")))
         self._slow_delay_s = float(os.environ.get("CFP_TEST_SLOW_DELAY_S", "0"))
+        self._slow_file = os.environ.get("CFP_TEST_SLOW_FILE")
 
     def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
         if self._out is None:
             self._out = JsonlObserver(os.environ["CFP_TEST_OUT"], host_name=ctx.host_name)
         self._out.process_changes(ctx, events)
-        time.sleep(self._slow_delay_s if ctx.lease_token in self._slow else self._delay_s)
+        slow = self._slow
+        if self._slow_file is not None:
+            with open(self._slow_file, encoding="utf-8") as f:
+                slow = set(filter(None, f.read().strip().split(",")))
+        time.sleep(self._slow_delay_s if ctx.lease_token in slow else self._delay_s)
 
 
 class FailingObserver:

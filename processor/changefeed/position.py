@@ -82,6 +82,20 @@ class ShardBatch:
         """Chunk bytes this batch moves past (a block split over two batches counts once)."""
         return max(0, self.end.block_offset - self.start.block_offset)
 
+    @property
+    def read_share(self) -> int:
+        """This batch's share of the bytes of the blocks it reads records of: a block's size
+        split over its records. Smooth where `read_bytes` counts a block once it is passed, so
+        a lease read in slices of a large block does not look idle and then hot."""
+        share = 0.0
+        last = len(self.blocks) - 1
+        for j, b in enumerate(self.blocks):
+            first = self.start.event_index if j == 0 else 0
+            inside = j == last and self.end.block_offset == b.offset
+            upto = self.end.event_index if inside else b.count
+            share += (b.end - b.offset) * max(0, upto - first) / max(1, b.count)
+        return round(share)
+
     def position_after_raw(self, r: int) -> ShardPosition:
         """The shard position just after raw record `r` (0-based within this batch)."""
         j = bisect.bisect_right(self._first_after, r)

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from leases import HostId
+from leases import HostId, LoadRule
 from observers import ObserverChoice, PluginLoadError
 from observers.formats import Format
 from observers.spark.output import parse_output
@@ -197,6 +197,24 @@ TIMINGS_OPTIONS: Options = (
         help="Seconds between balancing ticks, +/-20% jitter (default: a third of the expiration).",
     ),
     click.option(
+        "--balance-by",
+        envvar="CFP_BALANCE_BY",
+        type=click.Choice(["count", "load"]),
+        default="count",
+        show_default=True,
+        help="What hosts even out: their number of leases, or their read rate (bytes/s of the "
+        "change feed, written with each renewal). Every host of a processor should use the same.",
+    ),
+    click.option(
+        "--load-tolerance",
+        envvar="CFP_LOAD_TOLERANCE",
+        type=click.FloatRange(min=0.05, max=0.9),
+        default=LoadRule().tolerance,
+        show_default=True,
+        help="With --balance-by load: leases move only once a host carries more than (1 + this) "
+        "or less than (1 - this) times the mean load.",
+    ),
+    click.option(
         "--poll-interval",
         envvar="CFP_POLL_INTERVAL",
         type=click.FloatRange(min=0.05),
@@ -325,6 +343,8 @@ class RunOptions:
     lease_expiration: float
     renew_interval: float | None
     acquire_interval: float | None
+    balance_by: str
+    load_tolerance: float
     poll_interval: float
     max_batch_events: int
     containers: tuple[str, ...]
@@ -393,6 +413,7 @@ def host_config(o: RunOptions, *, conn: str, now: datetime, default_host: HostId
             blob_types=o.blob_types,
         ),
         stuck_after_s=o.stuck_after,
+        by_load=LoadRule(o.load_tolerance) if o.balance_by == "load" else None,
         until_caught_up=o.until_caught_up,
         is_ordered=not o.unordered,
         on_observer_error=policy,

@@ -24,6 +24,7 @@ from leases import (
     LeaseStore,
     LeaseStoreMisconfigured,
     LeaseView,
+    LoadRule,
     TakePlan,
     plan_takes,
 )
@@ -105,6 +106,7 @@ class Balancer:
         caught_up: asyncio.Event | None = None,  # set by a worker whose lease just caught up
         on_caught_up: Callable[[], None] | None = None,  # --until-caught-up: nothing left
         on_tick: Callable[[str | None], None] | None = None,  # None, or the store's error
+        by_load: LoadRule | None = None,  # --balance-by load
     ) -> None:
         self.store, self.catalog, self.supervisor, self.book = store, catalog, supervisor, book
         self.me, self.timings, self.clock = me, timings, clock
@@ -115,6 +117,7 @@ class Balancer:
         self.running = running or running_event()
         self.caught_up = caught_up or asyncio.Event()
         self.on_caught_up, self.on_tick = on_caught_up, on_tick
+        self.by_load = by_load
         self.ready = asyncio.Event()  # set after the first tick that went through
         self.paused = False  # as of the last tick
         self.parked: list[Lease] = []  # as of the last tick
@@ -168,7 +171,12 @@ class Balancer:
             1 for v in views if not v.lease.parked and (v.owner is None or v.is_expired)
         )
         plan = plan_takes(
-            views, me=self.me, limits=self.limits, rng=self.rng, held=self.supervisor.tokens()
+            views,
+            me=self.me,
+            limits=self.limits,
+            rng=self.rng,
+            held=self.supervisor.tokens(),
+            by_load=self.by_load,
         )
         self.idle_because = why_idle(
             views,

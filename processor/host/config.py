@@ -7,7 +7,7 @@ import socket
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from leases import HostId
+from leases import HostId, LoadRule
 from observers import ObserverChoice
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS
@@ -49,6 +49,7 @@ class HostConfig:
     change: ChangeFilter = field(default_factory=ChangeFilter)  # --container, --event-type...
     end_time: datetime | None = None  # --end-time: the leases finish there
     stuck_after_s: float = DEFAULT_STUCK_AFTER_S
+    by_load: LoadRule | None = None  # --balance-by load (None: by count)
 
     @property
     def identity(self) -> ProcessorIdentity:

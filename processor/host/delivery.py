@@ -92,7 +92,11 @@ class Delivery:
         self.events += len(events)
         last_time = _event_time(batch.records[-1])
         env.progress.delivered(
-            held.token, events=len(events), read_bytes=batch.read_bytes, last_event_time=last_time
+            held.token,
+            events=len(events),
+            read_bytes=batch.read_bytes,
+            read_share=batch.read_share,
+            last_event_time=last_time,
         )
         return Delivered(len(events), batch.read_bytes, last_time)
 

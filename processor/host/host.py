@@ -124,7 +124,13 @@ class Host:
             )
             for job in singleton_jobs(observer_factory)
         ]
-        self.renewer = Renewer(store, self._held, every_s=t.renew_every_s, clock=self.clock)
+        self.renewer = Renewer(
+            store,
+            self._held,
+            every_s=t.renew_every_s,
+            clock=self.clock,
+            bytes_read=self.progress.read_so_far,
+        )
 
     def _worker_env(
         self, factory: ObserverFactory, caught_up: asyncio.Event, running: asyncio.Event
@@ -186,6 +192,7 @@ class Host:
             progress=self.progress,
             on_tick=self._after_tick,
             running=running,
+            by_load=config.by_load,
         )
 
     def _held(self) -> list[HeldLease]:

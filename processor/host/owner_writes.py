@@ -73,5 +73,5 @@ class HeldLease:
                 self.lost.set()  # released: from now on it is not ours to renew or write
             return result
 
-    async def renew(self, store: LeaseStore) -> Lease | None:
-        return await self.write(store.renew)
+    async def renew(self, store: LeaseStore, *, load: float | None = None) -> Lease | None:
+        return await self.write(lambda lease: store.renew(lease, load=load))

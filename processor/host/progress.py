@@ -32,6 +32,7 @@ class LeaseProgress:
     events: int = 0
     batches: int = 0
     bytes_read: int = 0
+    read_share: int = 0  # bytes read, each block spread over its records (the load's measure)
     last_event_time: datetime | None = None  # of the last event the observer accepted
     checkpointed_at: datetime | None = None
     caught_up: bool = False
@@ -184,12 +185,19 @@ class HostProgress:
         return entry
 
     def delivered(
-        self, token: LeaseToken, *, events: int, read_bytes: int, last_event_time: datetime | None
+        self,
+        token: LeaseToken,
+        *,
+        events: int,
+        read_bytes: int,
+        last_event_time: datetime | None,
+        read_share: int = 0,
     ) -> None:
         entry = self.leases.get(token)
         if entry is None:
             return
         entry.events += events
+        entry.read_share += read_share
         entry.batches += 1
         entry.failures, entry.failing_since = 0, None
         entry.moved_at = self._wall()
@@ -245,6 +253,12 @@ class HostProgress:
         now = self._wall()
         found = {t: e.stuck_reason(now, self.stuck_after_s) for t, e in self.leases.items()}
         return {t: why for t, why in sorted(found.items()) if why is not None}
+
+    def read_so_far(self, token: LeaseToken) -> int | None:
+        """Feed bytes read on the lease since this host took it, each block spread over its
+        records (`ShardBatch.read_share`); None when it does not hold it."""
+        entry = self.leases.get(token)
+        return None if entry is None else entry.read_share
 
     def add_read(self, token: LeaseToken, read_bytes: int) -> None:
         entry = self.leases.get(token)

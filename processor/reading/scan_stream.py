@@ -88,6 +88,7 @@ class ScanBatch:
     records: list[RawRecord]
     keys: list[str]
     read_bytes: int = 0  # nothing of the feed is read
+    read_share: int = 0
 
     def event_positions(self) -> list[str]:
         return self.keys

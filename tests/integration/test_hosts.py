@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from leases import Lease
 from processor.changefeed.selection import parse_event_time
 from processor.emulator.azurite import Azurite
 from tests.cluster import (
@@ -81,6 +82,21 @@ async def table(cluster: Cluster) -> AsyncIterator[Table]:
     """The lease table, sampled every 0.2 s for the whole test (continuations never go back)."""
     async with cluster.store() as store, sampled(store) as view:
         yield view
+
+
+async def settled(table: Table, hosts: set[str], *, for_s: float) -> list[Lease]:
+    """The lease table once every lease is held by one of `hosts` and no owner changed for
+    `for_s` seconds."""
+    deadline, last, since = time.monotonic() + 60, None, time.monotonic()
+    while time.monotonic() < deadline:
+        rows = await table.leases()
+        owners = {r.token: (r.owner, r.epoch) for r in rows}
+        if owners != last:
+            last, since = owners, time.monotonic()
+        elif all(r.owner in hosts for r in rows) and time.monotonic() - since >= for_s:
+            return rows
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"owners never settled: {last}")
 
 
 def start(cluster: Cluster, *names: str, skewed: bool = True) -> None:
@@ -183,6 +199,43 @@ async def test_a_fourth_host_balances_within_three_ticks_without_duplicates(
     assert balanced - first_tick <= 3 * JITTER * ACQUIRE_S + 0.5
     await table.until(all_caught_up, within_s=180, what="every lease caught up")
     check_complete(cluster, feed, table, exactly_once=True)
+
+
+async def test_balance_by_load_moves_hot_leases_off_a_crowded_host_without_duplicates(
+    cluster: Cluster, table: Table, tmp_path: Path
+) -> None:
+    # every lease slow at first (rates alike, but for shards with less to read); unordered: the
+    # segment barrier would hold every lease to the pace of the slowest, hot ones included
+    slow = tmp_path / "slow-leases"
+    slow.write_text(",".join(f"{i:02d}" for i in range(9)))
+    cluster.env.update(
+        CFP_TEST_SLOW_FILE=str(slow), CFP_TEST_BATCH_DELAY_S="0.25", CFP_TEST_SLOW_DELAY_S="2"
+    )
+    for name in ("h1", "h2"):
+        cluster.start(name, "--balance-by", "load", "--max-batch-events", "10", "--unordered")
+    rows = await settled(table, {"h1", "h2"}, for_s=4)
+    # then the leases h1 holds turn hot (8x the read rate of h2's): h1 is crowded
+    hot = sorted(r.token for r in rows if r.owner == "h1")
+    slow.write_text(",".join(r.token for r in rows if r.owner == "h2"))
+    epochs = {r.token: r.epoch for r in rows}
+
+    def moved_hot(rows: list[Lease]) -> bool:
+        return any(r.owner == "h2" and r.token in hot for r in rows)
+
+    await table.until(moved_hot, within_s=60, what="a hot lease handed over to h2")
+    history = []
+    for _ in range(16):  # and it stays there: nothing flaps back
+        await asyncio.sleep(0.5)
+        rows = await table.leases()
+        history.append({r.token: (r.owner, r.epoch, round(r.load)) for r in rows})
+    on_h2 = [r.token for r in rows if r.owner == "h2" and r.token in hot]
+    assert on_h2 and len(on_h2) < len(hot), (hot, [(r.token, r.owner) for r in rows])
+    assert all(r.epoch - epochs[r.token] <= 1 for r in rows), (hot, epochs, history[-1])
+    hot_load = sum(r.load for r in rows if r.token in hot)
+    assert hot_load > 2 * sum(r.load for r in rows if r.token not in hot), "rates are written"
+    assert cluster.stop_all() == {"h1": 0, "h2": 0}
+    twice = [eid for eid, n in cluster.delivered().items() if n > 1]
+    assert not twice, f"{len(twice)} events delivered twice"
 
 
 async def test_a_paused_host_delivers_nothing_of_the_leases_it_lost(

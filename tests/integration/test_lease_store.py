@@ -328,3 +328,18 @@ async def test_checkpoints_add_delivered_counters_past_32_bits(stores: StoreFact
     assert row is not None
     assert (row.events, row.event_bytes, row.last_event_time) == (5, 2**40 + 10, WHEN)
     assert row.average_event_bytes() == (2**40 + 10) / 5
+
+
+async def test_a_renewal_writes_the_read_rate_and_checkpoints_keep_it(stores: StoreFactory) -> None:
+    a, b = await stores(), await stores()
+    held = await _owned(a, A)
+    renewed = await a.renew(held, load=1234.5)
+    assert renewed is not None
+    done = await a.checkpoint(renewed, "p1", caught_up=False, when=WHEN)
+    assert done is not None and done.load == 1234.5
+    quiet = await a.renew(done)  # no rate measured: the last one stands
+    assert quiet is not None
+    row = await b.get(T0)
+    assert row is not None and row.load == 1234.5
+    taken = await b.acquire(row, B)  # the next owner starts from it
+    assert taken is not None and taken.load == 1234.5

@@ -2,9 +2,11 @@
 
 Each simulated host runs the real pieces (ExpiryTracker, plan_takes, the store's conditional
 writes and re-reads) on a fake monotonic clock; hypothesis interleaves ticks, renewals,
-checkpoints, hand-overs, crashes, pauses and new hosts. After every step: no two hosts hold the
-same lease at the same epoch, every checkpoint that landed came from the lease's current epoch, no
-continuation went backwards; after enough quiet ticks the live hosts are balanced.
+checkpoints, hand-overs, crashes, pauses and new hosts, balancing by count or by load (each
+lease with its own read rate, written with every renewal). After every step: no two hosts hold
+the same lease at the same epoch, every checkpoint that landed came from the lease's current
+epoch, no continuation went backwards; after enough quiet ticks every lease has a live owner and
+the hosts are balanced (by count: within one lease; by load: no host plans another move).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from leases import (
     HostId,
     Lease,
     LeaseToken,
+    LoadRule,
     MemoryLeaseStore,
+    TakePlan,
     plan_takes,
 )
 
@@ -58,11 +62,21 @@ class LeaseProtocol(RuleBasedStateMachine):
         self.hosts: dict[str, SimHost] = {}
         self.progress: dict[LeaseToken, int] = {}
         self.next_host = 0
+        self.by_load: LoadRule | None = None
+        self.rates: dict[LeaseToken, float] = {}
 
-    @initialize(leases=st.integers(1, 12), hosts=st.integers(1, 4))
-    def setup(self, leases: int, hosts: int) -> None:
+    @initialize(
+        leases=st.integers(1, 12),
+        hosts=st.integers(1, 4),
+        by_load=st.booleans(),
+        rates=st.lists(st.floats(0, 1e6), min_size=12, max_size=12),
+    )
+    def setup(self, leases: int, hosts: int, by_load: bool, rates: list[float]) -> None:
+        self.by_load = LoadRule() if by_load else None
         for i in range(leases):
-            run(self.store.create_if_absent(LeaseToken(f"{i:02d}"), "0"))
+            token = LeaseToken(f"{i:02d}")
+            run(self.store.create_if_absent(token, "0"))
+            self.rates[token] = rates[i]
         for _ in range(hosts):
             self.add_host()
 
@@ -82,11 +96,16 @@ class LeaseProtocol(RuleBasedStateMachine):
             return
         self._tick(data.draw(st.sampled_from(hosts)))
 
-    def _tick(self, host: SimHost) -> None:
+    def _tick(self, host: SimHost) -> TakePlan:
         rows = run(self.store.list_leases())
         views = host.tracker.observe(rows, self.now)
         plan = plan_takes(
-            views, me=host.name, limits=BalanceLimits(), rng=host.rng, held=set(host.held)
+            views,
+            me=host.name,
+            limits=BalanceLimits(),
+            rng=host.rng,
+            held=set(host.held),
+            by_load=self.by_load,
         )
         for lease in plan.acquire:
             got = run(self.store.acquire(lease, host.name))
@@ -95,6 +114,7 @@ class LeaseProtocol(RuleBasedStateMachine):
                 host.renewed_at[got.token] = self.now
         for lease in plan.steal:
             run(self.store.request_handover(lease, host.name))
+        return plan
 
     @rule(data=st.data())
     def renew_or_hand_over(self, data: st.DataObject) -> None:
@@ -195,12 +215,16 @@ class LeaseProtocol(RuleBasedStateMachine):
         rows = run(self.store.list_leases())
         names = {h.name for h in hosts}
         assert all(r.owner in names for r in rows), [(r.token, r.owner) for r in rows]
+        if self.by_load is not None:
+            for host in hosts:  # settled: nobody asks for anything more
+                assert self._tick(host).is_empty, [(r.token, r.owner, r.load) for r in rows]
+            return
         counts = [sum(1 for r in rows if r.owner == n) for n in names]
         assert max(counts) - min(counts) <= 1, counts
 
     def _renew_all(self, host: SimHost) -> None:
         for token, lease in list(host.held.items()):
-            renewed = run(self.store.renew(lease))
+            renewed = run(self.store.renew(lease, load=self.rates[token]))
             if renewed is None:
                 del host.held[token]
             elif renewed.next_owner not in (None, host.name):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -113,3 +115,49 @@ def test_token_round_trip_and_account_check() -> None:
 def test_bad_tokens_are_refused_clearly(token: str) -> None:
     with pytest.raises(InvalidContinuation):
         FeedPosition.from_token(token, account="a")
+
+
+def slice_of(blocks: tuple[BlockSpan, ...], lo: int, hi: int) -> ShardBatch:
+    """The batch of raw records [lo, hi) of a run of blocks, as a reader would cut it."""
+    firsts, at = [], 0
+    for b in blocks:
+        firsts.append(at)
+        at += b.count
+    j = max(i for i, f in enumerate(firsts) if f <= lo)
+    k = max(i for i, f in enumerate(firsts) if f <= hi - 1)
+    last = hi - firsts[k]
+    end = (
+        ShardPosition("c", blocks[k].end, 0)
+        if last == blocks[k].count
+        else ShardPosition("c", blocks[k].offset, last)
+    )
+    return ShardBatch(
+        segment="s",
+        shard="log/00/",
+        chunk="c",
+        start=ShardPosition("c", blocks[j].offset, lo - firsts[j]),
+        end=end,
+        blocks=blocks[j : k + 1],
+        records=[{} for _ in range(hi - lo)],
+        raw_index=list(range(hi - lo)),
+        raw_count=hi - lo,
+    )
+
+
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=5), st.data())
+def test_a_run_read_in_slices_shares_out_every_block_byte_by_record(counts, data) -> None:  # type: ignore[no-untyped-def]
+    blocks = spans(counts)
+    total = sum(counts)
+    cuts = sorted(
+        set(data.draw(st.lists(st.integers(1, total - 1), max_size=8)) if total > 1 else [])
+    )
+    bounds = [0, *cuts, total]
+    batches = [slice_of(blocks, lo, hi) for lo, hi in itertools.pairwise(bounds)]
+    assert [b.raw_count for b in batches] == [hi - lo for lo, hi in itertools.pairwise(bounds)]
+    size = blocks[-1].end - blocks[0].offset
+    assert sum(b.read_bytes for b in batches) == size  # whole blocks, counted once passed
+    assert abs(sum(b.read_share for b in batches) - size) <= len(batches)  # rounding only
+    per_record = [(b.end - b.offset) / b.count for b in blocks]
+    for b in batches:  # never more than its records' worth of the largest block
+        assert b.read_share <= b.raw_count * max(per_record) + 1
+        assert b.read_share >= b.raw_count * min(per_record) - 1

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from leases import HostId
+from leases import HostId, LoadRule
 from observers.formats import Format
 from processor.cli.main import main
 from processor.cli.run_options import ConfigError, RunOptions, host_config
@@ -49,6 +49,7 @@ def test_the_defaults_make_a_host() -> None:
     assert c.batch_events == 250 and c.observer_attempts == 5 and c.scan_partitions == 8
     assert c.timings.expiry_s == 30 and c.timings.renew_every_s == 10
     assert c.start_time is None and c.is_ordered and not c.initial_scan
+    assert c.by_load is None  # balancing by count
 
 
 def test_flags_reach_the_config() -> None:
@@ -59,6 +60,12 @@ def test_flags_reach_the_config() -> None:
     assert c.host_name == "h7" and c.observer.fmt is Format.DEBEZIUM
     assert c.timings.expiry_s == 9 and c.timings.renew_every_s == 3
     assert c.start_time == NOW and not c.is_ordered and c.batch_events == 17
+
+
+def test_balance_by_load_takes_its_tolerance() -> None:
+    assert config("--balance-by", "load").by_load == LoadRule(0.25)
+    assert config("--balance-by", "load", "--load-tolerance", "0.1").by_load == LoadRule(0.1)
+    assert config("--load-tolerance", "0.1").by_load is None
 
 
 def test_a_local_spark_output_gets_a_dead_letter_folder(tmp_path: Path) -> None:
