@@ -37,6 +37,7 @@ class FakeBatch:
     records: list[dict[str, object]]
     segment: str = SEGMENT
     read_bytes: int = 100
+    read_share: int = 100
 
     def event_positions(self) -> list[str]:
         return [str(r["id"]) for r in self.records]
