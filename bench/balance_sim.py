@@ -14,7 +14,9 @@ that does not take it looks expired after that many rounds. Live owners renew; r
 simulated one by one, only counted in the operations estimate.
 
 Scenarios: from an empty table; 10 % of the hosts die; 10 % new hosts join the balanced table.
-Then the lease-table operations a steady state costs against the partition's throughput target.
+Then what a processor at rest costs the lease table's partition, before quiet ticks (every host
+listing every lease each tick) and now (`leases/watching.py`), at 100, 1,000 and 10,000 hosts;
+and `--balance-by load` on shard rates skewed by a Zipf law (`bench/load_sim.py`).
 
 Speed: `plan_takes` is linear in the leases (~17 ms a call over 10,000 plain views here) and
 about 9,000 ticks in a run produce a plan. The balancer is left as it is; the loop around it
@@ -46,6 +48,8 @@ from bench import load_sim
 from leases.balancing import BalanceLimits, TakePlan, plan_takes
 from leases.expiry import LeaseView
 from leases.record import HostId, Lease, LeaseToken
+from leases.watching import WATCHERS, full_listing_every
+from processor.host.presence import FORGET_EVERY
 
 ROOT = Path(__file__).resolve().parent.parent
 # Azure Storage scalability targets for Table storage: "target throughput for a single table
@@ -291,75 +295,71 @@ def report(
     print("  now:", ", ".join(f"{n} hosts x {k}" for k, n in sorted(counts.items(), reverse=True)))
 
 
-def max_hosts_at_ratio(per_host: float, acquire_s: float, renew_s: float) -> int:
-    """Largest H with per_host * H leases: H * (per_host * H) / A + per_host * H / R <= target."""
+@dataclass(frozen=True)
+class AtRest:
+    """What a balanced processor at rest costs its lease table partition, per second: `hosts`
+    hosts, `leases` leases, ticks every `acquire_s`, renewals every `renew_s`. Checkpoints come
+    on top (one per delivered batch; none at rest)."""
 
-    def fits(h: int) -> bool:
-        n = per_host * h
-        return h * n / acquire_s + n / renew_s <= PARTITION_ENTITIES_PER_S
+    hosts: int
+    leases: int
+    acquire_s: float
+    renew_s: float
 
-    a, b = per_host / acquire_s, per_host / renew_s
-    h = math.floor((-b + math.sqrt(b * b + 4 * a * PARTITION_ENTITIES_PER_S)) / (2 * a))
-    while not fits(h):
-        h -= 1
-    while fits(h + 1):
-        h += 1
-    return h
+    def list_reads(self, *, quiet: bool) -> float:
+        """Entities listed: every host lists every lease each tick (before); each lease is
+        listed by WATCHERS hosts each tick, plus the safety net's full listings (quiet)."""
+        h, n, a = self.hosts, self.leases, self.acquire_s
+        if not quiet or h <= WATCHERS:
+            return h * n / a
+        return WATCHERS * n / a + n * h / (a * full_listing_every(h))
+
+    def host_row_reads(self, *, quiet: bool) -> float:
+        """Each host lists the host rows now and then to forget silent hosts: every 30 of its
+        publishes (before), or every max(30, hosts) (quiet)."""
+        every = max(FORGET_EVERY, self.hosts) if quiet else FORGET_EVERY
+        return self.hosts * self.hosts / (every * self.acquire_s)
+
+    def entities(self, *, quiet: bool) -> float:
+        point_reads = self.hosts / self.acquire_s  # the processor row, once a tick
+        writes = self.leases / self.renew_s + self.hosts / self.acquire_s  # renewals, host rows
+        return (
+            self.list_reads(quiet=quiet) + self.host_row_reads(quiet=quiet) + point_reads + writes
+        )
+
+    def requests(self, *, quiet: bool) -> float:
+        """Requests per second (a listing is one request per 1,000-row page)."""
+        h, n, a = self.hosts, self.leases, self.acquire_s
+        per_tick = math.ceil(min(n, WATCHERS * math.ceil(n / h)) / PAGE_SIZE) if quiet else 0
+        lists = h * (per_tick if quiet and h > WATCHERS else math.ceil(n / PAGE_SIZE)) / a
+        return lists + 2 * h / a + n / self.renew_s  # + processor row + host row, + renewals
 
 
-def max_leases(hosts: int, acquire_s: float, renew_s: float) -> int:
-    """Largest N with H * N / A + N / R <= target."""
-    return math.floor(PARTITION_ENTITIES_PER_S / (hosts / acquire_s + 1 / renew_s))
-
-
-def max_hosts(leases: int, acquire_s: float, renew_s: float) -> int:
-    """Largest H with H * N / A + N / R <= target."""
-    return max(0, math.floor((PARTITION_ENTITIES_PER_S - leases / renew_s) * acquire_s / leases))
-
-
-def operations(h: int, n: int, acquire_s: float, expiry_s: float) -> None:
+def operations(hosts: int, leases: int, acquire_s: float, expiry_s: float) -> None:
     renew_s = expiry_s / 3
-    target = PARTITION_ENTITIES_PER_S
-    pages = math.ceil(n / PAGE_SIZE)
-    reads, writes = h * n / acquire_s, n / renew_s
+    per_host = leases / hosts
     print(
-        f"\nsteady state in one partition: {h:,} hosts each list all {n:,} leases every "
-        f"{acquire_s:g} s ({pages:,} query page{'s' if pages > 1 else ''}, {n:,} entities "
-        f"per listing); each lease renewed every {renew_s:g} s (expiry {expiry_s:g} s / 3)"
+        f"\nthe lease table at rest, one partition, {per_host:g} leases per host; ticks every "
+        f"{acquire_s:g} s, renewals every {renew_s:g} s (expiry {expiry_s:g} s); entities/s "
+        f"(requests/hour) against Azure Table's ~{PARTITION_ENTITIES_PER_S:,} entities/s:"
     )
-    print(
-        f"  list reads   {reads:>12,.0f} entities/s  ({h * pages / acquire_s:,.0f} query pages/s)"
-    )
-    print(f"  renew writes {writes:>12,.0f} entities/s")
-    print(f"  total        {reads + writes:>12,.0f} entities/s  (checkpoint writes come on top)")
-    print(
-        f"  vs the Azure Table target of ~{target:,} entities/s per partition: "
-        f"{(reads + writes) / target:,.1f}x (list reads {reads / target:,.1f}x, "
-        f"renew writes {writes / target:,.2f}x)"
-    )
-    per_host = n / h
-    print(
-        f"\nlargest sizes within ~{target:,} entities/s per partition "
-        f"(renewing every {renew_s:g} s):"
-    )
-    heads = [
-        "acquire interval",
-        f"hosts with {per_host:g} leases each",
-        f"leases with {h:,} hosts",
-        f"hosts with {n:,} leases",
-    ]
-    print("  " + "   ".join(heads))
-    for a in (10.0, 30.0, 60.0):
+    heads = ["  hosts x leases", "every host lists all (before)", "quiet ticks (now)", "renewals"]
+    print("  " + " | ".join(heads))
+    for h in (100, 1_000, 10_000):
+        c = AtRest(h, round(h * per_host), acquire_s, renew_s)
         cells = [
-            f"{a:g} s",
-            f"{max_hosts_at_ratio(per_host, a, renew_s):,}",
-            f"{max_leases(h, a, renew_s):,}",
-            f"{max_hosts(n, a, renew_s):,}",
+            f"{h:,} x {c.leases:,}",
+            f"{c.entities(quiet=False):,.0f} ({c.requests(quiet=False) * 3600:,.0f})",
+            f"{c.entities(quiet=True):,.0f} ({c.requests(quiet=True) * 3600:,.0f})",
+            f"{c.leases / renew_s:,.0f}",
         ]
-        print("  " + "   ".join(c.rjust(len(head)) for c, head in zip(cells, heads, strict=True)))
+        print("  " + " | ".join(c.rjust(len(head)) for c, head in zip(cells, heads, strict=True)))
+    crash = WATCHERS * per_host * (leases + hosts)
     print(
-        "  past those: a longer --acquire-interval (listing costs hosts x leases / interval), "
-        "several processors (a partition each), or one leader that lists and assigns."
+        f"  crash detection: expiry + one tick ({expiry_s + acquire_s:g} s) either way: every "
+        f"lease is listed by {WATCHERS} hosts each tick; a crash then costs one full listing by "
+        f"each host that takes a lease, about {crash:,.0f} entities at {hosts:,} x {leases:,} "
+        "(the watchers of its leases), once"
     )
 
 

@@ -116,10 +116,15 @@ class Spread:
 def report(hosts: int, leases: int, *, s: float, seed: int, noise: float) -> None:
     rule = LoadRule()
     t = LoadTable.zipf(hosts, leases, s=s, seed=seed, rule=rule, noise=noise)
+    print(
+        f"\n--balance-by load: {hosts:,} hosts, {leases:,} leases, shard rates Zipf s={s:g}, "
+        f"rates measured +/-{noise:.0%}, tolerance {rule.tolerance:g}"
+    )
     was = t.spread()
     print(
         f"  by count (even counts): max/mean host load {was.top:.2f}x, min/mean {was.low:.2f}x; "
-        f"the other hosts over their fair share: {was.shared_low:.2f}x-{was.shared_top:.2f}x"
+        f"hosts without a lease heavier than the fair share: {was.shared_low:.2f}x-"
+        f"{was.shared_top:.2f}x of it"
     )
     print(
         f"  the heaviest lease alone is {was.heaviest:.2f}x the mean host load; fair share once "
@@ -132,14 +137,14 @@ def report(hosts: int, leases: int, *, s: float, seed: int, noise: float) -> Non
     moved = sum(1 for n in t.moves.values() if n)
     print(
         f"  by load, after {rounds} rounds ({asked:,} hand-overs, {moved:,} leases moved): "
-        f"max/mean {now.top:.2f}x, min/mean {now.low:.2f}x; the other hosts over their fair "
-        f"share: {now.shared_low:.2f}x-{now.shared_top:.2f}x (target within "
+        f"max/mean {now.top:.2f}x, min/mean {now.low:.2f}x; hosts without a lease heavier than "
+        f"the fair share: {now.shared_low:.2f}x-{now.shared_top:.2f}x of it (target within "
         f"{1 - t.rule.tolerance:g}x-{1 + t.rule.tolerance:g}x)"
     )
     before = Counter(t.moves)
     extra = sum(t.round() for _ in range(20))
     again = sum(1 for k, n in (t.moves - before).items() if n and before[k])
     print(
-        f"  then 20 more rounds on noisy rates: {extra} hand-overs, {again} of them of a lease "
-        "that had moved before (flapping)"
+        f"  then 20 more rounds on noisy rates: {extra} hand-over(s), {again} of a lease that "
+        "had moved before"
     )

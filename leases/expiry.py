@@ -59,13 +59,17 @@ class ExpiryTracker:
         self.expiry_s = expiry_s
         self._seen: dict[LeaseToken, tuple[_Fingerprint, float]] = {}
         self._now = 0.0
+        self._listed: set[LeaseToken] | None = None  # what the last partial listing covered
 
-    def observe(self, leases: Iterable[Lease], now: float) -> list[LeaseView]:
+    def observe(
+        self, leases: Iterable[Lease], now: float, *, keep_others: bool = False
+    ) -> list[LeaseView]:
         """Record a fresh listing made at monotonic time `now` and judge each lease.
 
-        A lease seen for the first time counts as just changed.
+        A lease seen for the first time counts as just changed. Leases not in the listing are
+        forgotten, unless `keep_others` (a listing of part of the table).
         """
-        seen: dict[LeaseToken, tuple[_Fingerprint, float]] = {}
+        seen: dict[LeaseToken, tuple[_Fingerprint, float]] = dict(self._seen) if keep_others else {}
         views: list[LeaseView] = []
         for lease in leases:
             mark = _fingerprint(lease)
@@ -75,14 +79,27 @@ class ExpiryTracker:
             views.append(LeaseView(lease, is_expired=now - since >= self.expiry_s))
         self._seen = seen
         self._now = now
+        self._listed = {lease.token for lease in leases} if keep_others else None
         return views
+
+    def forget(self, tokens: Iterable[LeaseToken]) -> None:
+        for token in tokens:
+            self._seen.pop(token, None)
+
+    def unchanged_for(self, token: LeaseToken, now: float) -> bool:
+        """Whether the lease as last seen was first seen so at least an expiry before `now`."""
+        entry = self._seen.get(token)
+        return entry is not None and now - entry[1] >= self.expiry_s
 
     def next_expiry(self, me: HostId) -> float | None:
         """When the first lease not owned by `me` and not yet expired at the last listing would
-        expire if nothing changes; None when there is none."""
+        expire if nothing changes; None when there is none. After a partial listing, only the
+        leases it listed count: the others are not looked at again at the next tick anyway."""
         due = [
             since + self.expiry_s
-            for mark, since in self._seen.values()
-            if mark[1] != me and since + self.expiry_s > self._now
+            for token, (mark, since) in self._seen.items()
+            if mark[1] != me
+            and since + self.expiry_s > self._now
+            and (self._listed is None or token in self._listed)
         ]
         return min(due, default=None)

@@ -44,6 +44,10 @@ class LeaseStore(Protocol):
 
     async def list_leases(self) -> list[Lease]: ...
 
+    async def list_range(self, lo: str, hi: str) -> list[Lease]:
+        """The leases whose token is in [lo, hi) (a quiet tick's watched slice)."""
+        ...
+
     async def list_jobs(self) -> list[Lease]:
         """The job leases of the processor (`leases.hosts.job_token`)."""
         ...
@@ -170,6 +174,9 @@ class ConditionalLeaseStore(abc.ABC):
 
     async def list_leases(self) -> list[Lease]:
         return await self._list_sorted("", HOST_ROWS_FROM)
+
+    async def list_range(self, lo: str, hi: str) -> list[Lease]:
+        return await self._list_sorted(lo, min(hi, HOST_ROWS_FROM))
 
     async def list_jobs(self) -> list[Lease]:
         return await self._list_sorted(*key_range(JOB_ROW_PREFIX))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -108,6 +109,10 @@ class TableLeaseStore(ConditionalLeaseStore):
         self.table = client.table_name
         self.processor = processor
         self._timeout_s = request_timeout_s
+        # requests sent (each attempt, each page of a listing), by kind, and rows listed: what
+        # the lease table costs (`cfp_lease_requests_total`, `cfp_lease_rows_listed_total`)
+        self.requests: Counter[str] = Counter()
+        self.rows_listed = 0
 
     @classmethod
     def from_connection_string(
@@ -150,10 +155,14 @@ class TableLeaseStore(ConditionalLeaseStore):
             reraise=True,
         ):
             with attempt:
-                await self._call(f"table {self.table}", create)
+                await self._call(f"table {self.table}", create, kind="table")
         return self
 
-    async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+    async def _call(self, what: str, op: Callable[[], Awaitable[T]], *, kind: str = "") -> T:
+        """Run one store operation; `kind` counts it as one request (a listing counts its
+        pages itself)."""
+        if kind:
+            self.requests[kind] += 1
         try:
             async with asyncio.timeout(self._timeout_s):
                 return await op()
@@ -171,7 +180,12 @@ class TableLeaseStore(ConditionalLeaseStore):
                 "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
                 parameters={"pk": self.processor, "lo": lo, "hi": hi},
             )
-            return [self._lease(e) async for e in rows]
+            got: list[Lease] = []
+            async for page in rows.by_page():
+                self.requests["list"] += 1
+                got += [self._lease(e) async for e in page]
+            self.rows_listed += len(got)
+            return got
 
         return await self._call(f"listing leases of {self.processor}", op)
 
@@ -185,7 +199,7 @@ class TableLeaseStore(ConditionalLeaseStore):
                 host_row(self.processor, report), mode=UpdateMode.REPLACE
             )
 
-        await self._call(f"host row {report.name}", op)
+        await self._call(f"host row {report.name}", op, kind="write")
 
     async def list_hosts(self) -> list[HostReport]:
         async def op() -> list[HostReport]:
@@ -195,9 +209,12 @@ class TableLeaseStore(ConditionalLeaseStore):
                 parameters={"pk": self.processor, "lo": lo, "hi": hi},
             )
             reports: list[HostReport] = []
-            async for e in rows:
-                with contextlib.suppress(KeyError, TypeError, ValueError):
-                    reports.append(host_from_row(dict(e)))
+            async for page in rows.by_page():
+                self.requests["list"] += 1
+                async for e in page:
+                    self.rows_listed += 1
+                    with contextlib.suppress(KeyError, TypeError, ValueError):
+                        reports.append(host_from_row(dict(e)))
             return reports
 
         return await self._call(f"listing hosts of {self.processor}", op)
@@ -212,7 +229,7 @@ class TableLeaseStore(ConditionalLeaseStore):
                 return ProcessorState()
             return state_from_row(dict(entity))
 
-        return await self._call(f"processor row of {self.processor}", op)
+        return await self._call(f"processor row of {self.processor}", op, kind="read")
 
     async def set_processor_state(self, state: ProcessorState) -> None:
         async def op() -> None:
@@ -220,7 +237,7 @@ class TableLeaseStore(ConditionalLeaseStore):
                 state_row(self.processor, state), mode=UpdateMode.REPLACE
             )
 
-        await self._call(f"processor row of {self.processor}", op)
+        await self._call(f"processor row of {self.processor}", op, kind="write")
 
     async def identity(self) -> str | None:
         async def op() -> str | None:
@@ -230,7 +247,7 @@ class TableLeaseStore(ConditionalLeaseStore):
                 return None
             return str(entity.get("Identity") or "")
 
-        return await self._call(f"identity row of {self.processor}", op)
+        return await self._call(f"identity row of {self.processor}", op, kind="read")
 
     async def claim_identity(self, text: str) -> str:
         async def op() -> bool:
@@ -244,7 +261,7 @@ class TableLeaseStore(ConditionalLeaseStore):
         async for attempt in retrying():
             with attempt:
                 # a lost reply may hide our own insert: the stored row says what holds
-                if await self._call(f"identity row of {self.processor}", op):
+                if await self._call(f"identity row of {self.processor}", op, kind="write"):
                     return text
                 stored = await self.identity()
                 if stored is None:
@@ -257,7 +274,7 @@ class TableLeaseStore(ConditionalLeaseStore):
             with contextlib.suppress(ResourceNotFoundError):
                 await self._client.delete_entity(self.processor, HOST_ROW_PREFIX + name)
 
-        await self._call(f"host row {name}", op)
+        await self._call(f"host row {name}", op, kind="write")
 
     async def _read(self, token: LeaseToken) -> Lease | None:
         async def op() -> Lease | None:
@@ -267,7 +284,7 @@ class TableLeaseStore(ConditionalLeaseStore):
                 return None
             return self._lease(entity)
 
-        return await self._call(f"lease {token}", op)
+        return await self._call(f"lease {token}", op, kind="read")
 
     async def _insert(self, lease: Lease) -> Lease | None:
         async def op() -> Lease | None:
@@ -277,7 +294,7 @@ class TableLeaseStore(ConditionalLeaseStore):
                 return None
             return _with_etag(lease, reply)
 
-        return await self._call(f"creating lease {lease.token}", op)
+        return await self._call(f"creating lease {lease.token}", op, kind="write")
 
     async def _replace(self, lease: Lease, etag: str) -> Lease | None:
         async def op() -> Lease | None:
@@ -296,7 +313,7 @@ class TableLeaseStore(ConditionalLeaseStore):
                 raise
             return _with_etag(lease, reply)
 
-        return await self._call(f"writing lease {lease.token}", op)
+        return await self._call(f"writing lease {lease.token}", op, kind="write")
 
 
 def _with_etag(lease: Lease, reply: Mapping[str, Any]) -> Lease:

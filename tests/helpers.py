@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -130,3 +131,24 @@ async def until(probe: Any, what: str, *, within_s: float = 60, every_s: float =
             return got
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(every_s)
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The sum of every sample of `name` whose labels include `labels` (0 if none: a labelled
+    counter has no sample before its first increment)."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        key, _, value = line.rpartition(" ")
+        if key != name and not key.startswith(name + "{"):
+            continue
+        if all(f'{k}="{v}"' in key for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+def get_text(url: str) -> str:
+    """The body of a GET of `url` (a host's /metrics or /status), blocking: for a thread."""
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        return str(reply.read().decode())

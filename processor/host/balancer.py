@@ -2,6 +2,10 @@
 `plan_takes` (leases/balancing.py), `overdue_requests` and `nothing_left` below; the rows of new
 shards and of an initial scan are `LeaseCreator`'s (lease_creation.py).
 
+A settled host lists only the slices of the table it watches (`leases/watching.py`); it lists
+everything after a tick that found something to do, while a hand-over it asked for is pending,
+with `--until-caught-up`, and at a slow safety-net pace.
+
 Driven by the host every `acquire_every_s` with +/-20 % jitter (fixed delay), and sooner when a
 lease this host watches would expire before the next tick (`ExpiryTracker.next_expiry`). Each
 tick also feeds the segment barrier with fresh positions.
@@ -17,7 +21,6 @@ import structlog
 
 from leases import (
     BalanceLimits,
-    ExpiryTracker,
     HostId,
     Lease,
     LeaseError,
@@ -27,6 +30,14 @@ from leases import (
     LoadRule,
     TakePlan,
     plan_takes,
+)
+from leases.watching import (
+    EVERYTHING,
+    KeyRange,
+    TableView,
+    in_ranges,
+    is_settled,
+    ranges_to_list,
 )
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, FeedError
@@ -124,7 +135,10 @@ class Balancer:
         self.idle_because = ""  # why this host holds no lease, as of the last tick
         # when the lease store last answered: a tick's end, or its listing when the feed failed
         self.store_answered_at: float | None = None
-        self._tracker = ExpiryTracker(timings.expiry_s)
+        self._view = TableView.empty(timings.expiry_s)
+        self._ticks = 0
+        self._full_at_tick: int | None = None  # the tick of the last full listing
+        self._settled = False  # the last tick found nothing to do: the next may list less
         self._asked_at: dict[str, float] = {}  # hand-overs this host requested, and when
         self._stop = asyncio.Event()  # set when the host stops: a tick in flight takes nothing
 
@@ -150,10 +164,16 @@ class Balancer:
             self.caught_up.clear()
 
     async def tick(self) -> None:
-        leases = await self.store.list_leases()
+        self._ticks += 1
+        fresh, ranges = await self._list()
+        self._settled = False  # until this tick has gone through and found nothing to do
         self.store_answered_at = self.clock.monotonic()
-        leases += await self.creator.create(leases)
-        self.book.update_from(leases)
+        others = [x for t, x in self._view.rows.items() if not in_ranges(t, ranges)]
+        made = await self.creator.create([*fresh, *others])
+        fresh_views, known = self._view.listed([*fresh, *made], self.clock.monotonic(), ranges)
+        leases = [v.lease for v in known]
+        if ranges == [EVERYTHING]:
+            self.book.update_from(leases)
         self.parked = [x for x in leases if x.parked]
         if await self._is_paused():
             await self._take_handed_over(leases)
@@ -165,25 +185,20 @@ class Balancer:
             return
         # a finished lease (a done scan partition, a lease read to its end time) needs no owner:
         # nobody takes it, and it counts for no host
-        active = [x for x in leases if not is_finished_lease(x.continuation, caught_up=x.caught_up)]
-        views = self._tracker.observe(active, self.clock.monotonic())
+        views = [v for v in known if not _is_finished(v.lease)]
         self.progress.unowned = sum(
             1 for v in views if not v.lease.parked and (v.owner is None or v.is_expired)
         )
+        held = self.supervisor.tokens()
         plan = plan_takes(
-            views,
-            me=self.me,
-            limits=self.limits,
-            rng=self.rng,
-            held=self.supervisor.tokens(),
-            by_load=self.by_load,
+            views, me=self.me, limits=self.limits, rng=self.rng, held=held, by_load=self.by_load
         )
         self.idle_because = why_idle(
             views,
             plan,
             me=self.me,
-            finished=len(leases) - len(active),
-            holding=len(self.supervisor.tokens()),
+            finished=len(leases) - len(views),
+            holding=len(held),
         )
         forced, self._asked_at = overdue_requests(
             views,
@@ -193,33 +208,61 @@ class Balancer:
             after_s=self.timings.handover_timeout_s,
         )
         _log_plan(plan, forced, views, leases=len(leases))
-        await self._carry_out(plan, forced)
+        done = await self._carry_out(plan, forced)
+        fresh_active = [v for v in fresh_views if not _is_finished(v.lease)]
+        self._settled = (
+            done
+            and plan.is_empty
+            and not forced
+            and not made
+            and not self._asked_at
+            and is_settled(fresh_active, me=self.me, held=set(held))
+        )
 
-    async def _carry_out(self, plan: TakePlan, forced: list[Lease]) -> None:
-        """Acquire what the plan and the overdue hand-overs say, then ask for the steals."""
+    async def _list(self) -> tuple[list[Lease], list[KeyRange]]:
+        """This tick's rows: every lease, or only the watched slices once settled."""
+        since_full = None if self._full_at_tick is None else self._ticks - self._full_at_tick
+        settled = self._settled and self.on_caught_up is None  # a bounded run lists it all
+        ranges = ranges_to_list(self._view, self.me, settled=settled, ticks_since_full=since_full)
+        if ranges == [EVERYTHING]:
+            self._full_at_tick = self._ticks
+            self.progress.listings.labels("full").inc()
+            return await self.store.list_leases(), ranges
+        self.progress.listings.labels("watch").inc()
+        rows = [x for lo, hi in ranges for x in await self.store.list_range(lo, hi)]
+        return rows, ranges
+
+    async def _carry_out(self, plan: TakePlan, forced: list[Lease]) -> bool:
+        """Acquire what the plan and the overdue hand-overs say, then ask for the steals. False
+        when a write lost its race (the table changed since the listing)."""
+        done = True
         for lease in (*plan.acquire, *forced):
             if self._stop.is_set():
-                return
-            await self._take(lease, forced=lease in forced)
+                return done
+            done = await self._take(lease, forced=lease in forced) and done
         for lease in plan.steal:
             if self._stop.is_set():
-                return
+                return done
             if await self.store.request_handover(lease, self.me) is not None:
                 self._asked_at[lease.token] = self.clock.monotonic()
                 log.info("lease.handover_requested", lease=lease.token, owner=lease.owner)
+            else:
+                done = False
+        return done
 
-    async def _take(self, lease: Lease, *, forced: bool) -> None:
+    async def _take(self, lease: Lease, *, forced: bool) -> bool:
         """Acquire `lease` and start its worker (nothing when another host was faster, or the
         owner wrote: the next tick decides)."""
         got = await self.store.acquire(lease, self.me)
         if got is None:
-            return
+            return False
         self._asked_at.pop(lease.token, None)
         self.progress.acquired.inc()
         if lease.owner not in (None, self.me):
             self.progress.stolen.inc()
         log.info("lease.acquired", lease=got.token, epoch=got.epoch, was=lease.owner, forced=forced)
         self.supervisor.start(got)
+        return True
 
     async def _take_handed_over(self, leases: list[Lease]) -> None:
         """While paused, leases stay where they are, idle; renewals go on. A hand-over already
@@ -258,9 +301,13 @@ class Balancer:
         after it takes a crashed host's leases without waiting for the next regular one."""
         return self.timings.next_look_in_s(
             jitter=self.rng.uniform(-JITTER_FRACTION, JITTER_FRACTION),
-            due=self._tracker.next_expiry(self.me),
+            due=self._view.tracker.next_expiry(self.me),
             now=self.clock.monotonic(),
         )
+
+
+def _is_finished(lease: Lease) -> bool:
+    return is_finished_lease(lease.continuation, caught_up=lease.caught_up)
 
 
 def _log_plan(plan: TakePlan, forced: list[Lease], views: list[LeaseView], *, leases: int) -> None:

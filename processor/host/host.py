@@ -403,4 +403,6 @@ async def open_host(
         progress=progress,
     )
     host.progress.storage_requests = storage.requests.by_kind
+    host.progress.lease_requests = store.requests
+    host.progress.lease_rows_listed = lambda: store.rows_listed
     return host, store, storage

@@ -22,7 +22,10 @@ from processor.waiting import wait_any
 log = structlog.get_logger("cfp.presence")
 
 FORGET_AFTER_S = 3600.0
-FORGET_EVERY = 30  # publishes between looks for rows to forget (each look is a listing)
+# Publishes between looks for rows to forget, at least: each look lists every host row, so a
+# host waits as many publishes as it saw rows, and the processor as a whole lists the host rows
+# about once per publish interval however many hosts it has (not hosts x hosts rows).
+FORGET_EVERY = 30
 
 
 class Presence:
@@ -70,13 +73,13 @@ class Presence:
     async def run(self, stop: asyncio.Event, *, every_s: float) -> None:
         """Publish until `stop`; store errors are logged at debug level (the balancer reports
         the store's health)."""
-        published = 0
+        next_look = 0  # publishes until the next look for rows to forget
         while not stop.is_set():
             self._changed.clear()
             await self.publish()
-            if published % FORGET_EVERY == 0:
-                await self._forget_silent()
-            published += 1
+            if next_look <= 0:
+                next_look = max(FORGET_EVERY, await self._forget_silent())
+            next_look -= 1
             await wait_any(stop, self._changed, timeout_s=every_s)
 
     async def publish(self) -> None:
@@ -94,7 +97,8 @@ class Presence:
                 else:
                     await self._store.publish_host(self.report())
 
-    async def _forget_silent(self) -> None:
+    async def _forget_silent(self) -> int:
+        """Delete the rows of hosts silent for long; returns how many host rows there were."""
         try:
             reports = await self._store.list_hosts()
             now = self._clock.wall()
@@ -104,3 +108,5 @@ class Presence:
                     log.info("presence.forgotten", other=r.name, silent_s=r.silent_s(now))
         except LeaseError as e:
             log.debug("presence.failed", error=str(e))
+            return 0
+        return len(reports)

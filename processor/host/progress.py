@@ -120,6 +120,8 @@ class HostProgress:
         self.total_events = 0  # over every lease this host ever held (leases come and go)
         self.unowned: int | None = None  # leases no live host owns, as of the last tick
         self.storage_requests: Mapping[str, int] = {}  # the feed's requests so far, by kind
+        self.lease_requests: Mapping[str, int] = {}  # the lease table's, by kind
+        self.lease_rows_listed: Callable[[], int] = lambda: 0
         self.registry = CollectorRegistry()
         r = self.registry
         self.events = Counter(
@@ -132,6 +134,13 @@ class HostProgress:
             "cfp_read_bytes", "Change feed bytes read (Avro blocks).", ["lease"], registry=r
         )
         self.acquired = Counter("cfp_leases_acquired", "Leases this host acquired.", registry=r)
+        self.listings = Counter(
+            "cfp_lease_listings",
+            "Listings of the lease table by this host's balancer: full (every lease) or watch "
+            "(a settled host's watched slices).",
+            ["kind"],
+            registry=r,
+        )
         self.stolen = Counter(
             "cfp_leases_stolen",
             "Leases this host took from another owner (expired, or not handed over in time).",
@@ -347,6 +356,18 @@ class _LeaseGauges(Collector):
         )
         for kind, n in sorted(p.storage_requests.items()):
             requests.add_metric([kind], n)
+        table_requests = CounterMetricFamily(
+            "cfp_lease_requests",
+            "Requests to the lease table (each attempt and listing page), by kind: list, read "
+            "(one row), write (renewals, checkpoints, host rows...), table.",
+            labels=["kind"],
+        )
+        for kind, n in sorted(p.lease_requests.items()):
+            table_requests.add_metric([kind], n)
+        rows_listed = CounterMetricFamily(
+            "cfp_lease_rows_listed", "Rows the lease table returned to listings (entities read)."
+        )
+        rows_listed.add_metric([], p.lease_rows_listed())
         for token, entry in sorted(p.leases.items()):
             lag_s.add_metric([token], entry.lag_seconds(now))
             failures.add_metric([token], entry.failures)
@@ -366,3 +387,5 @@ class _LeaseGauges(Collector):
         yield stuck
         yield unowned
         yield requests
+        yield table_requests
+        yield rows_listed

@@ -26,7 +26,7 @@ from processor.emulator.azurite import Azurite
 from processor.host.config import DEFAULT_HTTP_PORT
 from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
 from tests.deploy_files import dockerfile
-from tests.helpers import Feed, emulate_afresh, run_cfp, until
+from tests.helpers import Feed, emulate_afresh, metric, run_cfp, until
 
 ARGS = quick_host_args(batch=20)
 
@@ -62,21 +62,6 @@ async def cluster(feed: Feed, tmp_path: Path) -> AsyncIterator[Cluster]:
 async def get(http: aiohttp.ClientSession, url: str) -> tuple[int, str]:
     async with http.get(url) as r:
         return r.status, await r.text()
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    """The sum of every sample of `name` whose labels include `labels` (0 if none: a labelled
-    counter has no sample before its first increment)."""
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith("#") or not line.startswith(name):
-            continue
-        key, _, value = line.rpartition(" ")
-        if key != name and not key.startswith(name + "{"):
-            continue
-        if all(f'{k}="{v}"' in key for k, v in labels.items()):
-            total += float(value)
-    return total
 
 
 async def test_endpoints_through_a_hosts_life(cluster: Cluster) -> None:

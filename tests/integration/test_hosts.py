@@ -32,7 +32,7 @@ from tests.cluster import (
     quick_host_args,
     sampled,
 )
-from tests.helpers import emulate_afresh, per_blob, read_all
+from tests.helpers import emulate_afresh, get_text, metric, per_blob, read_all
 
 EXPIRY_S, ACQUIRE_S = 3.0, 1.0  # quick_host_args: renew and balance every second
 JITTER = 1.2  # a balancing tick may come up to 20 % late
@@ -199,6 +199,48 @@ async def test_a_fourth_host_balances_within_three_ticks_without_duplicates(
     assert balanced - first_tick <= 3 * JITTER * ACQUIRE_S + 0.5
     await table.until(all_caught_up, within_s=180, what="every lease caught up")
     check_complete(cluster, feed, table, exactly_once=True)
+
+
+async def test_at_rest_hosts_list_only_the_slices_they_watch(
+    cluster: Cluster, table: Table
+) -> None:
+    """Three hosts, nine caught-up leases: each host's lease-table requests, as its
+    `cfp_lease_*` counters count them, are what a quiet tick costs: one read of the processor
+    row and one listing of its watched slices (two ranges for the host whose slices wrap around),
+    no full listing but the rare safety net, and at most 2 x 9 / 3 rows per watch listing."""
+    cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
+    start(cluster, "h1", "h2", "h3", skewed=False)
+    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    await settled(table, {"h1", "h2", "h3"}, for_s=3)
+    urls = {name: await cluster.endpoint(name) for name in ("h1", "h2", "h3")}
+
+    async def counters() -> dict[str, dict[str, float]]:
+        out = {}
+        for name, url in urls.items():
+            text = await asyncio.to_thread(get_text, f"{url}/metrics")
+            out[name] = {
+                "full": metric(text, "cfp_lease_listings_total", kind="full"),
+                "watch": metric(text, "cfp_lease_listings_total", kind="watch"),
+                "list": metric(text, "cfp_lease_requests_total", kind="list"),
+                "read": metric(text, "cfp_lease_requests_total", kind="read"),
+                "rows": metric(text, "cfp_lease_rows_listed_total"),
+            }
+        return out
+
+    before = await counters()
+    await asyncio.sleep(8 * ACQUIRE_S)
+    after = await counters()
+    rows = await table.leases()
+    assert all_caught_up(rows) and is_balanced(rows, {"h1", "h2", "h3"}), "no longer at rest"
+    for name in ("h1", "h2", "h3"):
+        d = {k: after[name][k] - before[name][k] for k in before[name]}
+        ticks = d["full"] + d["watch"]
+        ranges = 2 if name == "h3" else 1  # h3, last of three, watches slices 2 and 0
+        assert ticks >= 5 and d["full"] <= 1, (name, d)
+        assert d["list"] == d["full"] + ranges * d["watch"], (name, d)
+        assert d["read"] == ticks, (name, d)  # the processor row, once a tick
+        assert d["rows"] <= 9 * d["full"] + 6 * d["watch"], (name, d)
+        assert d["rows"] < 9 * ticks, (name, d)  # what listing everything would have cost
 
 
 async def test_balance_by_load_moves_hot_leases_off_a_crowded_host_without_duplicates(

@@ -25,7 +25,7 @@ from processor.changefeed.change_filter import blob_path
 from processor.changefeed.selection import parse_event_time
 from processor.reading.lease_position import LeasePosition
 from tests.cluster import Cluster, quick_host_args
-from tests.helpers import emulate, read_all, until
+from tests.helpers import emulate, get_text, read_all, until
 
 ARGS = quick_host_args(batch=8, observer="tests.plugins:PoisonJsonl")
 _processors = itertools.count()
@@ -201,17 +201,17 @@ async def test_a_quiet_feed_costs_one_request_per_poll_and_a_new_segment_is_deli
     url = await cluster.endpoint("h1")
 
     async def all_caught_up() -> bool:
-        status = json.loads(await asyncio.to_thread(_get, f"{url}/status"))
+        status = json.loads(await asyncio.to_thread(get_text, f"{url}/status"))
         leases = status["leases"]
         return len(leases) == 32 and all(x["caughtUp"] for x in leases)
 
     await until(all_caught_up, "32 leases caught up", within_s=120, every_s=0.5)
     assert set(cluster.delivered()) == {str(r["id"]) for r in records}
     await asyncio.sleep(2 * poll_s)  # the last checkpoints' own reads are done
-    before = _requests(await asyncio.to_thread(_get, f"{url}/metrics"))
+    before = _requests(await asyncio.to_thread(get_text, f"{url}/metrics"))
     quiet_s = 60.0
     await asyncio.sleep(quiet_s)
-    after = _requests(await asyncio.to_thread(_get, f"{url}/metrics"))
+    after = _requests(await asyncio.to_thread(get_text, f"{url}/metrics"))
     spent = {k: after[k] - before.get(k, 0) for k in after}
     looks = quiet_s / poll_s
     # one read of segments.json per poll interval, for the whole host; no listing at all
@@ -266,23 +266,16 @@ async def test_a_poison_batch_shows_stuck_in_status_metrics_and_status_endpoint(
     row = next(r for r in doc["leases"] if r["lease"] == token)
     assert "the observer has failed" in row["stuck"]
     assert "STUCK: the observer has failed" in cluster.cfp("status").stdout
-    metrics = await asyncio.to_thread(_get, f"{url}/metrics")
+    metrics = await asyncio.to_thread(get_text, f"{url}/metrics")
     assert f'cfp_lease_stuck{{lease="{token}"}} 1.0' in metrics
     failures = _sample(metrics, "cfp_observer_consecutive_failures", token)
     assert failures >= 2
     assert _sample(metrics, "cfp_seconds_since_checkpoint", token) >= 0
     others = [r["lease"] for r in doc["leases"] if r["lease"] != token]
     assert all(f'cfp_lease_stuck{{lease="{t}"}} 1.0' not in metrics for t in others)
-    status = json.loads(await asyncio.to_thread(_get, f"{url}/status"))
+    status = json.loads(await asyncio.to_thread(get_text, f"{url}/status"))
     (lease,) = [x for x in status["leases"] if x["lease"] == token]
     assert lease["stuck"] and lease["state"] == "STUCK" and lease["consecutiveFailures"] >= 2
-
-
-def _get(url: str) -> str:
-    import urllib.request
-
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        return str(reply.read().decode())
 
 
 def _sample(metrics: str, name: str, lease: str) -> float:

@@ -1,7 +1,8 @@
 """Hosts racing over one MemoryLeaseStore: the lease protocol as a hypothesis state machine.
 
-Each simulated host runs the real pieces (ExpiryTracker, plan_takes, the store's conditional
-writes and re-reads) on a fake monotonic clock; hypothesis interleaves ticks, renewals,
+Each simulated host runs the real pieces (the quiet-tick listing of `leases/watching.py` with its
+expiry tracker, plan_takes, the store's conditional writes and re-reads) on a fake monotonic
+clock: a settled host lists only the slices it watches; hypothesis interleaves ticks, renewals,
 checkpoints, hand-overs, crashes, pauses and new hosts, balancing by count or by load (each
 lease with its own read rate, written with every renewal). After every step: no two hosts hold
 the same lease at the same epoch, every checkpoint that landed came from the lease's current
@@ -24,7 +25,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from leases import (
     BalanceLimits,
-    ExpiryTracker,
     HostId,
     Lease,
     LeaseToken,
@@ -33,6 +33,7 @@ from leases import (
     TakePlan,
     plan_takes,
 )
+from leases.watching import EVERYTHING, TableView, is_settled, ranges_to_list
 
 EXPIRY = 10.0
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)  # checkpoint time: recorded, never compared
@@ -46,12 +47,15 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 @dataclass
 class SimHost:
     name: HostId
-    tracker: ExpiryTracker
+    view: TableView
     rng: random.Random
     held: dict[LeaseToken, Lease] = field(default_factory=dict)
     stale: dict[LeaseToken, Lease] = field(default_factory=dict)  # what it held before a restart
     renewed_at: dict[LeaseToken, float] = field(default_factory=dict)
     alive: bool = True
+    settled: bool = False  # its last tick found nothing to do: the next lists its slices only
+    ticks: int = 0
+    full_at: int | None = None  # the tick of its last full listing
 
 
 class LeaseProtocol(RuleBasedStateMachine):
@@ -84,7 +88,7 @@ class LeaseProtocol(RuleBasedStateMachine):
     def add_host(self) -> None:
         name = HostId(f"h{self.next_host}")
         self.next_host += 1
-        self.hosts[name] = SimHost(name, ExpiryTracker(EXPIRY), random.Random(self.next_host))
+        self.hosts[name] = SimHost(name, TableView.empty(EXPIRY), random.Random(self.next_host))
 
     def live(self) -> list[SimHost]:
         return [h for h in self.hosts.values() if h.alive]
@@ -97,8 +101,15 @@ class LeaseProtocol(RuleBasedStateMachine):
         self._tick(data.draw(st.sampled_from(hosts)))
 
     def _tick(self, host: SimHost) -> TakePlan:
-        rows = run(self.store.list_leases())
-        views = host.tracker.observe(rows, self.now)
+        host.ticks += 1
+        since = None if host.full_at is None else host.ticks - host.full_at
+        ranges = ranges_to_list(host.view, host.name, settled=host.settled, ticks_since_full=since)
+        if ranges == [EVERYTHING]:
+            host.full_at = host.ticks
+            rows = run(self.store.list_leases())
+        else:
+            rows = [x for lo, hi in ranges for x in run(self.store.list_range(lo, hi))]
+        fresh, views = host.view.listed(rows, self.now, ranges)
         plan = plan_takes(
             views,
             me=host.name,
@@ -107,13 +118,22 @@ class LeaseProtocol(RuleBasedStateMachine):
             held=set(host.held),
             by_load=self.by_load,
         )
+        done = True
         for lease in plan.acquire:
             got = run(self.store.acquire(lease, host.name))
             if got is not None:
                 host.held[got.token] = got
                 host.renewed_at[got.token] = self.now
+            done = done and got is not None
         for lease in plan.steal:
-            run(self.store.request_handover(lease, host.name))
+            done = run(self.store.request_handover(lease, host.name)) is not None and done
+        asking = any(v.lease.next_owner == host.name for v in views)
+        host.settled = (
+            done
+            and plan.is_empty
+            and not asking
+            and is_settled(fresh, me=host.name, held=set(host.held))
+        )
         return plan
 
     @rule(data=st.data())
@@ -161,6 +181,7 @@ class LeaseProtocol(RuleBasedStateMachine):
         host.stale.update(host.held)
         host.held.clear()
         host.alive = True
+        host.view, host.settled, host.full_at = TableView.empty(EXPIRY), False, None
         self._tick(host)  # its first tick takes back what the table still shows as its own
 
     @rule(data=st.data())

@@ -114,3 +114,42 @@ def test_an_idle_host_says_why_it_holds_nothing() -> None:
     assert "hand-over to this host" in why_idle(handing, plan, me=me, finished=0, holding=0)
     taking = TakePlan(target=1, hosts=2, mine=0, acquire=(shared[0].lease,))
     assert why_idle(shared, taking, me=me, finished=0, holding=0) == ""
+
+
+class CountingStore(MemoryLeaseStore):
+    """A memory store that counts the balancer's listings: everything, or key ranges."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full = 0
+        self.ranges: list[tuple[str, str]] = []
+
+    async def list_leases(self) -> list[Lease]:
+        self.full += 1
+        return await super().list_leases()
+
+    async def list_range(self, lo: str, hi: str) -> list[Lease]:
+        self.ranges.append((lo, hi))
+        return await super().list_range(lo, hi)
+
+
+async def test_a_settled_host_lists_its_slices_and_everything_again_once_it_acts() -> None:
+    store = CountingStore()
+    tokens = [LeaseToken(f"{i:02d}") for i in range(9)]
+    for i, token in enumerate(tokens):  # three hosts hold three leases each
+        created = await store.create_if_absent(token, None)
+        assert created is not None
+        assert await store.acquire(created, HostId(f"h{i % 3}")) is not None
+    b, started = make_balancer(store, "h1", FixedFeed(["s"], set(tokens)))
+    started += [t for i, t in enumerate(tokens) if i % 3 == 1]
+    b.supervisor.tokens = lambda: set(started)  # type: ignore[method-assign]
+    await b.tick()
+    assert (store.full, store.ranges) == (1, [])  # the first tick lists everything
+    await b.tick()
+    assert store.full == 1 and store.ranges == [("03", "~")]  # h1 watches slices 1 and 2
+    row = await store.get(tokens[3])  # h0's, in the slices h1 watches
+    assert row is not None and await store.release(row) is not None
+    await b.tick()  # h1, at its target, does not take it, but saw something free...
+    assert store.full == 1 and len(store.ranges) == 2 and started[-1] != "03"
+    await b.tick()  # ...so it lists everything again
+    assert store.full == 2
