@@ -48,6 +48,7 @@ from bench import load_sim
 from leases.balancing import BalanceLimits, TakePlan, plan_takes
 from leases.expiry import LeaseView
 from leases.record import HostId, Lease, LeaseToken
+from leases.table_settings import DEFAULT_LEASE_PARTITIONS as LEASE_PARTITIONS
 from leases.watching import WATCHERS, full_listing_every
 from processor.host.presence import FORGET_EVERY
 
@@ -320,18 +321,29 @@ class AtRest:
         every = max(FORGET_EVERY, self.hosts) if quiet else FORGET_EVERY
         return self.hosts * self.hosts / (every * self.acquire_s)
 
-    def entities(self, *, quiet: bool) -> float:
-        point_reads = self.hosts / self.acquire_s  # the processor row, once a tick
-        writes = self.leases / self.renew_s + self.hosts / self.acquire_s  # renewals, host rows
-        return (
-            self.list_reads(quiet=quiet) + self.host_row_reads(quiet=quiet) + point_reads + writes
-        )
+    def base(self, *, quiet: bool) -> float:
+        """The processor's own partition: the processor row read once a tick by every host,
+        host rows written once a tick, and listed now and then."""
+        return 2 * self.hosts / self.acquire_s + self.host_row_reads(quiet=quiet)
 
-    def requests(self, *, quiet: bool) -> float:
-        """Requests per second (a listing is one request per 1,000-row page)."""
+    def leases_part(self, *, quiet: bool) -> float:
+        """The leases' rows: listings and renewals."""
+        return self.list_reads(quiet=quiet) + self.leases / self.renew_s
+
+    def entities(self, *, quiet: bool) -> float:
+        return self.base(quiet=quiet) + self.leases_part(quiet=quiet)
+
+    def busiest(self, partitions: int) -> float:
+        """Entities/s of the busiest partition, quiet ticks and leases spread over
+        `partitions` partitions beside the processor's own."""
+        return max(self.base(quiet=True), self.leases_part(quiet=True) / partitions)
+
+    def requests(self, *, quiet: bool, partitions: int = 1) -> float:
+        """Requests per second (a listing is one query per partition, one request per
+        1,000-row page)."""
         h, n, a = self.hosts, self.leases, self.acquire_s
-        per_tick = math.ceil(min(n, WATCHERS * math.ceil(n / h)) / PAGE_SIZE) if quiet else 0
-        lists = h * (per_tick if quiet and h > WATCHERS else math.ceil(n / PAGE_SIZE)) / a
+        rows = min(n, WATCHERS * math.ceil(n / h)) if quiet and h > WATCHERS else n
+        lists = h * partitions * math.ceil(rows / partitions / PAGE_SIZE) / a
         return lists + 2 * h / a + n / self.renew_s  # + processor row + host row, + renewals
 
 
@@ -339,11 +351,18 @@ def operations(hosts: int, leases: int, acquire_s: float, expiry_s: float) -> No
     renew_s = expiry_s / 3
     per_host = leases / hosts
     print(
-        f"\nthe lease table at rest, one partition, {per_host:g} leases per host; ticks every "
+        f"\nthe lease table at rest, {per_host:g} leases per host; ticks every "
         f"{acquire_s:g} s, renewals every {renew_s:g} s (expiry {expiry_s:g} s); entities/s "
-        f"(requests/hour) against Azure Table's ~{PARTITION_ENTITIES_PER_S:,} entities/s:"
+        f"(requests/hour) against Azure Table's ~{PARTITION_ENTITIES_PER_S:,} entities/s per "
+        "partition:"
     )
-    heads = ["  hosts x leases", "every host lists all (before)", "quiet ticks (now)", "renewals"]
+    heads = [
+        "  hosts x leases",
+        "all listed, 1 partition (before)",
+        "quiet ticks, 1 partition",
+        f"quiet, {LEASE_PARTITIONS} lease partitions (now)",
+        "renewals",
+    ]
     print("  " + " | ".join(heads))
     for h in (100, 1_000, 10_000):
         c = AtRest(h, round(h * per_host), acquire_s, renew_s)
@@ -351,6 +370,8 @@ def operations(hosts: int, leases: int, acquire_s: float, expiry_s: float) -> No
             f"{h:,} x {c.leases:,}",
             f"{c.entities(quiet=False):,.0f} ({c.requests(quiet=False) * 3600:,.0f})",
             f"{c.entities(quiet=True):,.0f} ({c.requests(quiet=True) * 3600:,.0f})",
+            f"{c.busiest(LEASE_PARTITIONS):,.0f} busiest "
+            f"({c.requests(quiet=True, partitions=LEASE_PARTITIONS) * 3600:,.0f})",
             f"{c.leases / renew_s:,.0f}",
         ]
         print("  " + " | ".join(c.rjust(len(head)) for c, head in zip(cells, heads, strict=True)))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from leases.balancing import BalanceLimits, TakePlan, plan_takes
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
 from leases.expiry import ExpiryTracker, LeaseView
-from leases.hosts import HostReport, ProcessorState, is_reserved, job_name, job_token
+from leases.hosts import BalanceNote, HostReport, ProcessorState, is_reserved, job_name, job_token
 from leases.load_balancing import LoadRule
 from leases.memory_store import MemoryLeaseStore
 from leases.record import Delivered, HostId, Lease, LeaseMove, LeaseToken
@@ -38,6 +38,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "DEFAULT_TABLE",
     "BalanceLimits",
+    "BalanceNote",
     "Delivered",
     "ExpiryTracker",
     "HostId",

@@ -65,9 +65,22 @@ class HostReport:
 
 
 @dataclass(frozen=True, slots=True)
+class BalanceNote:
+    """How the leases stood at some host's last full listing, left on the processor row for the
+    hosts that list only what they watch (`leases.watching`): a host that could act on it lists
+    everything. Written by any host whose full listing disagrees with it."""
+
+    target: int  # ceil(leases / live hosts)
+    most: int  # the most leases a live host holds or was asked to take
+    unowned: int  # leases free or expired, parked ones aside
+
+
+@dataclass(frozen=True, slots=True)
 class ProcessorState:
-    """The processor-wide switch: paused (hosts hold their leases idle) or not."""
+    """The processor-wide switch: paused (hosts hold their leases idle) or not; and the last
+    balance note (None when there is none: an operator's write clears it)."""
 
     paused: bool = False
     since: datetime | None = None  # when it was last paused or resumed (the operator's clock)
     reason: str = ""
+    balance: BalanceNote | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from leases.hosts import HostReport, ProcessorState
+from leases.hosts import BalanceNote, HostReport, ProcessorState
 from leases.record import Lease, LeaseToken
 from leases.store import ConditionalLeaseStore
 
@@ -21,6 +21,7 @@ class MemoryLeaseStore(ConditionalLeaseStore):
         self._hosts: dict[str, HostReport] = {}
         self._processor = ProcessorState()
         self._identity: str | None = None
+        self._partitions = 1
 
     def _stamp(self, lease: Lease) -> Lease:
         row = dataclasses.replace(lease, etag=f'W/"{next(self._etags)}"')
@@ -59,10 +60,17 @@ class MemoryLeaseStore(ConditionalLeaseStore):
     async def set_processor_state(self, state: ProcessorState) -> None:
         self._processor = state
 
+    async def note_balance(self, note: BalanceNote) -> None:
+        self._processor = dataclasses.replace(self._processor, balance=note)
+
     async def identity(self) -> str | None:
         return self._identity
 
-    async def claim_identity(self, text: str) -> str:
+    async def claim_identity(self, text: str, *, lease_partitions: int = 1) -> str:
         if self._identity is None:
-            self._identity = text
+            self._identity, self._partitions = text, lease_partitions
         return self._identity
+
+    async def lease_partitions(self) -> int:
+        """Recorded, not used: one process's memory has no partitions."""
+        return self._partitions

@@ -12,7 +12,7 @@ from typing import Any
 from azure.data.tables import EdmType, EntityProperty
 
 from leases.errors import LeaseCorrupt
-from leases.hosts import HOST_ROW_PREFIX, PROCESSOR_ROW, HostReport, ProcessorState
+from leases.hosts import HOST_ROW_PREFIX, PROCESSOR_ROW, BalanceNote, HostReport, ProcessorState
 from leases.record import HostId, Lease, LeaseToken, moves_from_text, moves_to_text
 
 SCHEMA = 1
@@ -149,4 +149,24 @@ def state_from_row(entity: dict[str, Any]) -> ProcessorState:
         paused=bool(entity.get("Paused", False)),
         since=since if isinstance(since, datetime) else None,
         reason=str(entity.get("Reason") or ""),
+        balance=_note(entity),
     )
+
+
+def note_row(processor: str, note: BalanceNote) -> dict[str, Any]:
+    """The processor row's balance note, to merge into it (the rest of the row untouched)."""
+    return {
+        "PartitionKey": processor,
+        "RowKey": PROCESSOR_ROW,
+        "BalanceTarget": note.target,
+        "BalanceMost": note.most,
+        "BalanceUnowned": note.unowned,
+    }
+
+
+def _note(entity: dict[str, Any]) -> BalanceNote | None:
+    values = [entity.get(k) for k in ("BalanceTarget", "BalanceMost", "BalanceUnowned")]
+    if not all(isinstance(v, int) for v in values):
+        return None
+    target, most, unowned = (int(v) for v in values if isinstance(v, int))
+    return BalanceNote(target, most, unowned)

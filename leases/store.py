@@ -24,7 +24,14 @@ from typing import Protocol
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from leases.errors import LeaseStoreUnavailable
-from leases.hosts import HOST_ROWS_FROM, JOB_ROW_PREFIX, HostReport, ProcessorState, key_range
+from leases.hosts import (
+    HOST_ROWS_FROM,
+    JOB_ROW_PREFIX,
+    BalanceNote,
+    HostReport,
+    ProcessorState,
+    key_range,
+)
 from leases.record import MAX_MOVES, Delivered, HostId, Lease, LeaseMove, LeaseToken
 
 # Attempts for one store call that keeps failing transiently (then LeaseStoreUnavailable).
@@ -66,13 +73,22 @@ class LeaseStore(Protocol):
 
     async def set_processor_state(self, state: ProcessorState) -> None: ...
 
+    async def note_balance(self, note: BalanceNote) -> None:
+        """Leave `note` on the processor row (merged: the paused state stays as it is)."""
+        ...
+
     async def identity(self) -> str | None:
         """The processor's identity row (opaque text), None before it was claimed."""
         ...
 
-    async def claim_identity(self, text: str) -> str:
-        """Write `text` as the processor's identity unless one exists; the stored identity
-        (ours when we were first). Never replaces one: hosts that start together agree."""
+    async def claim_identity(self, text: str, *, lease_partitions: int = 1) -> str:
+        """Write `text` as the processor's identity unless one exists, with the number of table
+        partitions its leases are spread over; the stored identity (ours when we were first).
+        Never replaces one: hosts that start together agree."""
+        ...
+
+    async def lease_partitions(self) -> int:
+        """The number of partitions the processor's leases are spread over (1: one)."""
         ...
 
     async def get(self, token: LeaseToken) -> Lease | None: ...

@@ -17,6 +17,12 @@ _BAD_KEY_CHARS = re.compile(r"[/\\#?\x00-\x1f\x7f-\x9f]")
 
 DEFAULT_TABLE = "cfpleases"
 
+# Table partitions a new processor's leases are spread over (fixed when it is created: see
+# `leases.table_store`). Four keep 1,000 hosts of 10 leases each within one partition's target.
+DEFAULT_LEASE_PARTITIONS = 4
+MAX_LEASE_PARTITIONS = 64
+_PARTITION_SUFFIX = re.compile(r"~\d+$")
+
 
 def check_names(table: str, processor: str) -> None:
     """Raise `LeaseStoreMisconfigured` for a table or processor name Azure Tables would refuse."""
@@ -27,6 +33,11 @@ def check_names(table: str, processor: str) -> None:
     if not processor or len(processor) > 255 or _BAD_KEY_CHARS.search(processor):
         raise LeaseStoreMisconfigured(
             f"processor name {processor!r} must be 1-255 characters without / \\ # ? or controls"
+        )
+    if _PARTITION_SUFFIX.search(processor):
+        raise LeaseStoreMisconfigured(
+            f"processor name {processor!r} must not end in ~ and digits: that names the lease "
+            "partitions of another processor"
         )
 
 

@@ -1,8 +1,13 @@
 """The lease store on Azure Table Storage (or Azurite), with the aio client of azure-data-tables.
 
-One table (default `cfpleases`) may hold several processors: PartitionKey = processor name,
-RowKey = lease token. With `rows` (every row both ways), the only module of `leases/` that
-imports the Azure SDK; it turns SDK failures into `leases.errors`.
+One table (default `cfpleases`) may hold several processors. A processor's own rows (identity,
+processor row, host rows, job leases) have PartitionKey = processor name; its leases are spread
+over `LeasePartitions` partitions (a number fixed in the identity row when the processor is
+created), PartitionKey `NAME~i` with i = CRC-32 of the token mod that number, so that renewals and
+listings of many leases do not all fall on one partition. A processor made before partitions (no
+`LeasePartitions`) keeps its leases in `NAME`. RowKey = lease token. With `rows` (every row both
+ways), the only module of `leases/` that imports the Azure SDK; it turns SDK failures into
+`leases.errors`.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import zlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -37,10 +43,13 @@ from tenacity import (
 from leases.errors import LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
 from leases.hosts import (
     HOST_ROW_PREFIX,
+    HOST_ROWS_FROM,
     IDENTITY_ROW,
     PROCESSOR_ROW,
+    BalanceNote,
     HostReport,
     ProcessorState,
+    is_reserved,
     key_range,
 )
 from leases.record import Lease, LeaseToken
@@ -49,6 +58,7 @@ from leases.rows import (
     host_row,
     lease_from_row,
     lease_row,
+    note_row,
     state_from_row,
     state_row,
 )
@@ -56,6 +66,7 @@ from leases.store import ConditionalLeaseStore, retrying
 from leases.table_settings import (
     DEFAULT_REQUEST_TIMEOUT_S,
     DEFAULT_TABLE,
+    MAX_LEASE_PARTITIONS,
     check_names,
     client_options,
 )
@@ -113,6 +124,7 @@ class TableLeaseStore(ConditionalLeaseStore):
         # the lease table costs (`cfp_lease_requests_total`, `cfp_lease_rows_listed_total`)
         self.requests: Counter[str] = Counter()
         self.rows_listed = 0
+        self._partitions: int | None = None  # from the identity row, once read
 
     @classmethod
     def from_connection_string(
@@ -174,16 +186,32 @@ class TableLeaseStore(ConditionalLeaseStore):
     def _lease(self, entity: Any) -> Lease:
         return lease_from_row(self.table, dict(entity), str(entity.metadata["etag"]))
 
+    async def lease_partitions(self) -> int:
+        """How many partitions the processor's leases are spread over: its identity row's
+        `LeasePartitions`, 1 for a processor made before them (or not made yet)."""
+        if self._partitions is None:
+            await self.identity()
+        return self._partitions or 1
+
+    def _pk(self, token: str, partitions: int) -> str:
+        if partitions == 1 or is_reserved(token):
+            return self.processor
+        return lease_partition(self.processor, token, partitions)
+
     async def _list(self, lo: str, hi: str) -> list[Lease]:
+        partitions = 1 if lo >= HOST_ROWS_FROM else await self.lease_partitions()
+        keys = [self._pk(lo, 1)] if partitions == 1 else partition_keys(self.processor, partitions)
+
         async def op() -> list[Lease]:
-            rows = self._client.query_entities(
-                "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-                parameters={"pk": self.processor, "lo": lo, "hi": hi},
-            )
             got: list[Lease] = []
-            async for page in rows.by_page():
-                self.requests["list"] += 1
-                got += [self._lease(e) async for e in page]
+            for pk in keys:
+                rows = self._client.query_entities(
+                    "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                    parameters={"pk": pk, "lo": lo, "hi": hi},
+                )
+                async for page in rows.by_page():
+                    self.requests["list"] += 1
+                    got += [self._lease(e) async for e in page]
             self.rows_listed += len(got)
             return got
 
@@ -239,23 +267,36 @@ class TableLeaseStore(ConditionalLeaseStore):
 
         await self._call(f"processor row of {self.processor}", op, kind="write")
 
+    async def note_balance(self, note: BalanceNote) -> None:
+        async def op() -> None:
+            await self._client.upsert_entity(note_row(self.processor, note), mode=UpdateMode.MERGE)
+
+        await self._call(f"processor row of {self.processor}", op, kind="write")
+
     async def identity(self) -> str | None:
         async def op() -> str | None:
             try:
                 entity = await self._client.get_entity(self.processor, IDENTITY_ROW)
             except ResourceNotFoundError:
                 return None
+            self._partitions = _partitions_of(entity)
             return str(entity.get("Identity") or "")
 
         return await self._call(f"identity row of {self.processor}", op, kind="read")
 
-    async def claim_identity(self, text: str) -> str:
+    async def claim_identity(self, text: str, *, lease_partitions: int = 1) -> str:
         async def op() -> bool:
-            row = {"PartitionKey": self.processor, "RowKey": IDENTITY_ROW, "Identity": text}
+            row = {
+                "PartitionKey": self.processor,
+                "RowKey": IDENTITY_ROW,
+                "Identity": text,
+                "LeasePartitions": lease_partitions,
+            }
             try:
                 await self._client.create_entity(row)
             except ResourceExistsError:
                 return False
+            self._partitions = lease_partitions
             return True
 
         async for attempt in retrying():
@@ -277,9 +318,11 @@ class TableLeaseStore(ConditionalLeaseStore):
         await self._call(f"host row {name}", op, kind="write")
 
     async def _read(self, token: LeaseToken) -> Lease | None:
+        pk = self._pk(token, await self.lease_partitions())
+
         async def op() -> Lease | None:
             try:
-                entity = await self._client.get_entity(self.processor, token)
+                entity = await self._client.get_entity(pk, token)
             except ResourceNotFoundError:
                 return None
             return self._lease(entity)
@@ -287,9 +330,11 @@ class TableLeaseStore(ConditionalLeaseStore):
         return await self._call(f"lease {token}", op, kind="read")
 
     async def _insert(self, lease: Lease) -> Lease | None:
+        pk = self._pk(lease.token, await self.lease_partitions())
+
         async def op() -> Lease | None:
             try:
-                reply = await self._client.create_entity(lease_row(self.processor, lease))
+                reply = await self._client.create_entity(lease_row(pk, lease))
             except ResourceExistsError:
                 return None
             return _with_etag(lease, reply)
@@ -297,10 +342,12 @@ class TableLeaseStore(ConditionalLeaseStore):
         return await self._call(f"creating lease {lease.token}", op, kind="write")
 
     async def _replace(self, lease: Lease, etag: str) -> Lease | None:
+        pk = self._pk(lease.token, await self.lease_partitions())
+
         async def op() -> Lease | None:
             try:
                 reply = await self._client.update_entity(
-                    lease_row(self.processor, lease),
+                    lease_row(pk, lease),
                     mode=UpdateMode.REPLACE,
                     etag=etag,
                     match_condition=MatchConditions.IfNotModified,
@@ -314,6 +361,22 @@ class TableLeaseStore(ConditionalLeaseStore):
             return _with_etag(lease, reply)
 
         return await self._call(f"writing lease {lease.token}", op, kind="write")
+
+
+def lease_partition(processor: str, token: str, partitions: int) -> str:
+    """The PartitionKey of lease `token` of a processor whose leases are spread over
+    `partitions` partitions (more than one)."""
+    return f"{processor}~{zlib.crc32(token.encode()) % partitions}"
+
+
+def partition_keys(processor: str, partitions: int) -> list[str]:
+    return [f"{processor}~{i}" for i in range(partitions)]
+
+
+def _partitions_of(entity: Mapping[str, Any]) -> int:
+    """An identity row's `LeasePartitions`: 1 when absent (a processor made before it)."""
+    value = entity.get("LeasePartitions")
+    return value if isinstance(value, int) and 1 <= value <= MAX_LEASE_PARTITIONS else 1
 
 
 def _with_etag(lease: Lease, reply: Mapping[str, Any]) -> Lease:

@@ -20,15 +20,24 @@ What is not listed is presumed live (its owner renewing it unseen), except the l
 seen to have let one lease expire: those are judged on this host's clock since it last saw them,
 and an acquisition planned on such a row is conditional on the row being exactly as seen, so it
 succeeds only if nobody wrote the row since: if that was at least an expiry ago, it had expired.
+
+A watcher takes an expired lease it sees even beyond its count target (`expired_to_take`): only
+its watchers see it go, and a lease must not wait for the safety net. The imbalance that leaves,
+and leases left free, are made known through the balance note on the processor row, which every
+host reads at every tick anyway: any host whose full listing disagrees with the note rewrites it,
+and a settled host that could act on it (holding two less than the most loaded host, or under the
+target while leases are unowned) lists everything (`needs_full_listing`).
 """
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from leases.expiry import ExpiryTracker, LeaseView
-from leases.hosts import HOST_ROWS_FROM
+from leases.hosts import HOST_ROWS_FROM, BalanceNote
 from leases.record import HostId, Lease, LeaseToken
 
 WATCHERS = 2  # hosts that watch each lease at a quiet tick
@@ -78,16 +87,57 @@ def full_listing_every(hosts: int) -> int:
 
 
 def ranges_to_list(
-    view: TableView, me: HostId, *, settled: bool, ticks_since_full: int | None
+    view: TableView,
+    me: HostId,
+    *,
+    settled: bool,
+    ticks_since_full: int | None,
+    note: BalanceNote | None = None,
+    mine: int = 0,
 ) -> list[KeyRange]:
-    """What a host lists at this tick: everything unless its last tick found nothing to do
-    (`settled`) and its last full listing is recent enough; else the slices it watches."""
+    """What a host holding `mine` leases lists at this tick: everything unless its last tick
+    found nothing to do (`settled`), its last full listing is recent enough and the processor
+    row's `note` gives it nothing to do; else the slices it watches."""
     hosts = view.hosts()
-    if not settled or ticks_since_full is None:
+    if not settled or ticks_since_full is None or needs_full_listing(note, mine):
         return [EVERYTHING]
     if ticks_since_full >= full_listing_every(len(hosts | {me})):
         return [EVERYTHING]
     return watch_ranges(view.rows, hosts, me)
+
+
+def needs_full_listing(note: BalanceNote | None, mine: int) -> bool:
+    """Whether a host holding `mine` leases could act on `note`: take an unowned lease, or ask
+    the most loaded host for one."""
+    if note is None:
+        return False
+    return mine + 2 <= note.most or (note.unowned > 0 and mine < note.target)
+
+
+def balance_note(views: Sequence[LeaseView], me: HostId) -> BalanceNote:
+    """The note of a full listing's views (finished leases left out), counted as `plan_takes`
+    counts: live hosts are the owners and askers of live leases, and `me`."""
+    active = [v for v in views if not v.lease.parked]
+    live = [v for v in active if v.is_live]
+    held = Counter(h for v in live if (h := v.bound_for) is not None)
+    hosts = len({v.owner for v in live} | set(held) | {me})
+    return BalanceNote(
+        target=math.ceil(len(active) / hosts),
+        most=max(held.values(), default=0),
+        unowned=sum(1 for v in active if not v.is_live),
+    )
+
+
+def expired_to_take(fresh: Sequence[LeaseView], planned: Iterable[Lease]) -> list[Lease]:
+    """The expired leases among those just listed that the plan does not take already: a
+    watcher takes them whatever its target (they are not parked, and were owned: free ones are
+    for the hosts under target, which the balance note sends to look)."""
+    taken = {x.token for x in planned}
+    return [
+        v.lease
+        for v in fresh
+        if v.is_expired and v.owner is not None and not v.lease.parked and v.token not in taken
+    ]
 
 
 def is_settled(views: Iterable[LeaseView], *, me: HostId, held: set[LeaseToken]) -> bool:

@@ -28,6 +28,7 @@ from leases import (
     LeaseStoreMisconfigured,
     LeaseView,
     LoadRule,
+    ProcessorState,
     TakePlan,
     plan_takes,
 )
@@ -35,9 +36,12 @@ from leases.watching import (
     EVERYTHING,
     KeyRange,
     TableView,
+    balance_note,
+    expired_to_take,
     in_ranges,
     is_settled,
     ranges_to_list,
+    watch_ranges,
 )
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, FeedError
@@ -165,7 +169,8 @@ class Balancer:
 
     async def tick(self) -> None:
         self._ticks += 1
-        fresh, ranges = await self._list()
+        state = await self.store.processor_state()
+        fresh, ranges = await self._list(state)
         self._settled = False  # until this tick has gone through and found nothing to do
         self.store_answered_at = self.clock.monotonic()
         others = [x for t, x in self._view.rows.items() if not in_ranges(t, ranges)]
@@ -175,7 +180,7 @@ class Balancer:
         if ranges == [EVERYTHING]:
             self.book.update_from(leases)
         self.parked = [x for x in leases if x.parked]
-        if await self._is_paused():
+        if self._follow(state):
             await self._take_handed_over(leases)
             self.idle_because = "" if self.supervisor.tokens() else "the processor is paused"
             return
@@ -207,9 +212,16 @@ class Balancer:
             now=self.clock.monotonic(),
             after_s=self.timings.handover_timeout_s,
         )
+        fresh_active = [v for v in fresh_views if not _is_finished(v.lease)]
+        if ranges == [EVERYTHING] and (note := balance_note(views, self.me)) != state.balance:
+            await self.store.note_balance(note)  # for the hosts that list only what they watch
+        # expired leases this host watches: taken whatever the target (only watchers see them)
+        watched = watch_ranges(self._view.rows, self._view.hosts(), self.me)
+        forced += expired_to_take(
+            [v for v in fresh_active if in_ranges(v.token, watched)], [*plan.acquire, *forced]
+        )
         _log_plan(plan, forced, views, leases=len(leases))
         done = await self._carry_out(plan, forced)
-        fresh_active = [v for v in fresh_views if not _is_finished(v.lease)]
         self._settled = (
             done
             and plan.is_empty
@@ -219,11 +231,19 @@ class Balancer:
             and is_settled(fresh_active, me=self.me, held=set(held))
         )
 
-    async def _list(self) -> tuple[list[Lease], list[KeyRange]]:
+    async def _list(self, state: ProcessorState) -> tuple[list[Lease], list[KeyRange]]:
         """This tick's rows: every lease, or only the watched slices once settled."""
         since_full = None if self._full_at_tick is None else self._ticks - self._full_at_tick
-        settled = self._settled and self.on_caught_up is None  # a bounded run lists it all
-        ranges = ranges_to_list(self._view, self.me, settled=settled, ticks_since_full=since_full)
+        # a bounded run lists it all, and so does balancing by load: it weighs every rate
+        settled = self._settled and self.on_caught_up is None and self.by_load is None
+        ranges = ranges_to_list(
+            self._view,
+            self.me,
+            settled=settled,
+            ticks_since_full=since_full,
+            note=state.balance,
+            mine=len(self.supervisor.tokens()),
+        )
         if ranges == [EVERYTHING]:
             self._full_at_tick = self._ticks
             self.progress.listings.labels("full").inc()
@@ -272,9 +292,8 @@ class Balancer:
             if lease.owner is None and lease.next_owner == self.me and not lease.parked:
                 await self._take(lease, forced=False)
 
-    async def _is_paused(self) -> bool:
-        """Read the processor row; pause or resume this host's workers to match it."""
-        state = await self.store.processor_state()
+    def _follow(self, state: ProcessorState) -> bool:
+        """Pause or resume this host's workers as the processor row says; whether paused."""
         if state.paused != self.paused:
             log.info(
                 "processor.paused" if state.paused else "processor.resumed", reason=state.reason

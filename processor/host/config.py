@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from leases import HostId, LoadRule
+from leases.table_settings import DEFAULT_LEASE_PARTITIONS
 from observers import ObserverChoice
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS
@@ -50,6 +51,7 @@ class HostConfig:
     end_time: datetime | None = None  # --end-time: the leases finish there
     stuck_after_s: float = DEFAULT_STUCK_AFTER_S
     by_load: LoadRule | None = None  # --balance-by load (None: by count)
+    lease_partitions: int = DEFAULT_LEASE_PARTITIONS  # for a processor created now
 
     @property
     def identity(self) -> ProcessorIdentity:

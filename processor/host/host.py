@@ -387,7 +387,10 @@ async def open_host(
             config.identity,
             processor=config.processor_name,
             table=config.lease_table,
+            lease_partitions=config.lease_partitions,
         )
+        if (fixed := await store.lease_partitions()) != config.lease_partitions:
+            log.info("lease_partitions.fixed", partitions=fixed, asked=config.lease_partitions)
         factory = load_observer_factory(config.observer, host_name=config.host_name)
     except BaseException:
         await store.close()

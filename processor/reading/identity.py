@@ -57,16 +57,25 @@ class ProcessorIdentity:
 
 
 async def claim_identity(
-    store: LeaseStore, ours: ProcessorIdentity, *, processor: str, table: str
+    store: LeaseStore,
+    ours: ProcessorIdentity,
+    *,
+    processor: str,
+    table: str,
+    lease_partitions: int = 1,
 ) -> ProcessorIdentity:
-    """Record `ours` as the processor's identity if it has none; the identity that holds.
-    Errors: `IdentityMismatch` when it holds another, `FilterError` when the stored one is
-    unreadable, `LeaseError` from the store."""
+    """Record `ours` as the processor's identity if it has none, its leases spread over
+    `lease_partitions` table partitions; the identity that holds. Errors: `IdentityMismatch`
+    when it holds another, `FilterError` when the stored one is unreadable, `LeaseError` from
+    the store."""
     where = f"identity row of processor {processor!r} in table {table!r}"
     stored = await store.identity()
     if stored is None:
         legacy = bool(await store.list_leases())  # made before identities: it took everything
-        stored = await store.claim_identity(ProcessorIdentity().text() if legacy else ours.text())
+        stored = await store.claim_identity(
+            ProcessorIdentity().text() if legacy else ours.text(),
+            lease_partitions=1 if legacy else lease_partitions,  # its leases stay where they are
+        )
     theirs = ProcessorIdentity.from_text(stored, where=where)
     if theirs != ours:
         raise IdentityMismatch(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 
 import pytest
+from azure.data.tables.aio import TableClient
 
 from leases import (
     Delivered,
@@ -343,3 +345,54 @@ async def test_a_renewal_writes_the_read_rate_and_checkpoints_keep_it(stores: St
     assert row is not None and row.load == 1234.5
     taken = await b.acquire(row, B)  # the next owner starts from it
     assert taken is not None and taken.load == 1234.5
+
+
+async def test_a_processors_leases_spread_over_its_partitions_as_its_identity_says(
+    azurite: Azurite,
+) -> None:
+    processor = f"spread{next(_names)}"
+
+    def store() -> TableLeaseStore:
+        return TableLeaseStore.from_connection_string(
+            azurite.connection_string, table="cfpleasestest", processor=processor
+        )
+
+    async with store() as first, store() as second:
+        await first.open()
+        assert await first.claim_identity("{}", lease_partitions=4) == "{}"
+        tokens = [LeaseToken(f"{i:02d}") for i in range(12)]
+        for token in tokens:
+            assert await first.create_if_absent(token, None) is not None
+        # a host that has not read the identity row yet learns the layout from it
+        assert await second.lease_partitions() == 4
+        assert [x.token for x in await second.list_leases()] == tokens
+        assert [x.token for x in await second.list_range("03", "06")] == tokens[3:6]
+        row = await second.get(tokens[5])
+        assert row is not None and await second.acquire(row, B) is not None
+        client = TableClient.from_connection_string(
+            azurite.connection_string, table_name="cfpleasestest"
+        )
+        async with client:
+            rows = client.query_entities(
+                "PartitionKey ge @lo and PartitionKey lt @hi",
+                parameters={"lo": processor, "hi": processor + "~~"},
+            )
+            keys = Counter([str(e["PartitionKey"]) async for e in rows])
+    assert set(keys) == {processor, *(f"{processor}~{i}" for i in range(4))}
+    assert keys[processor] == 1  # the identity row; the leases are in the four others
+    assert sum(keys.values()) == 13 and max(keys.values()) < 12
+
+
+async def test_a_processor_made_before_partitions_keeps_its_leases_in_one(
+    azurite: Azurite,
+) -> None:
+    processor = f"legacy{next(_names)}"
+    async with TableLeaseStore.from_connection_string(
+        azurite.connection_string, table="cfpleasestest", processor=processor
+    ) as store:
+        await store.open()
+        assert await store.create_if_absent(T0, None) is not None  # no identity row yet
+        assert await store.lease_partitions() == 1
+        await store.claim_identity("{}")  # as claim_identity does for a legacy processor
+        assert await store.lease_partitions() == 1
+        assert [x.token for x in await store.list_leases()] == [T0]

@@ -33,7 +33,16 @@ from leases import (
     TakePlan,
     plan_takes,
 )
-from leases.watching import EVERYTHING, TableView, is_settled, ranges_to_list
+from leases.watching import (
+    EVERYTHING,
+    TableView,
+    balance_note,
+    expired_to_take,
+    in_ranges,
+    is_settled,
+    ranges_to_list,
+    watch_ranges,
+)
 
 EXPIRY = 10.0
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)  # checkpoint time: recorded, never compared
@@ -103,7 +112,15 @@ class LeaseProtocol(RuleBasedStateMachine):
     def _tick(self, host: SimHost) -> TakePlan:
         host.ticks += 1
         since = None if host.full_at is None else host.ticks - host.full_at
-        ranges = ranges_to_list(host.view, host.name, settled=host.settled, ticks_since_full=since)
+        note = run(self.store.processor_state()).balance
+        ranges = ranges_to_list(
+            host.view,
+            host.name,
+            settled=host.settled and self.by_load is None,  # by load: every rate, every tick
+            ticks_since_full=since,
+            note=note,
+            mine=len(host.held),
+        )
         if ranges == [EVERYTHING]:
             host.full_at = host.ticks
             rows = run(self.store.list_leases())
@@ -118,8 +135,13 @@ class LeaseProtocol(RuleBasedStateMachine):
             held=set(host.held),
             by_load=self.by_load,
         )
-        done = True
-        for lease in plan.acquire:
+        if ranges == [EVERYTHING] and (fresh_note := balance_note(views, host.name)) != note:
+            run(self.store.note_balance(fresh_note))
+        watched = watch_ranges(host.view.rows, host.view.hosts(), host.name)
+        seen = [v for v in fresh if in_ranges(v.token, watched)]
+        expired = expired_to_take(seen, plan.acquire)
+        done = not expired
+        for lease in [*plan.acquire, *expired]:
             got = run(self.store.acquire(lease, host.name))
             if got is not None:
                 host.held[got.token] = got

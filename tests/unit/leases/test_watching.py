@@ -8,16 +8,19 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leases.expiry import ExpiryTracker
-from leases.hosts import HOST_ROWS_FROM
+from leases.expiry import ExpiryTracker, LeaseView
+from leases.hosts import HOST_ROWS_FROM, BalanceNote
 from leases.record import HostId, Lease, LeaseToken
 from leases.watching import (
     EVERYTHING,
     WATCHERS,
     TableView,
+    balance_note,
+    expired_to_take,
     full_listing_every,
     in_ranges,
     is_settled,
+    needs_full_listing,
     ranges_to_list,
     watch_ranges,
 )
@@ -125,3 +128,34 @@ def test_a_host_lists_everything_until_settled_then_its_slices_then_everything_a
     quiet = ranges_to_list(view, me, settled=True, ticks_since_full=1)
     assert quiet != [EVERYTHING] and sum(in_ranges(x.token, quiet) for x in rows) == 20
     assert ranges_to_list(view, me, settled=True, ticks_since_full=60) == [EVERYTHING]
+
+
+def test_the_note_tells_a_settled_host_whether_it_could_act() -> None:
+    views = [
+        LeaseView(lease(t, o))
+        for t, o in [("a", "h1"), ("b", "h1"), ("c", "h1"), ("d", "h1"), ("e", "h2")]
+    ]
+    views.append(LeaseView(lease("f", "h3"), is_expired=True))
+    note = balance_note(views, HostId("h2"))
+    assert note == BalanceNote(target=3, most=4, unowned=1)  # h1 and h2 live: 6 / 2
+    assert needs_full_listing(note, 1)  # h2 (1) could ask h1 (4) for one
+    assert needs_full_listing(note, 2)  # under the target while one is unowned
+    assert not needs_full_listing(BalanceNote(3, 4, 0), 3)
+    assert not needs_full_listing(None, 0)
+    view = quiet_view([lease("a", "h1"), lease("b", "h2"), lease("c", "h3")])
+    quiet = ranges_to_list(view, HostId("h1"), settled=True, ticks_since_full=1)
+    assert quiet != [EVERYTHING]
+    loud = ranges_to_list(view, HostId("h1"), settled=True, ticks_since_full=1, note=note, mine=1)
+    assert loud == [EVERYTHING]
+
+
+def test_a_watcher_takes_the_expired_leases_it_sees_that_the_plan_does_not() -> None:
+    fresh = [
+        LeaseView(lease("a", "h1")),
+        LeaseView(lease("b", "h2"), is_expired=True),
+        LeaseView(lease("c", "h2"), is_expired=True),
+        LeaseView(lease("d", None), is_expired=True),  # free: for the hosts under target
+        LeaseView(lease("e", "h2", parked=True), is_expired=True),
+    ]
+    planned = [fresh[1].lease]
+    assert [x.token for x in expired_to_take(fresh, planned)] == ["c"]
