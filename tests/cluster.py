@@ -298,10 +298,14 @@ class Table:
     def __init__(self, store: TableLeaseStore) -> None:
         self.store = store
         self.watch = ContinuationWatch()
+        # one listing at a time: a listing (a query per lease partition) that started earlier
+        # but ended later than another would look like continuations moving back
+        self._listing = asyncio.Lock()
 
     async def leases(self) -> list[Lease]:
-        rows = await self.store.list_leases()
-        self.watch.sample(rows)
+        async with self._listing:
+            rows = await self.store.list_leases()
+            self.watch.sample(rows)
         return rows
 
     async def until(

@@ -124,7 +124,8 @@ def check_complete(cluster: Cluster, feed: Feed, table: Table, *, exactly_once: 
         twice = [eid for eid, n in counts.items() if n > 1]
         assert not twice, f"{len(twice)} events delivered more than once"
     assert not order_violations(cluster.deliveries(), feed.order)
-    assert table.watch.samples > 5 and not table.watch.backwards
+    assert table.watch.samples > 5, table.watch.samples
+    assert not table.watch.backwards, "\n".join(table.watch.backwards)
 
 
 async def test_three_hosts_share_the_feed_in_order_and_balanced(
