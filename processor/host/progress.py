@@ -348,22 +348,18 @@ class _LeaseGauges(Collector):
         )
         if p.unowned is not None:
             unowned.add_metric([], p.unowned)
-        requests = CounterMetricFamily(
+        requests = _by_kind(
             "cfp_storage_requests",
             "HTTP requests to the change feed's storage (each attempt and listing page), by "
             "kind: list, get (manifests, chunk ranges), or another method.",
-            labels=["kind"],
+            p.storage_requests,
         )
-        for kind, n in sorted(p.storage_requests.items()):
-            requests.add_metric([kind], n)
-        table_requests = CounterMetricFamily(
+        table_requests = _by_kind(
             "cfp_lease_requests",
             "Requests to the lease table (each attempt and listing page), by kind: list, read "
             "(one row), write (renewals, checkpoints, host rows...), table.",
-            labels=["kind"],
+            p.lease_requests,
         )
-        for kind, n in sorted(p.lease_requests.items()):
-            table_requests.add_metric([kind], n)
         rows_listed = CounterMetricFamily(
             "cfp_lease_rows_listed", "Rows the lease table returned to listings (entities read)."
         )
@@ -389,3 +385,10 @@ class _LeaseGauges(Collector):
         yield requests
         yield table_requests
         yield rows_listed
+
+
+def _by_kind(name: str, documentation: str, counts: Mapping[str, int]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation, labels=["kind"])
+    for kind, n in sorted(counts.items()):
+        family.add_metric([kind], n)
+    return family
