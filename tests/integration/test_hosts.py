@@ -87,15 +87,19 @@ async def table(cluster: Cluster) -> AsyncIterator[Table]:
 
 
 async def settled(table: Table, hosts: set[str], *, for_s: float) -> list[Lease]:
-    """The lease table once every lease is held by one of `hosts` and no owner changed for
-    `for_s` seconds."""
+    """The lease table once every lease is held by one of `hosts`, each of them holds one, and
+    no owner changed for `for_s` seconds."""
     deadline, last, since = time.monotonic() + 60, None, time.monotonic()
     while time.monotonic() < deadline:
         rows = await table.leases()
         owners = {r.token: (r.owner, r.epoch) for r in rows}
         if owners != last:
             last, since = owners, time.monotonic()
-        elif all(r.owner in hosts for r in rows) and time.monotonic() - since >= for_s:
+        elif (
+            all(r.owner in hosts for r in rows)
+            and {r.owner for r in rows} == hosts
+            and time.monotonic() - since >= for_s
+        ):
             return rows
         await asyncio.sleep(0.2)
     raise AssertionError(f"owners never settled: {last}")
@@ -156,9 +160,16 @@ async def test_kill_9_leases_taken_within_expiry_plus_one_tick(
     cluster.signal("h2", signal.SIGKILL)
     killed = time.monotonic()
     taken = await table.until(
-        lambda rows: is_balanced(rows, {"h1", "h3"}), within_s=30, what="h2's leases taken"
+        lambda rows: all(r.owner in ("h1", "h3") for r in rows),
+        within_s=30,
+        what="h2's leases taken",
     )
     assert taken - killed <= EXPIRY_S + JITTER * ACQUIRE_S + 1.0
+    # their watchers take them whatever their count; hand-overs then even the counts out
+    balanced = await table.until(
+        lambda rows: is_balanced(rows, {"h1", "h3"}), within_s=30, what="balance of two"
+    )
+    assert balanced - taken <= 3 * JITTER * ACQUIRE_S + EXPIRY_S
     # the killed host's row still says what it last reported; its lease count is the table's
     hosts = {h["host"]: h for h in cluster.status()["hosts"]}
     assert hosts["h2"]["leases"] == 0 and hosts["h2"]["leasesReported"] > 0
@@ -262,6 +273,7 @@ async def test_balance_by_load_moves_hot_leases_off_a_crowded_host_without_dupli
     rows = await settled(table, {"h1", "h2"}, for_s=4)
     # then the leases h1 holds turn hot (8x the read rate of h2's): h1 is crowded
     hot = sorted(r.token for r in rows if r.owner == "h1")
+    switched_ns = time.time_ns()
     slow.write_text(",".join(r.token for r in rows if r.owner == "h2"))
     epochs = {r.token: r.epoch for r in rows}
 
@@ -280,7 +292,10 @@ async def test_balance_by_load_moves_hot_leases_off_a_crowded_host_without_dupli
     hot_load = sum(r.load for r in rows if r.token in hot)
     assert hot_load > 2 * sum(r.load for r in rows if r.token not in hot), "rates are written"
     assert cluster.stop_all() == {"h1": 0, "h2": 0}
-    twice = [eid for eid, n in cluster.delivered().items() if n > 1]
+    # the moves redeliver nothing: no event delivered since the switch was delivered twice (a
+    # host starved of CPU at start-up may fence a lease and see its batch redelivered then)
+    since = {d["id"] for d in cluster.deliveries() if d["t"] >= switched_ns}
+    twice = [eid for eid, n in cluster.delivered().items() if n > 1 and eid in since]
     assert not twice, f"{len(twice)} events delivered twice"
 
 
