@@ -177,16 +177,33 @@ class TableView:
             del self.rows[t]
         self.tracker.forget(gone)
         fresh_views = self.tracker.observe(fresh, now, keep_others=True)
+        leaving = _leaving(fresh, self.rows)
         self.rows.update((x.token, x) for x in fresh)
         suspects = {v.owner for v in fresh_views if v.owner is not None and v.is_expired}
         views = list(fresh_views)
         for t in sorted(self.rows.keys() - listed):
             x = self.rows[t]
-            # presumed live unless its owner let a lease we can see expire
-            expired = x.owner in suspects and self.tracker.unchanged_for(t, now)
+            # presumed live unless its owner let a lease we can see expire, or is leaving
+            expired = x.owner in leaving or (
+                x.owner in suspects and self.tracker.unchanged_for(t, now)
+            )
             views.append(LeaseView(x, is_expired=expired))
         return fresh_views, views
 
     def hosts(self) -> set[HostId]:
         """The hosts the known rows show as owners or askers."""
         return {h for x in self.rows.values() for h in (x.owner, x.next_owner) if h is not None}
+
+
+def _leaving(fresh: Iterable[Lease], before: dict[LeaseToken, Lease]) -> set[HostId]:
+    """Hosts seen letting a lease go for nobody in particular and with no error: stopping (a
+    SIGTERM releases every lease). Their other rows, not listed, count as no longer theirs; an
+    acquisition planned on such a row lands only if it is still exactly as seen."""
+    out: set[HostId] = set()
+    for x in fresh:
+        was = before.get(x.token)
+        owner = None if was is None else was.owner
+        plain = x.owner is None and x.next_owner is None and not x.error and not x.parked
+        if owner is not None and plain:
+            out.add(owner)
+    return out

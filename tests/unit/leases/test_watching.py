@@ -159,3 +159,14 @@ def test_a_watcher_takes_the_expired_leases_it_sees_that_the_plan_does_not() -> 
     ]
     planned = [fresh[1].lease]
     assert [x.token for x in expired_to_take(fresh, planned)] == ["c"]
+
+
+def test_a_host_seen_releasing_a_lease_for_nobody_counts_as_leaving() -> None:
+    view = quiet_view([lease("a", "h1"), lease("b", "h2"), lease("c", "h2"), lease("d", "h3")])
+    _, views = view.listed([lease("a", "h1", 2), lease("b", None, 2)], 1.0, [("a", "c")])
+    assert {v.token: v.is_live for v in views} == {"a": True, "b": False, "c": False, "d": True}
+    # a hand-over to someone, or a release with an error, is not leaving
+    for odd in (lease("c", None, 2, next_owner=HostId("h1")), lease("c", None, 2, error="bug")):
+        view = quiet_view([lease("c", "h2"), lease("x", "h2")])
+        _, views = view.listed([odd], 1.0, [("c", "d")])
+        assert {v.token: v.is_live for v in views}["x"], odd
