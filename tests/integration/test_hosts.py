@@ -33,7 +33,7 @@ from tests.cluster import (
     quick_host_args,
     sampled,
 )
-from tests.helpers import emulate_afresh, get_text, metric, per_blob, read_all
+from tests.helpers import emulate_afresh, get_text, metric, per_blob, read_all, until
 
 EXPIRY_S, ACQUIRE_S = 3.0, 1.0  # quick_host_args: renew and balance every second
 PARTITIONS = DEFAULT_LEASE_PARTITIONS  # a new processor's leases are spread over these
@@ -157,7 +157,11 @@ async def test_kill_9_leases_taken_within_expiry_plus_one_tick(
     await table.until(
         lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
     )
-    await asyncio.sleep(JITTER * ACQUIRE_S)  # h2's row has reported its leases by then
+
+    async def h2_reported() -> bool:  # its host row shows the leases it holds
+        return any(r.name == "h2" and r.leases > 0 for r in await table.store.list_hosts())
+
+    await until(h2_reported, "h2's row reporting its leases", within_s=10)
     cluster.signal("h2", signal.SIGKILL)
     killed = time.monotonic()
     taken = await table.until(
