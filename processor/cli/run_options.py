@@ -222,7 +222,7 @@ TIMINGS_OPTIONS: Options = (
         default=LoadRule().tolerance,
         show_default=True,
         help="With --balance-by load: leases move only once a host carries more than (1 + this) "
-        "or less than (1 - this) times the mean load.",
+        "or less than (1 - this) times its fair share of the read rate.",
     ),
     click.option(
         "--poll-interval",
