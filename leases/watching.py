@@ -94,16 +94,18 @@ def ranges_to_list(
     ticks_since_full: int | None,
     note: BalanceNote | None = None,
     mine: int = 0,
+    watched: list[KeyRange] | None = None,
 ) -> list[KeyRange]:
     """What a host holding `mine` leases lists at this tick: everything unless its last tick
     found nothing to do (`settled`), its last full listing is recent enough and the processor
-    row's `note` gives it nothing to do; else the slices it watches."""
+    row's `note` gives it nothing to do; else the slices it watches (`watched`, when the caller
+    has them already)."""
     hosts = view.hosts()
     if not settled or ticks_since_full is None or needs_full_listing(note, mine):
         return [EVERYTHING]
     if ticks_since_full >= full_listing_every(len(hosts | {me})):
         return [EVERYTHING]
-    return watch_ranges(view.rows, hosts, me)
+    return watched if watched is not None else watch_ranges(view.rows, hosts, me)
 
 
 def needs_full_listing(note: BalanceNote | None, mine: int) -> bool:

@@ -170,7 +170,9 @@ class Balancer:
     async def tick(self) -> None:
         self._ticks += 1
         state = await self.store.processor_state()
-        fresh, ranges = await self._list(state)
+        # the slices this host watches, as its view stood before this tick's listing
+        watched = watch_ranges(self._view.rows, self._view.hosts(), self.me)
+        fresh, ranges = await self._list(state, watched)
         self._settled = False  # until this tick has gone through and found nothing to do
         self.store_answered_at = self.clock.monotonic()
         others = [x for t, x in self._view.rows.items() if not in_ranges(t, ranges)]
@@ -216,7 +218,6 @@ class Balancer:
         if ranges == [EVERYTHING] and (note := balance_note(views, self.me)) != state.balance:
             await self.store.note_balance(note)  # for the hosts that list only what they watch
         # expired leases this host watches: taken whatever the target (only watchers see them)
-        watched = watch_ranges(self._view.rows, self._view.hosts(), self.me)
         forced += expired_to_take(
             [v for v in fresh_active if in_ranges(v.token, watched)], [*plan.acquire, *forced]
         )
@@ -231,7 +232,9 @@ class Balancer:
             and is_settled(fresh_active, me=self.me, held=set(held))
         )
 
-    async def _list(self, state: ProcessorState) -> tuple[list[Lease], list[KeyRange]]:
+    async def _list(
+        self, state: ProcessorState, watched: list[KeyRange]
+    ) -> tuple[list[Lease], list[KeyRange]]:
         """This tick's rows: every lease, or only the watched slices once settled."""
         since_full = None if self._full_at_tick is None else self._ticks - self._full_at_tick
         # a bounded run lists it all, and so does balancing by load: it weighs every rate
@@ -243,6 +246,7 @@ class Balancer:
             ticks_since_full=since_full,
             note=state.balance,
             mine=len(self.supervisor.tokens()),
+            watched=watched,
         )
         if ranges == [EVERYTHING]:
             self._full_at_tick = self._ticks

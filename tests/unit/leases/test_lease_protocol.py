@@ -113,6 +113,7 @@ class LeaseProtocol(RuleBasedStateMachine):
         host.ticks += 1
         since = None if host.full_at is None else host.ticks - host.full_at
         note = run(self.store.processor_state()).balance
+        watched = watch_ranges(host.view.rows, host.view.hosts(), host.name)
         ranges = ranges_to_list(
             host.view,
             host.name,
@@ -120,6 +121,7 @@ class LeaseProtocol(RuleBasedStateMachine):
             ticks_since_full=since,
             note=note,
             mine=len(host.held),
+            watched=watched,
         )
         if ranges == [EVERYTHING]:
             host.full_at = host.ticks
@@ -137,7 +139,6 @@ class LeaseProtocol(RuleBasedStateMachine):
         )
         if ranges == [EVERYTHING] and (fresh_note := balance_note(views, host.name)) != note:
             run(self.store.note_balance(fresh_note))
-        watched = watch_ranges(host.view.rows, host.view.hosts(), host.name)
         seen = [v for v in fresh if in_ranges(v.token, watched)]
         expired = expired_to_take(seen, plan.acquire)
         done = not expired
