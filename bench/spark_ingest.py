@@ -36,8 +36,8 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
+from observers.changes import CHANGES_SCHEMA
 from observers.spark.output import parse_output
-from observers.spark.schema import CHANGES_SCHEMA
 from observers.spark.session import SparkOptions, open_session
 from processor.emulator.azurite import Azurite
 from tests.helpers import emulate_afresh

@@ -1,7 +1,8 @@
 """Observers: the contract between a host and the code that consumes a lease's batches.
 
 Public names: `Observer`, `PartitionContext`, `CloseReason`, `ChangeEvent`, `EventBatch` (what
-`process_changes` receives; from `protocol`), `LeaseLostError`, `SingletonJob` and `JobRun`
+`process_changes` receives), `ArrowObserver` and `ArrowBatch` (what `process_arrow` receives:
+the batch as Arrow columns; from `protocol`), `LeaseLostError`, `SingletonJob` and `JobRun`
 (work one host at a time does), and the plugin loader (`ObserverChoice`, what `--observer`
 chose; `load_observer_factory`), and what an observer may declare beyond the contract
 (`checkpoints_after_each_batch`, `needs_segment_order`, `singleton_jobs`). Built-ins: `log`,
@@ -11,6 +12,8 @@ chose; `load_observer_factory`), and what an observer may declare beyond the con
 from observers.errors import ObserverError, PluginLoadError, ReplayRequired
 from observers.plugins import ObserverCalls, ObserverChoice, load_observer_factory
 from observers.protocol import (
+    ArrowBatch,
+    ArrowObserver,
     ChangeEvent,
     CloseReason,
     EventBatch,
@@ -23,9 +26,12 @@ from observers.protocol import (
     checkpoints_after_each_batch,
     needs_segment_order,
     singleton_jobs,
+    takes_arrow,
 )
 
 __all__ = [
+    "ArrowBatch",
+    "ArrowObserver",
     "ChangeEvent",
     "CloseReason",
     "EventBatch",
@@ -44,4 +50,5 @@ __all__ = [
     "load_observer_factory",
     "needs_segment_order",
     "singleton_jobs",
+    "takes_arrow",
 ]

@@ -19,8 +19,9 @@ from typing import IO
 
 import orjson
 
+from observers.events import ArrowBatch, ChangeEvent, EventBatch
 from observers.formats import Format, render
-from observers.protocol import ChangeEvent, PartitionContext
+from observers.protocol import PartitionContext
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _files: dict[Path, tuple[IO[bytes], threading.Lock]] = {}
@@ -43,13 +44,54 @@ class JsonlObserver:
         self.format = fmt
         self._file, self._lock = _shared_file(self.path)
 
+    def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
+        """Native lines from the batch's columns: each record's JSON is embedded as it is,
+        never made into a dict and back. The other formats are made from `ChangeEvent`s."""
+        if self.format is not Format.NATIVE:
+            self.process_changes(ctx, EventBatch(batch))
+            return
+        now = time.time_ns()
+        rows = batch.changes()
+        names = batch.records.column_names
+        subjects = batch.records.column("subject") if "subject" in names else None
+        columns = zip(
+            rows.column("id").to_pylist(),
+            [""] * len(batch) if subjects is None else subjects.to_pylist(),
+            rows.column("sequencer").to_pylist(),
+            rows.column("event_type").to_pylist(),
+            rows.column("position").to_pylist(),
+            batch.json().to_pylist(),
+            strict=True,
+        )
+        head = {"host": ctx.host_name, "lease": ctx.lease_token, "epoch": ctx.epoch}
+        lines = b"".join(
+            orjson.dumps(
+                {
+                    **head,
+                    "id": event_id,
+                    "subject": subject or "",
+                    "sequencer": sequencer,
+                    "eventType": event_type,
+                    "segment": batch.segment,
+                    "position": position,
+                    "t": now,
+                    "event": orjson.Fragment(raw),
+                },
+                option=orjson.OPT_APPEND_NEWLINE,
+            )
+            for event_id, subject, sequencer, event_type, position, raw in columns
+        )
+        self._write(lines)
+
     def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
         now = time.time_ns()
         if self.format is Format.NATIVE:
             docs = [_delivery(ctx, e, now) for e in events]
         else:
             docs = [render(e, self.format) for e in events]
-        lines = b"".join(orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE) for d in docs)
+        self._write(b"".join(orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE) for d in docs))
+
+    def _write(self, lines: bytes) -> None:
         with self._lock:
             self._file.write(lines)
             self._file.flush()

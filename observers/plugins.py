@@ -19,12 +19,15 @@ from observers.formats import Format
 from observers.jsonl import JsonlObserver
 from observers.log import LogObserver
 from observers.protocol import (
+    ArrowBatch,
     ChangeEvent,
     CloseReason,
+    EventBatch,
     LeaseLostError,
     ObserverFactory,
     PartitionContext,
     checkpoints_after_each_batch,
+    takes_arrow,
 )
 
 if TYPE_CHECKING:  # the Spark observer's modules load only when it is chosen
@@ -72,8 +75,11 @@ def load_observer_factory(choice: ObserverChoice, *, host_name: str) -> Observer
     target = getattr(module, attr, None)
     if target is None:
         raise PluginLoadError(spec, f"{module_name} has no attribute {attr}")
-    if inspect.isclass(target) and not callable(getattr(target, "process_changes", None)):
-        raise PluginLoadError(spec, f"{attr} has no process_changes method")
+    if inspect.isclass(target) and not (
+        callable(getattr(target, "process_changes", None))
+        or callable(getattr(target, "process_arrow", None))
+    ):
+        raise PluginLoadError(spec, f"{attr} has no process_changes or process_arrow method")
     if not callable(target):
         raise PluginLoadError(spec, f"{attr} is neither a class nor a factory")
     factory: Callable[[], Any] = target
@@ -107,28 +113,53 @@ def _checked_call(
     still_ours: Callable[[], bool] | None,
     method: Callable[..., Any],
     ctx: PartitionContext,
-    events: Sequence[ChangeEvent],
+    batch: object,
 ) -> None:
     _check(still_ours, ctx)
-    method(ctx, events)
+    method(ctx, batch)
 
 
 class ObserverCalls:
-    """One observer instance with async entry points, whatever kind of methods it has."""
+    """One observer instance with async entry points, whatever kind of methods it has, and
+    whichever form of a batch it takes (`process_arrow` if it has one, else `process_changes`).
+    """
 
     def __init__(self, observer: object, *, spec: str = "") -> None:
-        process = getattr(observer, "process_changes", None)
-        if not callable(process):
-            raise PluginLoadError(spec, f"{type(observer).__name__} has no process_changes method")
+        arrow = getattr(observer, "process_arrow", None)
+        changes = getattr(observer, "process_changes", None)
+        if not callable(arrow) and not callable(changes):
+            raise PluginLoadError(
+                spec, f"{type(observer).__name__} has no process_changes or process_arrow method"
+            )
         self.observer = observer
         self.auto_checkpoint = checkpoints_after_each_batch(observer)
+        self.takes_arrow = takes_arrow(observer)
         self._open = _adapt(getattr(observer, "open", None))
-        self._process = process
-        self._process_is_async = inspect.iscoroutinefunction(process)
+        self._process: Callable[..., Any] = arrow if self.takes_arrow else changes  # type: ignore[assignment]
+        self._process_is_async = inspect.iscoroutinefunction(self._process)
         self._close = _adapt(getattr(observer, "close", None))
 
     async def open(self, ctx: PartitionContext) -> None:
         await self._open(ctx)
+
+    async def process(
+        self,
+        ctx: PartitionContext,
+        batch: ArrowBatch,
+        *,
+        still_ours: Callable[[], bool] | None = None,
+    ) -> None:
+        """Hand `batch` over: as it is to `process_arrow`, as `ChangeEvent`s (made from it on
+        first access) to `process_changes`. `still_ours`, when given, is checked just before
+        the method runs (in a plain method's thread), and `LeaseLostError` raised if it fails:
+        the last moment at which a host paused or starved since its own checks can still be
+        stopped."""
+        given: object = batch if self.takes_arrow else EventBatch(batch)
+        if self._process_is_async:
+            _check(still_ours, ctx)
+            await self._process(ctx, given)
+        else:
+            await asyncio.to_thread(_checked_call, still_ours, self._process, ctx, given)
 
     async def process_changes(
         self,
@@ -137,9 +168,7 @@ class ObserverCalls:
         *,
         still_ours: Callable[[], bool] | None = None,
     ) -> None:
-        """`still_ours`, when given, is checked just before the method runs (in a plain
-        method's thread), and `LeaseLostError` raised if it fails: the last moment at which a
-        host paused or starved since its own checks can still be stopped."""
+        """Hand events made in Python over (to an observer that has `process_changes`)."""
         if self._process_is_async:
             _check(still_ours, ctx)
             await self._process(ctx, events)

@@ -1,9 +1,10 @@
 """The observer contract: what a host hands to user code for each lease it owns.
 
-One observer instance per lease. The host calls `open(ctx)` once, then `process_changes(ctx,
-events)` for each batch in order, then `close(ctx, reason)` exactly once; never a batch after
-close. Each method may be `async def` or a plain function (a plain one runs in a worker thread).
-`open` and `close` are optional.
+One observer instance per lease. The host calls `open(ctx)` once, then for each batch in order
+`process_arrow(ctx, batch)` when the observer has it (the batch as Arrow columns, an
+`ArrowBatch`), else `process_changes(ctx, events)` (the batch as `ChangeEvent`s), then
+`close(ctx, reason)` exactly once; never a batch after close. Each method may be `async def` or
+a plain function (a plain one runs in a worker thread). `open` and `close` are optional.
 """
 
 from __future__ import annotations
@@ -11,21 +12,31 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import Enum
-from typing import Any, Protocol, overload, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from observers.envelope import (
-    BACKFILL_EVENT,
-    Envelope,
-    Op,
-    ReadMethod,
-    blob_properties,
-    op_of,
-    sort_keys,
-)
+from observers.events import ArrowBatch, ChangeEvent, EventBatch
 
-_SUBJECT_HEAD = "/blobServices/default/containers/"
+__all__ = [
+    "ArrowBatch",
+    "ArrowObserver",
+    "ChangeEvent",
+    "ChecksItsOwnPoints",
+    "CloseReason",
+    "EventBatch",
+    "JobRun",
+    "LeaseLostError",
+    "Observer",
+    "ObserverFactory",
+    "OffersJobs",
+    "OrdersItself",
+    "PartitionContext",
+    "SingletonJob",
+    "checkpoints_after_each_batch",
+    "needs_segment_order",
+    "singleton_jobs",
+    "takes_arrow",
+]
 
 
 def _observer_log() -> Any:
@@ -52,167 +63,6 @@ class CloseReason(Enum):
     FINISHED = "finished"
     """The lease has delivered all it ever will (a partition of the initial scan): checkpointed
     and released, and no host takes it again."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeEvent:
-    """One change feed event. `raw` is the record exactly as decoded with its chunk's schema.
-
-    `stream_name` is the processor's name and `read_timestamp` when the host read the batch;
-    with them `envelope()` gives the normalised view (see `observers.envelope`)."""
-
-    id: str
-    event_type: str
-    event_time: datetime
-    subject: str
-    container: str
-    blob: str
-    sequencer: str
-    raw: Mapping[str, Any]
-    shard: str = ""
-    segment: str = ""
-    position: str = ""  # sorts like the lease's events; the same event always has the same one
-    stream_name: str = ""
-    read_timestamp: datetime | None = None
-
-    @classmethod
-    def from_raw(
-        cls,
-        raw: Mapping[str, Any],
-        *,
-        shard: str = "",
-        segment: str = "",
-        position: str = "",
-        stream_name: str = "",
-        read_timestamp: datetime | None = None,
-    ) -> ChangeEvent:
-        subject = str(raw.get("subject") or "")
-        container, blob = "", ""
-        if subject.startswith(_SUBJECT_HEAD):
-            container, _, blob = subject[len(_SUBJECT_HEAD) :].partition("/blobs/")
-        data = raw.get("data")
-        sequencer = data.get("sequencer") if isinstance(data, Mapping) else None
-        when = datetime.fromisoformat(str(raw.get("eventTime")))
-        return cls(
-            id=str(raw.get("id") or ""),
-            event_type=str(raw.get("eventType") or ""),
-            event_time=when.replace(tzinfo=UTC) if when.tzinfo is None else when,
-            subject=subject,
-            container=container,
-            blob=blob,
-            sequencer=str(sequencer or ""),
-            raw=raw,
-            shard=shard,
-            segment=segment,
-            position=position,
-            stream_name=stream_name,
-            read_timestamp=read_timestamp,
-        )
-
-    @property
-    def read_method(self) -> ReadMethod:
-        """Backfill for the initial scan's events, else the change feed."""
-        return ReadMethod.BACKFILL if self.event_type == BACKFILL_EVENT else ReadMethod.CHANGE_FEED
-
-    @property
-    def op(self) -> Op:
-        return op_of(self.event_type)
-
-    @property
-    def sort_keys(self) -> tuple[str, ...]:
-        return sort_keys(self.read_method, self.sequencer, self.id)
-
-    def envelope(self) -> Envelope:
-        """This event in the normalised shape; `payload` is the record as decoded."""
-        return Envelope(
-            stream_name=self.stream_name,
-            read_method=self.read_method,
-            object=self.container,
-            key=self.blob,
-            op=self.op,
-            uuid=self.id,
-            source_timestamp=self.event_time,
-            read_timestamp=self.read_timestamp or datetime.now(UTC),
-            sort_keys=self.sort_keys,
-            payload=self.raw,
-            source_metadata={
-                "event_type": self.event_type,
-                "sequencer": self.sequencer,
-                "shard": self.shard,
-                "segment": self.segment,
-                "position": self.position,
-                "is_deleted": self.op is Op.DELETE,
-            },
-        )
-
-    def properties(self) -> dict[str, Any]:
-        """The blob's properties this event carries (None where it carries none)."""
-        return blob_properties(self.raw)
-
-
-class EventBatch(Sequence[ChangeEvent]):
-    """One batch of a lease: a sequence of `ChangeEvent`s, each made on first access.
-
-    The decoded `records`, their `positions`, the `shard` and the `segment` stay available, so
-    an observer that works on columns (Spark) reads them directly and never pays for the
-    per-event objects. Records are shared, not copied: observers must not change them.
-    """
-
-    __slots__ = (
-        "_events",
-        "positions",
-        "read_timestamp",
-        "records",
-        "segment",
-        "shard",
-        "stream_name",
-    )
-
-    def __init__(
-        self,
-        records: Sequence[Mapping[str, Any]],
-        positions: Sequence[str],
-        *,
-        shard: str,
-        segment: str,
-        stream_name: str = "",
-        read_timestamp: datetime | None = None,
-    ) -> None:
-        if len(records) != len(positions):
-            raise ValueError(f"{len(records)} records but {len(positions)} positions")
-        self.records = records
-        self.positions = positions
-        self.shard = shard
-        self.segment = segment
-        self.stream_name = stream_name
-        self.read_timestamp = read_timestamp or datetime.now(UTC)
-        self._events: list[ChangeEvent | None] = [None] * len(records)
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    @overload
-    def __getitem__(self, index: int) -> ChangeEvent: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[ChangeEvent]: ...
-    def __getitem__(self, index: int | slice) -> ChangeEvent | Sequence[ChangeEvent]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        event = self._events[index]
-        if event is None:
-            event = self._events[index] = ChangeEvent.from_raw(
-                self.records[index],
-                shard=self.shard,
-                segment=self.segment,
-                position=self.positions[index],
-                stream_name=self.stream_name,
-                read_timestamp=self.read_timestamp,
-            )
-        return event
-
-    def __iter__(self) -> Iterator[ChangeEvent]:
-        for i in range(len(self)):
-            yield self[i]
 
 
 @dataclass(slots=True)
@@ -278,7 +128,16 @@ class Observer(Protocol):
     ) -> Awaitable[None] | None: ...
 
 
-ObserverFactory = Callable[[], Observer]
+@runtime_checkable
+class ArrowObserver(Protocol):
+    """An observer that takes each batch as Arrow columns: the host calls `process_arrow`
+    instead of `process_changes`, and no `ChangeEvent` is made unless the observer asks the
+    batch for one (`EventBatch(batch)`). The same rules hold: raising means "not accepted"."""
+
+    def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> Awaitable[None] | None: ...
+
+
+ObserverFactory = Callable[[], Observer | ArrowObserver]
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +192,11 @@ class OffersJobs(Protocol):
     """A factory with work one host of the processor does at a time (the Spark state job)."""
 
     jobs: Sequence[SingletonJob]
+
+
+def takes_arrow(observer: object) -> bool:
+    """Whether the host hands `observer` its batches as Arrow columns (`process_arrow`)."""
+    return callable(getattr(observer, "process_arrow", None))
 
 
 def checkpoints_after_each_batch(observer: object) -> bool:

@@ -17,3 +17,12 @@ def tune_gc() -> None:
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(GEN0_THRESHOLD, gen1, gen2)
+
+
+# Seconds a native Avro decode of one window may take before it is judged stuck (`--decode-
+# deadline`). A window of 8 MiB takes 20-150 ms on 2 busy cores; the margin is for machines far
+# busier than that, since a call judged stuck makes its host leave (exit `DECODER_STUCK_EXIT`).
+DEFAULT_DECODE_DEADLINE_S = 30.0
+DECODER_STUCK_EXIT = 3
+"""Exit status of `cfp run` and `cfp read` after a native decode missed its deadline: the call
+cannot be stopped and holds a core, so the process leaves to be restarted."""

@@ -10,11 +10,18 @@ from typing import Any
 
 import pytest
 from azure.storage.blob.aio import BlobServiceClient
+from hypothesis import settings
 
 from processor.emulator.azurite import Azurite
 from processor.emulator.service import reset_account
 from tests.cluster import LIVE
 from tests.helpers import EMULATOR_CONTAINERS
+
+# No per-example time limit: hypothesis's default (200 ms) is a wall-clock assertion, which a
+# busy machine fails (a first example that loads pyarrow took 330 ms); the suite's own timeout
+# still catches a property that hangs.
+settings.register_profile("cfp", deadline=None)
+settings.load_profile("cfp")
 
 # Every JVM the tests start (embedded sessions, the Spark Connect server, the hosts' and `cfp`
 # commands' sessions) compiles with C1 only and collects on one thread. A test's JVM opens,

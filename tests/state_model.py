@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from observers.spark.schema import records_table
+from observers.changes import records_table
 
 SEGMENT = "idx/segments/2026/01/01/0100/meta.json"
 BLOBS = [("c1", "a.txt"), ("c1", "dir/b c"), ("c2", "a.txt")]

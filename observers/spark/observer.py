@@ -1,7 +1,8 @@
 """`--observer spark`: each lease's batches into the host's shared `SparkSink`, and the state job.
 
-`process_changes` turns the batch into Arrow rows, queues them (so reading goes on while Spark
-writes) and takes a mark; the sink checkpoints that mark once the batch is in the change log. A
+`process_arrow` turns the batch's columns into the change log's rows (Arrow compute, in a thread),
+queues them (so reading goes on while Spark writes) and takes a mark; the sink checkpoints that
+mark once the batch is in the change log. A
 failed write fails the lease's next call, so the worker closes it with OBSERVER_ERROR and the
 batches are read again from the last checkpoint.
 
@@ -24,7 +25,9 @@ import pyarrow.compute as pc
 import structlog
 
 from observers.errors import PluginLoadError, ReplayRequired
+from observers.events import changes_table
 from observers.protocol import (
+    ArrowBatch,
     ChangeEvent,
     CloseReason,
     JobRun,
@@ -33,7 +36,6 @@ from observers.protocol import (
 )
 from observers.spark.container import ensure_container
 from observers.spark.output import access_for, excluded_container
-from observers.spark.schema import changes_table
 from observers.spark.session import SparkOptions
 from observers.spark.sink import SparkSink
 from observers.spark.state_job import StateJob
@@ -61,7 +63,16 @@ class SparkObserver:
     async def open(self, ctx: PartitionContext) -> None:
         self.sink.forget(ctx.lease_token)
 
+    async def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
+        await self._submit(ctx, batch)
+
     async def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+        """The same, for events made in Python."""
+        await self._submit(ctx, events)
+
+    async def _submit(
+        self, ctx: PartitionContext, events: Sequence[ChangeEvent] | ArrowBatch
+    ) -> None:
         self._raise_failed()
         mark = ctx.mark()
 
@@ -76,7 +87,7 @@ class SparkObserver:
         future = await self.sink.submit(ctx.lease_token, table, checkpoint)
         self._in_flight.append(future)
 
-    def _table(self, events: Sequence[ChangeEvent]) -> pa.Table:
+    def _table(self, events: Sequence[ChangeEvent] | ArrowBatch) -> pa.Table:
         table = changes_table(events)
         if self.excluded is not None:
             table = table.filter(pc.not_equal(table["container"], pa.scalar(self.excluded)))

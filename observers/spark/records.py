@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from observers.spark.schema import records_table
+from observers.changes import records_table
 
 
 def made_up_records(n: int, *, kinds: Sequence[str] = ("BlobCreated",)) -> list[dict[str, Any]]:

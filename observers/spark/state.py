@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from observers.changes import TAGS, TIMESTAMP
 from observers.envelope import DELETE_EVENTS
-from observers.spark.schema import TAGS, TIMESTAMP
 from observers.spark.sql import sql_string, table_ref
 
 STATE_SCHEMA = pa.schema(

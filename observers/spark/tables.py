@@ -18,10 +18,10 @@ import pyarrow as pa
 import structlog
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from observers.changes import CHANGES_SCHEMA
 from observers.errors import PluginLoadError
 from observers.spark.changelog import is_conflict
 from observers.spark.output import Output
-from observers.spark.schema import CHANGES_SCHEMA
 from observers.spark.sql import sql_string, table_ref
 from observers.spark.state import STATE_SCHEMA
 

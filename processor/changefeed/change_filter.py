@@ -14,11 +14,14 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from processor.changefeed.position import RawRecord
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+SUBJECT_HEAD = "/blobServices/default/containers/"
 
 BACKFILL_EVENT = "BlobBackfill"
-_SUBJECT = "/blobServices/default/containers/"
 
 
 class FilterError(ValueError):
@@ -27,9 +30,9 @@ class FilterError(ValueError):
 
 def blob_path(subject: object) -> tuple[str, str] | None:
     """`(container, blob name)` from an event's subject, None when it names no blob."""
-    if not isinstance(subject, str) or not subject.startswith(_SUBJECT):
+    if not isinstance(subject, str) or not subject.startswith(SUBJECT_HEAD):
         return None
-    container, sep, rest = subject[len(_SUBJECT) :].partition("/blobs/")
+    container, sep, rest = subject[len(SUBJECT_HEAD) :].partition("/blobs/")
     return (container, rest) if sep else None
 
 
@@ -78,20 +81,38 @@ class ChangeFilter:
     def looks_at_blob(self) -> bool:
         return bool(self.containers or self.blob_prefix)
 
-    def accepts(self, record: RawRecord) -> bool:
-        etype = record.get("eventType")
-        if self.event_types and etype not in self.event_types and etype != BACKFILL_EVENT:
-            return False
+    def mask(self, table: pa.Table) -> pa.ChunkedArray | None:
+        """Which records (rows of `table`) this filter accepts; None when it accepts all.
+        Arrow compute over the batch; each container name met is judged once."""
+        import pyarrow as pa  # noqa: PLC0415 - loaded with the first batch, not by `cfp --help`
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        from processor.changefeed.record_columns import TEXT, blob_paths, text  # noqa: PLC0415
+
+        if self.is_empty:
+            return None
+        conditions = []
+        if self.event_types:
+            wanted = pa.array(sorted({*self.event_types, BACKFILL_EVENT}), TEXT)
+            conditions.append(pc.is_in(text(table, "eventType"), value_set=wanted))
         if self.blob_types:
-            data = record.get("data")
-            if not isinstance(data, dict) or data.get("blobType") not in self.blob_types:
-                return False
-        if not (self.containers or self.blob_prefix):
-            return True
-        where = blob_path(record.get("subject"))
-        if where is None:
-            return False
-        return self.accepts_blob(*where)
+            wanted = pa.array(sorted(self.blob_types), TEXT)
+            conditions.append(pc.is_in(text(table, "data", "blobType"), value_set=wanted))
+        if self.containers or self.blob_prefix:
+            where = blob_paths(table)
+            conditions.append(pc.is_valid(where))
+            if self.blob_prefix:
+                names = pc.struct_field(where, "blob")
+                conditions.append(pc.starts_with(names, self.blob_prefix))
+            if self.containers:
+                containers = pc.struct_field(where, "container")
+                met = pc.unique(containers).drop_null().to_pylist()
+                wanted = pa.array([c for c in met if self.accepts_container(c)], TEXT)
+                conditions.append(pc.is_in(containers, value_set=wanted))
+        keep = conditions[0]
+        for condition in conditions[1:]:
+            keep = pc.and_kleene(keep, condition)
+        return pc.fill_null(keep, False)
 
     def accepts_blob(self, container: str, name: str) -> bool:
         """Whether the container and blob-prefix parts accept this blob (the initial scan

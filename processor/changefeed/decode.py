@@ -1,4 +1,5 @@
-"""Decoding the records of complete blocks with each chunk's own writer schema (fastavro).
+"""Decoding the records of complete blocks with each chunk's own writer schema, with fastavro:
+the fallback of the columnar decoder (`columnar.py`), which names a damaged block.
 
 Records are decoded one at a time with `schemaless_reader`, which costs about as much as
 `fastavro.reader` over the whole file but lets us check that every block's records use exactly
@@ -11,7 +12,7 @@ from __future__ import annotations
 import gc
 import io
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -68,72 +69,6 @@ class Decoded:
     error: UndecodableBlockError | None
 
 
-class BlockDecoder:
-    """Decodes records of the blocks held in one fetched byte range, any slice of a block at a time.
-
-    Slices let a reader hand out small batches even from blocks of thousands of records: the
-    records of a small batch are printed and freed while their memory is still in the cache.
-    """
-
-    def __init__(self, buf: bytes, *, base: int, header: ChunkHeader, chunk: str) -> None:
-        self._stream = io.BytesIO(buf)
-        self._base = base
-        self._schema = parsed_schema(header)
-        self._chunk = chunk
-
-    def decode(
-        self, block: BlockSpan, *, first: int, stop: int, cursor: int | None
-    ) -> tuple[list[RawRecord], int]:
-        """Records `first` to `stop - 1` of `block`, and the file offset after the last one.
-
-        `cursor` is the file offset of record `first` when known (a slice continuing the last
-        one); when None the block is decoded from its start and the first records dropped.
-
-        Raises:
-            UndecodableBlockError: the records do not decode, or (when the slice ends the
-                block) do not use exactly the block's bytes.
-        """
-        reader = fastavro.schemaless_reader
-        stream, schema = self._stream, self._schema
-        stream.seek((block.data_start if cursor is None else cursor) - self._base)
-        index = 0 if cursor is None else first  # of the record being decoded, in the block
-        records: list[Any] = []
-        try:
-            while index < first:
-                reader(stream, schema, None)
-                index += 1
-            while index < stop:
-                records.append(reader(stream, schema, None))
-                index += 1
-        except Exception as e:  # fastavro raises many kinds on bad bytes
-            raise UndecodableBlockError(
-                self._chunk,
-                block.offset,
-                f"undecodable block ({block.count} record{'' if block.count == 1 else 's'} in "
-                f"{block.data_end - block.data_start} bytes): record {index} does not decode "
-                f"with the chunk's writer schema: its bytes are damaged or not Avro "
-                f"(decoder: {type(e).__name__})",
-            ) from None
-        after = stream.tell() + self._base
-        if stop == block.count and after != block.data_end:
-            raise UndecodableBlockError(
-                self._chunk,
-                block.offset,
-                f"undecodable block: its records use {after - block.data_start} bytes, it holds "
-                f"{block.data_end - block.data_start}",
-            )
-        if after > block.data_end:
-            raise UndecodableBlockError(
-                self._chunk, block.offset, "undecodable block: its records overrun it"
-            )
-        return records, after
-
-
-def gc_paused() -> AbstractContextManager[None]:
-    """See `_gc_paused`: the decode loops run with the cyclic collector paused."""
-    return _gc_paused()
-
-
 def decode_blocks(
     buf: bytes,
     *,
@@ -149,15 +84,48 @@ def decode_blocks(
     before). Decoding stops at the first block whose records do not decode or do not fill the
     block exactly; the blocks before it are returned with the error.
     """
-    decoder = BlockDecoder(buf, base=base, header=header, chunk=chunk)
+    stream = io.BytesIO(buf)
+    schema = parsed_schema(header)
     records: list[RawRecord] = []
     with _gc_paused():
         for i, block in enumerate(blocks):
             try:
-                got, _ = decoder.decode(
-                    block, first=skip if i == 0 else 0, stop=block.count, cursor=None
-                )
+                got = _block_records(stream, schema, block, base=base, chunk=chunk)
             except UndecodableBlockError as e:
                 return Decoded(records, tuple(blocks[:i]), e)
-            records.extend(got)
+            records.extend(got[skip:] if i == 0 else got)
     return Decoded(records, tuple(blocks), None)
+
+
+def _block_records(
+    stream: io.BytesIO, schema: Any, block: BlockSpan, *, base: int, chunk: str
+) -> list[RawRecord]:
+    """Every record of `block`, which must use exactly the block's bytes.
+
+    Raises:
+        UndecodableBlockError: a record does not decode, or they do not fill the block.
+    """
+    reader = fastavro.schemaless_reader
+    stream.seek(block.data_start - base)
+    records: list[Any] = []
+    try:
+        for _ in range(block.count):
+            records.append(reader(stream, schema, None))
+    except Exception as e:  # fastavro raises many kinds on bad bytes
+        raise UndecodableBlockError(
+            chunk,
+            block.offset,
+            f"undecodable block ({block.count} record{'' if block.count == 1 else 's'} in "
+            f"{block.data_end - block.data_start} bytes): record {len(records)} does not "
+            f"decode with the chunk's writer schema: its bytes are damaged or not Avro "
+            f"(decoder: {type(e).__name__})",
+        ) from None
+    used = stream.tell() + base - block.data_start
+    if used != block.data_end - block.data_start:
+        raise UndecodableBlockError(
+            chunk,
+            block.offset,
+            f"undecodable block: its records use {used} bytes, it holds "
+            f"{block.data_end - block.data_start}",
+        )
+    return records

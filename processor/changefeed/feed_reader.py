@@ -78,11 +78,9 @@ class FeedReader:
         event_filter: EventFilter | None = None,
         read_size: int = DEFAULT_READ_SIZE,
         batch_events: int = DEFAULT_BATCH_EVENTS,
-        decode_in_thread: bool = False,  # True when the loop has other work that cannot wait
     ) -> None:
         self._storage = storage
         self.position = position or FeedPosition()
-        self._decode_in_thread = decode_in_thread
         self._filter = event_filter or EventFilter()
         self._read_size = read_size
         self._batch_events = batch_events
@@ -185,7 +183,6 @@ class FeedReader:
                     event_filter=self._filter,
                     read_size=self._read_size,
                     batch_events=self._batch_events,
-                    decode_in_thread=self._decode_in_thread,
                 )
                 for prefix in segment.shard_prefixes
             }

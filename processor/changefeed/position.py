@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from processor.changefeed.avro_chunk import BlockSpan
 from processor.changefeed.errors import InvalidContinuation
+
+if TYPE_CHECKING:  # loaded with the first batch, not by `cfp --help`
+    import numpy as np
+    import pyarrow as pa
 
 TOKEN_VERSION = 1
 
@@ -54,9 +59,11 @@ class ShardBatch:
     The batch starts at record `start.event_index` of its first block and may stop inside its
     last block (then `end` points into that block).
 
-    `records` holds only the records that passed the reader's filters; `raw_index[k]` is the
-    index of `records[k]` among all records of the batch, so a position can be taken after any
-    delivered record even when filtered-out records sit in between.
+    `table` holds the records that passed the reader's filters, one row each, as Arrow columns
+    of the chunk's writer schema (a slice of the decoded window, not a copy). Their position
+    columns are `offsets` (the file offset of each record's block) and `indexes` (its index in
+    the block), so a position can be taken after any delivered record even when filtered-out
+    records sit in between. `raw_count` counts the records read, delivered or filtered out.
     """
 
     segment: str
@@ -65,17 +72,22 @@ class ShardBatch:
     start: ShardPosition
     end: ShardPosition
     blocks: tuple[BlockSpan, ...]
-    records: list[RawRecord]
-    raw_index: list[int]
-    raw_count: int  # records read, delivered or filtered out; the last block may be partial
-    _first_after: list[int] = field(default_factory=list, repr=False)
+    table: pa.Table
+    offsets: np.ndarray  # int64, one per row of `table`
+    indexes: np.ndarray  # int64, one per row of `table`
+    raw_count: int
+    # the JSON of `table`'s records, cut from its window's (made once per window); None: made
+    # from `table` when asked
+    json_of_rows: Callable[[], pa.Array] | None = None
 
-    def __post_init__(self) -> None:
-        # cumulative count of raw records delivered once each block is done
-        total = 0
-        for i, b in enumerate(self.blocks):
-            total += b.count - (self.start.event_index if i == 0 else 0)
-            self._first_after.append(total)
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+    @property
+    def records(self) -> list[RawRecord]:
+        """The records as Python dicts, exactly as fastavro decodes them (made on each call:
+        for the few consumers that need objects, never on the columnar path)."""
+        return self.table.to_pylist(maps_as_pydicts="lossy")  # type: ignore[no-any-return]
 
     @property
     def read_bytes(self) -> int:
@@ -96,34 +108,37 @@ class ShardBatch:
             share += (b.end - b.offset) * max(0, upto - first) / max(1, b.count)
         return round(share)
 
-    def position_after_raw(self, r: int) -> ShardPosition:
-        """The shard position just after raw record `r` (0-based within this batch)."""
-        j = bisect.bisect_right(self._first_after, r)
-        block = self.blocks[j]
-        before = self._first_after[j - 1] if j else 0
-        skip = self.start.event_index if j == 0 else 0
-        index = skip + (r - before) + 1
-        if index >= block.count:
-            return ShardPosition(self.chunk, block.end, 0)
-        return ShardPosition(self.chunk, block.offset, index)
+    def json(self) -> pa.Array:
+        """Each record as JSON text, byte for byte as `orjson` writes fastavro's dicts."""
+        if self.json_of_rows is not None:
+            return self.json_of_rows()
+        from processor.changefeed.columnar import record_json  # noqa: PLC0415 - a cycle
+
+        return record_json(self.table)
 
     def position_after(self, k: int) -> ShardPosition:
         """The shard position just after delivered record `k`."""
-        return self.position_after_raw(self.raw_index[k])
+        offset, index = int(self.offsets[k]), int(self.indexes[k]) + 1
+        block = self.blocks[bisect.bisect_left(self.blocks, offset, key=lambda b: b.offset)]
+        if index >= block.count:
+            return ShardPosition(self.chunk, block.end, 0)
+        return ShardPosition(self.chunk, offset, index)
+
+    def positions(self) -> pa.Array:
+        """`event_position` of every delivered record, as a string column (Arrow compute)."""
+        import pyarrow as pa  # noqa: PLC0415
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        head = _position_head(self.segment, self.chunk)
+        digits = [
+            pc.utf8_lpad(pc.cast(pa.array(column), pa.string()), width, "0")
+            for column, width in ((self.offsets, 12), (self.indexes, 6))
+        ]
+        return pc.binary_join_element_wise(head, *digits, ".")
 
     def event_positions(self) -> list[str]:
-        """`event_position` of every delivered record, in order (built block by block: that of
-        record `i` of a block is the block's prefix and `i`)."""
-        if self.chunk is None or not self.records:
-            return []
-        keys: list[str] = []
-        for j, block in enumerate(self.blocks):
-            head = event_position(self.segment, ShardPosition(self.chunk, block.offset, 0))[:-6]
-            first = self.start.event_index if j == 0 else 0
-            keys += [f"{head}{i:06d}" for i in range(first, block.count)]
-        if self.raw_count == len(self.records):  # nothing filtered out
-            return keys[: self.raw_count]
-        return [keys[r] for r in self.raw_index]
+        """`positions()` as Python strings."""
+        return self.positions().to_pylist()  # type: ignore[no-any-return]
 
 
 def event_position(segment: str, pos: ShardPosition) -> str:
@@ -135,9 +150,13 @@ def event_position(segment: str, pos: ShardPosition) -> str:
     strictly increasing positions. Sinks recognise by it what they already wrote."""
     if pos.chunk is None:
         raise ValueError("no event at an unread position")
+    return f"{_position_head(segment, pos.chunk)}.{pos.block_offset:012d}.{pos.event_index:06d}"
+
+
+def _position_head(segment: str, chunk: str) -> str:
+    """What the positions of one chunk's events begin with: segment time and chunk number."""
     when = segment.removeprefix("idx/segments/").removesuffix("/meta.json").replace("/", "")
-    chunk = pos.chunk.rsplit("/", 1)[-1].removesuffix(".avro")
-    return f"{when}.{chunk}.{pos.block_offset:012d}.{pos.event_index:06d}"
+    return f"{when}.{chunk.rsplit('/', 1)[-1].removesuffix('.avro')}"
 
 
 @dataclass(frozen=True, slots=True)

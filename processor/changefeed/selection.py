@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.layout import SEGMENT_INTERVAL, is_init_segment, segment_time
-from processor.changefeed.position import RawRecord
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # The service documents a segment's hour as approximate to +/- 15 minutes; we widen by an hour.
 TIME_SLACK = timedelta(hours=1)
@@ -97,20 +100,29 @@ class EventFilter:
             and self.include_control
         )
 
-    def accepts(self, record: RawRecord) -> bool:
-        etype = record.get("eventType")
-        if etype == CONTROL and not self.include_control:
-            return False
-        if etype != CONTROL and not self.change.accepts(record):
-            return False
+    def mask(self, table: pa.Table) -> pa.ChunkedArray | None:
+        """Which records of a batch (rows of `table`) to deliver; None: every one. Arrow
+        compute over the whole batch, before anything is made of a record. A record without a
+        readable `eventTime` is outside any time range."""
+        import pyarrow as pa  # noqa: PLC0415 - loaded with the first batch, not by `cfp --help`
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        from processor.changefeed.record_columns import event_times, text  # noqa: PLC0415
+
+        if self.is_trivial:
+            return None
+        control = pc.fill_null(pc.equal(text(table, "eventType"), CONTROL), False)
+        change = self.change.mask(table)  # Control records are not changes: never filtered
+        if self.include_control:
+            keep = pa.chunked_array([pa.repeat(True, table.num_rows)])
+            keep = keep if change is None else pc.or_(control, change)
+        else:
+            keep = pc.invert(control) if change is None else pc.and_(pc.invert(control), change)
         w = self.window
         if w.start is not None or w.end is not None:
-            raw = record.get("eventTime")
-            if not isinstance(raw, str):
-                return False
-            t = parse_event_time(raw)
-            if w.start is not None and t < w.start:
-                return False
-            if w.end is not None and t >= w.end:
-                return False
-        return True
+            times = event_times(table)
+            if w.start is not None:
+                keep = pc.and_(keep, pc.fill_null(pc.greater_equal(times, w.start), False))
+            if w.end is not None:
+                keep = pc.and_(keep, pc.fill_null(pc.less(times, w.end), False))
+        return keep

@@ -11,28 +11,19 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+
 from processor.changefeed.avro_chunk import (
-    BlockSpan,
     ChunkHeader,
     NeedMoreBytes,
     header_or_truncated,
     scan_blocks,
 )
-from processor.changefeed.decode import BlockDecoder, gc_paused
-from processor.changefeed.errors import (
-    FeedCorrupt,
-    MissingChunkError,
-    PositionError,
-    TruncatedBlockError,
-    UndecodableBlockError,
-)
+from processor.changefeed.columnar import DecodedWindow, decode_window
+from processor.changefeed.errors import MissingChunkError, PositionError, TruncatedBlockError
 from processor.changefeed.layout import chunk_number, chunk_path, chunk_shard_prefix
-from processor.changefeed.position import (
-    DEFAULT_BATCH_EVENTS,
-    RawRecord,
-    ShardBatch,
-    ShardPosition,
-)
+from processor.changefeed.position import DEFAULT_BATCH_EVENTS, ShardBatch, ShardPosition
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import BlobInfo, FeedStorage
 from processor.changefeed.windows import ReadAhead, Window
@@ -73,12 +64,8 @@ class ShardReader:
         event_filter: EventFilter | None = None,
         read_size: int = DEFAULT_READ_SIZE,
         batch_events: int = DEFAULT_BATCH_EVENTS,
-        decode_in_thread: bool = True,
     ) -> None:
         self._storage = storage
-        # a host decodes in a thread so that its event loop renews leases on time; a reader
-        # with no lease to renew (`cfp read`) saves the thread hop of every batch
-        self._decode_in_thread = decode_in_thread
         self.segment = segment
         self.prefix = prefix
         self.position = position or ShardPosition()
@@ -95,7 +82,6 @@ class ShardReader:
         self._group: asyncio.TaskGroup | None = None
         self._chunks: list[BlobInfo] | None = None
         self._headers: dict[str, ChunkHeader] = {}
-        self._pending: FeedCorrupt | None = None
 
     def cancel_read_ahead(self) -> None:
         self._ahead.cancel()
@@ -110,8 +96,6 @@ class ShardReader:
         started in that group while the current bytes are decoded and handed out.
         """
         self._group = read_ahead
-        if self._pending is not None:
-            raise self._pending
         relisted = False
         while True:
             if self._chunks is None:
@@ -214,26 +198,30 @@ class ShardReader:
     async def _read_blocks(self, info: BlobInfo, *, is_final: bool) -> ShardBatch | None:
         """Records of complete blocks of `info` from the position; None when none is whole yet.
 
-        Bytes are fetched in ranges of up to `read_size` and kept in a window; each call decodes
-        only the next `batch_events` records from it (slicing large blocks), so records are
-        handed over while they are fresh in the cache instead of piling up.
-        """
+        Bytes are fetched in ranges of up to `read_size` and kept in a window, which is decoded
+        whole into Arrow columns (in a thread: the event loop renews leases meanwhile); each
+        call hands out the next `batch_events` records of it, a slice of those columns."""
         pos = self.position
         w = self._window
         if w is None or not w.matches(pos):
             w = self._window = await self._fetch(info, pos.block_offset)
-            if w.scan.blocks and pos.event_index:
-                if pos.event_index >= w.scan.blocks[0].count:
+            if w.blocks and pos.event_index:
+                if pos.event_index >= w.blocks[0].count:
                     raise PositionError(
                         info.name,
-                        w.scan.blocks[0].offset,
-                        f"event index {pos.event_index} but the block holds "
-                        f"{w.scan.blocks[0].count}",
+                        w.blocks[0].offset,
+                        f"event index {pos.event_index} but the block holds {w.blocks[0].count}",
                     )
                 w.within = pos.event_index
+        if not w.is_used_up and w.decoded is None:
+            try:
+                w.decoded_as(await asyncio.to_thread(self._decode, w))
+            except asyncio.CancelledError:
+                self._window = None  # the thread may still be decoding it: fetch it again
+                raise
         if w.is_used_up:
-            if w.scan.error is not None:
-                raise w.scan.error
+            if w.error is not None:
+                raise w.error
             if not w.scan.is_torn:
                 self.position = ShardPosition(info.name, w.scan.end, 0)
                 self._window = None
@@ -249,55 +237,60 @@ class ShardReader:
                 )
             self._window = None
             return None
-        if not self._decode_in_thread:
-            batch, self._pending = self._take(w)
-            return batch
-        try:
-            batch, self._pending = await asyncio.to_thread(self._take, w)
-        except asyncio.CancelledError:
-            self._window = None  # the thread may still be moving through it: fetch it again
-            raise
-        return batch
+        return self._take(w)  # bad data after the good blocks fails the next read
 
-    def _take(self, w: Window) -> tuple[ShardBatch, FeedCorrupt | None]:
-        """Decode the window's next `batch_events` records (at least one), and the error of a
-        bad block met after good records (raised by the next read).
+    @staticmethod
+    def _decode(w: Window) -> DecodedWindow:
+        return decode_window(w.buf, base=w.base, blocks=w.blocks, header=w.header, chunk=w.chunk)
 
-        Runs in a thread: decoding is the reader's CPU work (tens of milliseconds a batch, far
-        more on a busy machine), and on the event loop it would hold back the host's lease
-        renewals (a host beside a busy JVM lost its leases that way)."""
-        pending: FeedCorrupt | None = None
-        first_block = w.scan.blocks[w.next]
-        start = ShardPosition(w.chunk, first_block.offset, w.within)
-        records: list[RawRecord] = []
-        blocks: list[BlockSpan] = []
-        budget = self._batch_events
-        with gc_paused():
-            while budget > 0 and not w.is_used_up:
-                block = w.scan.blocks[w.next]
-                stop = min(block.count, w.within + budget)
-                try:
-                    got, after = w.decoder.decode(block, first=w.within, stop=stop, cursor=w.cursor)
-                except UndecodableBlockError as e:
-                    if not records:
-                        raise
-                    pending = e  # deliver the good records first, fail on the next read
-                    break
-                records.extend(got)
-                blocks.append(block)
-                budget -= stop - w.within
-                if stop == block.count:
-                    w.next, w.within, w.cursor = w.next + 1, 0, None
-                else:
-                    w.within, w.cursor = stop, after
-        last = blocks[-1]
-        stopped_inside = w.next < len(w.scan.blocks) and w.scan.blocks[w.next] is last
-        end = (
-            ShardPosition(w.chunk, last.offset, w.within)
-            if stopped_inside
-            else ShardPosition(w.chunk, last.end, 0)
+    def _take(self, w: Window) -> ShardBatch:
+        """The window's next `batch_events` records (at least one): a slice of its columns,
+        filtered, with their position columns."""
+        decoded = w.decoded
+        assert decoded is not None
+        starts = decoded.starts
+        first_row = int(starts[w.next]) + w.within
+        stop_row = min(first_row + self._batch_events, int(starts[len(w.blocks)]))
+        last = int(np.searchsorted(starts, stop_row - 1, side="right")) - 1
+        blocks = w.blocks[w.next : last + 1]
+        start = ShardPosition(w.chunk, blocks[0].offset, w.within)
+        if stop_row == starts[last + 1]:
+            w.next, w.within = last + 1, 0
+            end = ShardPosition(w.chunk, blocks[-1].end, 0)
+        else:
+            w.next, w.within = last, stop_row - int(starts[last])
+            end = ShardPosition(w.chunk, blocks[-1].offset, w.within)
+        table = decoded.table.slice(first_row, stop_row - first_row)
+        offsets, indexes = decoded.rows(first_row, stop_row)
+        raw_count = stop_row - first_row
+        window_json = decoded.json
+        keep = self._filter.mask(table)
+        if keep is None:
+
+            def json_of_rows() -> pa.Array:
+                return window_json().slice(first_row, raw_count)
+        else:
+            table = table.filter(keep)
+            chosen = keep.to_numpy(zero_copy_only=False)
+            offsets, indexes = offsets[chosen], indexes[chosen]
+            rows = pa.array(np.flatnonzero(chosen) + first_row)
+
+            def json_of_rows() -> pa.Array:
+                return window_json().take(rows)
+
+        return ShardBatch(
+            segment=self.segment,
+            shard=self.prefix,
+            chunk=w.chunk,
+            start=start,
+            end=end,
+            blocks=blocks,
+            table=table,
+            offsets=offsets,
+            indexes=indexes,
+            raw_count=raw_count,
+            json_of_rows=json_of_rows,
         )
-        return self._batch(w.chunk, start, end, tuple(blocks), records), pending
 
     async def _fetch(self, info: BlobInfo, start: int) -> Window:
         """Fetch bytes from `start` (growing the range until a whole block is in it), then start
@@ -317,8 +310,7 @@ class ShardReader:
                 break
             length = min(2 * (end - start), info.size - start)  # a block larger than the read
             buf, base = await self._storage.read_range(info.name, start, length), start
-        decoder = BlockDecoder(buf, base=base, header=header, chunk=info.name)
-        window = Window(info.name, header, buf, base, start, end, scan, decoder)
+        window = Window(info.name, header, buf, base, start, end, scan)
         self._read_ahead_after(info, window)
         return window
 
@@ -332,29 +324,3 @@ class ShardReader:
         if info.name in names and names.index(info.name) + 1 < len(chunks):
             following = chunks[names.index(info.name) + 1]
             self._ahead.start(self._group, following.name, 0, min(self._read_size, following.size))
-
-    def _batch(
-        self,
-        chunk: str,
-        start: ShardPosition,
-        end: ShardPosition,
-        blocks: tuple[BlockSpan, ...],
-        records: list[RawRecord],
-    ) -> ShardBatch:
-        accept = self._filter.accepts
-        if self._filter.is_trivial:
-            kept, raw_index = records, list(range(len(records)))
-        else:
-            raw_index = [i for i, r in enumerate(records) if accept(r)]
-            kept = [records[i] for i in raw_index]
-        return ShardBatch(
-            segment=self.segment,
-            shard=self.prefix,
-            chunk=chunk,
-            start=start,
-            end=end,
-            blocks=blocks,
-            records=kept,
-            raw_index=raw_index,
-            raw_count=len(records),
-        )

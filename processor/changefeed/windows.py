@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from processor.changefeed.avro_chunk import BlockScan, ChunkHeader
-from processor.changefeed.decode import BlockDecoder
+from processor.changefeed.avro_chunk import BlockScan, BlockSpan, ChunkHeader
+from processor.changefeed.columnar import DecodedWindow
+from processor.changefeed.errors import FeedCorrupt
 from processor.changefeed.position import ShardPosition
 from processor.changefeed.storage import FeedStorage
 
@@ -16,8 +17,9 @@ from processor.changefeed.storage import FeedStorage
 class Window:
     """Fetched bytes of one chunk, their complete blocks, and how far they were handed out.
 
-    The next record to hand out is record `within` of block `next`; `cursor` is its file offset
-    once known (None: decode that block from its start).
+    The next record to hand out is record `within` of block `next`. The window is decoded
+    whole, once, when its first batch is taken (`decoded`); `blocks` are then those that
+    decoded, and `error` the bad data after them (bad framing is known from the scan).
     """
 
     chunk: str
@@ -27,14 +29,25 @@ class Window:
     start: int  # file offset the window was read for (the first block, or a sync marker)
     fetched_end: int
     scan: BlockScan
-    decoder: BlockDecoder
+    blocks: tuple[BlockSpan, ...] = ()
+    error: FeedCorrupt | None = None
+    decoded: DecodedWindow | None = None
     next: int = 0
     within: int = 0
-    cursor: int | None = None
+
+    def __post_init__(self) -> None:
+        self.blocks, self.error = self.scan.blocks, self.scan.error
+
+    def decoded_as(self, decoded: DecodedWindow) -> DecodedWindow:
+        """Keep the window's decode; a bad block cuts `blocks` short and becomes `error`."""
+        self.decoded = decoded
+        if decoded.error is not None:
+            self.blocks, self.error = decoded.blocks, decoded.error
+        return decoded
 
     @property
     def is_used_up(self) -> bool:
-        return self.next == len(self.scan.blocks)
+        return self.next == len(self.blocks)
 
     def matches(self, pos: ShardPosition) -> bool:
         """Whether `pos` is where this window's next record (or its end) stands."""
@@ -43,8 +56,9 @@ class Window:
         if self.next == 0 and self.within == 0:
             return pos.block_offset == self.start and pos.event_index == 0
         if self.is_used_up:
-            return pos.block_offset == self.scan.end and pos.event_index == 0
-        block = self.scan.blocks[self.next]
+            end = self.blocks[-1].end if self.blocks else self.scan.end
+            return pos.block_offset == end and pos.event_index == 0
+        block = self.blocks[self.next]
         return pos.block_offset == block.offset and pos.event_index == self.within
 
 

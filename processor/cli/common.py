@@ -16,6 +16,7 @@ from observers.formats import Format
 from observers.spark.session import DEFAULT_MASTER
 from processor import connection
 from processor.redact import redact
+from processor.runtime import DECODER_STUCK_EXIT, DEFAULT_DECODE_DEADLINE_S
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -107,6 +108,20 @@ def format_option(envvar: str | None, help_text: str) -> Callable[[Any], Any]:
         default=Format.NATIVE.value,
         show_default=True,
         help=help_text,
+    )
+
+
+def decode_deadline_option(envvar: str | None) -> Callable[[Any], Any]:
+    """`--decode-deadline SECONDS`: how long one native decode of a window may take."""
+    return click.option(
+        "--decode-deadline",
+        envvar=envvar,
+        type=click.FloatRange(min=0.1),
+        default=DEFAULT_DECODE_DEADLINE_S,
+        show_default=True,
+        help="Seconds a native decode of one window may take. One that takes longer is stuck "
+        "(it cannot be stopped): its window is decoded with fastavro instead, and the command "
+        f"stops taking work and exits {DECODER_STUCK_EXIT}, to be restarted.",
     )
 
 

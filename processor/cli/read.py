@@ -20,6 +20,7 @@ from processor.cli.common import (
     ByteSize,
     IsoTime,
     connection_option,
+    decode_deadline_option,
     fail,
     filter_options,
     format_option,
@@ -78,6 +79,7 @@ class TokenFormat(StrEnum):
     show_default=True,
     help="Largest ranged GET per chunk read.",
 )
+@decode_deadline_option(None)
 def read_command(
     connection_string: str | None,
     start_time: datetime | None,
@@ -95,18 +97,22 @@ def read_command(
     include_control: bool,
     output_format: str,
     read_size: int,
+    decode_deadline: float,
 ) -> None:
     """Print change feed events as JSON lines, in per-blob order.
 
     Exits 0 once everything consumable (up to lastConsumable) has been read, or keeps polling
-    with --follow until SIGINT/SIGTERM. Errors go to stderr with a non-zero exit.
+    with --follow until SIGINT/SIGTERM. Errors go to stderr with a non-zero exit: 1 for bad
+    data (the chunk and byte offset named), 3 when the native decoder got stuck.
     """
     from processor.changefeed.change_filter import ChangeFilter  # noqa: PLC0415 - when run
+    from processor.changefeed.columnar import NATIVE  # noqa: PLC0415
     from processor.changefeed.sdk_token import url_host  # noqa: PLC0415
     from processor.changefeed.selection import EventFilter, TimeRange  # noqa: PLC0415
     from processor.cli.read_job import ReadJob, load_continuation  # noqa: PLC0415
 
     tune_gc()
+    NATIVE.deadline_s = decode_deadline
     conn = connection.resolve(connection_string)
     try:
         info = connection.parse(conn)

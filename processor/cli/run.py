@@ -43,8 +43,10 @@ def run_command(**params: Any) -> None:
     except ValueError as e:  # ConfigError, or a malformed connection string
         fail(str(e), 2)
     tune_gc()
-    from processor.cli.serve import Endpoint, serve_host  # noqa: PLC0415 - the heavy part
+    from processor.changefeed.columnar import NATIVE  # noqa: PLC0415 - the heavy part
+    from processor.cli.serve import Endpoint, serve_host  # noqa: PLC0415
 
+    NATIVE.deadline_s = o.decode_deadline
     # the default port gives way to a free one when taken (several hosts on one machine); a port
     # asked for by flag or variable does not
     source = click.get_current_context().get_parameter_source("http_port")

@@ -33,6 +33,7 @@ from processor.changefeed.position import DEFAULT_BATCH_EVENTS
 from processor.cli.common import (
     IsoTime,
     connection_option,
+    decode_deadline_option,
     filter_options,
     format_option,
     lease_connection_option,
@@ -232,6 +233,7 @@ TIMINGS_OPTIONS: Options = (
         show_default=True,
         help="Seconds between looks for new data once a lease is caught up.",
     ),
+    decode_deadline_option("CFP_DECODE_DEADLINE"),
     click.option(
         "--max-batch-events",
         envvar="CFP_MAX_BATCH_EVENTS",
@@ -358,6 +360,7 @@ class RunOptions:
     load_tolerance: float
     poll_interval: float
     max_batch_events: int
+    decode_deadline: float
     containers: tuple[str, ...]
     blob_prefix: str
     event_types: tuple[str, ...]

@@ -13,6 +13,7 @@ import structlog
 from leases import LeaseError
 from observers import PluginLoadError
 from processor.changefeed.change_filter import FilterError
+from processor.changefeed.columnar import NATIVE, StuckDecode
 from processor.changefeed.errors import FeedError
 from processor.cli.common import say_error
 from processor.clock import SystemClock
@@ -21,6 +22,7 @@ from processor.host.endpoints import EndpointError, HostHealth, serve
 from processor.host.host import Host, host_lifecycle, open_host
 from processor.host.lifecycle import HostState
 from processor.host.progress import HostProgress
+from processor.runtime import DECODER_STUCK_EXIT
 
 # /healthz fails when no balancing tick completed for this long (ticks, at least this many s)
 STALL_AFTER_TICKS = 10
@@ -99,7 +101,28 @@ async def _serve(stack: contextlib.AsyncExitStack, health: HostHealth, endpoint:
 
 async def _run(host: Host, config: HostConfig, stop: asyncio.Event) -> int:
     """Run the host until it stops; 0, or 1 for leases left parked or failures of the store or
-    the feed, 2 for an observer that could not open. A bug raises (its traceback shows)."""
+    the feed, 2 for an observer that could not open, 3 when a native decode got stuck (the
+    host stops at once: it takes no more work, releases its leases and leaves, to be restarted
+    without the thread the call holds). A bug raises (its traceback shows)."""
+    loop = asyncio.get_running_loop()
+    stuck: list[StuckDecode] = []
+
+    def on_stuck(call: StuckDecode) -> None:  # in the thread that waited for the call
+        stuck.append(call)
+        loop.call_soon_threadsafe(host.stop)
+
+    forget = NATIVE.on_stuck(on_stuck)
+    try:
+        status = await _host_status(host, config, stop)
+    finally:
+        forget()
+    if stuck:
+        say_error(stuck[0])
+        return DECODER_STUCK_EXIT
+    return status
+
+
+async def _host_status(host: Host, config: HostConfig, stop: asyncio.Event) -> int:
     try:
         await host.run(stop)
     except Exception as e:

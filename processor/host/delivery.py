@@ -23,7 +23,7 @@ from tenacity import (
 )
 
 from leases import Delivered
-from observers import CloseReason, EventBatch, ObserverCalls, PartitionContext, ReplayRequired
+from observers import ArrowBatch, CloseReason, ObserverCalls, PartitionContext, ReplayRequired
 from processor.changefeed.selection import parse_event_time
 from processor.host.dead_letter import OnObserverError
 from processor.host.owner_writes import HeldLease
@@ -59,13 +59,8 @@ class Delivery:
         """Hand the batch from `start` to `end` to the observer: what it accepted, or None when
         the batch was dead-lettered instead. Errors: `WorkerEnded`."""
         held, env = self.held, self.env
-        events = EventBatch(
-            batch.records,
-            batch.event_positions(),
-            shard=held.token,
-            segment=batch.segment,
-            stream_name=env.processor,
-            read_timestamp=env.clock.wall(),
+        events = batch.arrow(
+            shard=held.token, stream_name=env.processor, read_timestamp=env.clock.wall()
         )
         checked_at = env.clock.monotonic()
         if not held.is_usable():  # fencing: the last check before user code sees events
@@ -86,11 +81,11 @@ class Delivery:
                 raise WorkerEnded(
                     CloseReason.OBSERVER_ERROR, f"{error} on {where}", park=True
                 ) from e
-            await self._dead_letter(batch, start, end, error)
+            await self._dead_letter(events, start, end, error)
             return None
         self.batches += 1
         self.events += len(events)
-        last_time = _event_time(batch.records[-1])
+        last_time = _last_event_time(events)
         env.progress.delivered(
             held.token,
             events=len(events),
@@ -100,7 +95,7 @@ class Delivery:
         )
         return Delivered(len(events), batch.read_bytes, last_time)
 
-    async def _with_retries(self, events: EventBatch) -> None:
+    async def _with_retries(self, events: ArrowBatch) -> None:
         held, env = self.held, self.env
         attempts = 0 if env.on_observer_error is OnObserverError.RETRY else env.observer_attempts
 
@@ -130,10 +125,10 @@ class Delivery:
             reraise=True,
         ):
             with attempt:
-                await self.calls.process_changes(self.ctx, events, still_ours=held.is_fresh)
+                await self.calls.process(self.ctx, events, still_ours=held.is_fresh)
 
     async def _dead_letter(
-        self, batch: Batch, start: LeasePosition, end: LeasePosition, error: str
+        self, events: ArrowBatch, start: LeasePosition, end: LeasePosition, error: str
     ) -> None:
         env, held = self.env, self.held
         assert env.dead_letters is not None, "dead-letter needs a folder"
@@ -148,18 +143,19 @@ class Delivery:
                 end=end.to_json(),
                 error=error,
                 at=env.clock.wall(),
-                records=batch.records,
+                records=events.dicts(),
             )
         except OSError as e:
             raise WorkerEnded(CloseReason.OBSERVER_ERROR, f"{error}; dead letter: {e}") from e
         env.progress.dead_lettered(held.token)
-        self.log.error(
-            "batch.dead_lettered", events=len(batch.records), path=str(path), error=error
-        )
+        self.log.error("batch.dead_lettered", events=len(events), path=str(path), error=error)
 
 
-def _event_time(record: object) -> datetime | None:
-    raw = record.get("eventTime") if isinstance(record, dict) else None
+def _last_event_time(events: ArrowBatch) -> datetime | None:
+    """When the batch's last event happened (None: it does not say, or not readably)."""
+    if "eventTime" not in events.records.column_names or not len(events):
+        return None
+    raw = events.records.column("eventTime")[-1].as_py()
     try:
         return parse_event_time(raw) if isinstance(raw, str) else None
     except ValueError:

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from leases import LeaseToken
 from observers import CloseReason
+from processor.changefeed.columnar import NATIVE
 from processor.host.lifecycle import HostState
 from processor.host.timings import DEFAULT_STUCK_AFTER_S
 
@@ -364,6 +365,17 @@ class _LeaseGauges(Collector):
             "cfp_lease_rows_listed", "Rows the lease table returned to listings (entities read)."
         )
         rows_listed.add_metric([], p.lease_rows_listed())
+        fallbacks = CounterMetricFamily(
+            "cfp_decode_fallbacks",
+            "Windows of chunk bytes the native Avro decoder did not decode exactly (an error, "
+            "another record count, or stuck) and fastavro decoded instead.",
+        )
+        fallbacks.add_metric([], NATIVE.fallbacks)
+        decode_stuck = CounterMetricFamily(
+            "cfp_decode_stuck",
+            "Native decodes that missed --decode-deadline (the host then leaves, exit 3).",
+        )
+        decode_stuck.add_metric([], 0 if NATIVE.stuck is None else 1)
         for token, entry in sorted(p.leases.items()):
             lag_s.add_metric([token], entry.lag_seconds(now))
             failures.add_metric([token], entry.failures)
@@ -385,6 +397,8 @@ class _LeaseGauges(Collector):
         yield requests
         yield table_requests
         yield rows_listed
+        yield fallbacks
+        yield decode_stuck
 
 
 def _by_kind(name: str, documentation: str, counts: Mapping[str, int]) -> CounterMetricFamily:

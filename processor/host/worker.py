@@ -153,7 +153,7 @@ class Worker:
                     raise  # parked in front of the gap, like other bad data
                 await self._step_over_gap(reader, e, checkpoints)
                 continue
-            if step.step is Step.BATCH and not (step.batch and step.batch.records):
+            if step.step is Step.BATCH and not (step.batch and len(step.batch)):
                 # every event filtered out: nothing for the observer, and nothing it could
                 # confirm (one that checkpoints itself would never), so a step without a batch
                 ledger.advanced(step.position)

@@ -17,9 +17,11 @@ import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from azure.storage.blob import BlobProperties
 
+from observers import ArrowBatch
 from observers.envelope import BACKFILL_EVENT, SCAN_SEGMENT_PREFIX
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS, RawRecord
@@ -61,9 +63,8 @@ def backfill_record(container: str, blob: BlobProperties) -> RawRecord:
         "blobVersion": blob.version_id,
         "sequencer": "",
         "snapshot": blob.snapshot,
+        "blobTagsUpdated": {"current": dict(blob.tags)} if blob.tags else None,
     }
-    if blob.tags:
-        data["blobTagsUpdated"] = {"current": dict(blob.tags)}
     last_modified = blob.last_modified
     return {
         "subject": f"/blobServices/default/containers/{container}/blobs/{blob.name}",
@@ -90,8 +91,18 @@ class ScanBatch:
     read_bytes: int = 0  # nothing of the feed is read
     read_share: int = 0
 
-    def event_positions(self) -> list[str]:
-        return self.keys
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def arrow(self, *, shard: str, stream_name: str, read_timestamp: datetime) -> ArrowBatch:
+        return ArrowBatch.from_records(
+            self.records,
+            self.keys,
+            shard=shard,
+            segment=self.segment,
+            stream_name=stream_name,
+            read_timestamp=read_timestamp,
+        )
 
 
 @dataclass(slots=True)
@@ -135,10 +146,9 @@ class ScanReader:
                 continue
             if not self.change.accepts_blob(container, props.name):
                 continue
-            record = backfill_record(container, props)
-            if self.change.blob_types and not self.change.accepts(record):
+            if self.change.blob_types and _text(props.blob_type) not in self.change.blob_types:
                 continue
-            records.append(record)
+            records.append(backfill_record(container, props))
             keys.append(scan_event_position(container, props.name))
             after = (container, props.name)
         if not records:

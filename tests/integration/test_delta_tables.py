@@ -28,9 +28,9 @@ from deltalake import DeltaTable, QueryBuilder
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from observers.changes import records_table
 from observers.spark.changelog import ChangeLog, Inserted
 from observers.spark.output import Output, parse_output
-from observers.spark.schema import records_table
 from observers.spark.session import SparkOptions, new_session
 from observers.spark.sql import table_ref
 from observers.spark.state import merge_statement, newest_per_blob

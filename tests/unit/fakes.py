@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from observers import ChangeEvent, PartitionContext
+from observers import ArrowBatch, ChangeEvent, PartitionContext
 from processor.changefeed.position import ShardPosition
 from processor.reading.lease_position import LeasePosition
 from processor.reading.shard_stream import LeaseRead, Step
@@ -39,8 +39,18 @@ class FakeBatch:
     read_bytes: int = 100
     read_share: int = 100
 
-    def event_positions(self) -> list[str]:
-        return [str(r["id"]) for r in self.records]
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def arrow(self, *, shard: str, stream_name: str, read_timestamp: datetime) -> ArrowBatch:
+        return ArrowBatch.from_records(
+            self.records,
+            [str(r["id"]) for r in self.records],
+            shard=shard,
+            segment=self.segment,
+            stream_name=stream_name,
+            read_timestamp=read_timestamp,
+        )
 
 
 def record(i: int) -> dict[str, object]:

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from observers.envelope import BACKFILL_EVENT, Op, ReadMethod
+from observers.events import changes_table
 from observers.formats import Format, render
 from observers.protocol import ChangeEvent, EventBatch
-from observers.spark.schema import changes_table
 from tests.format_shapes import CHECKS
 
 SEGMENT = "idx/segments/2026/01/01/0100/meta.json"
@@ -82,7 +82,7 @@ def test_debezium_and_ydb_say_what_happened() -> None:
 
 
 def test_the_change_log_carries_the_envelope() -> None:
-    batch = EventBatch(
+    batch = EventBatch.from_records(
         KINDS,
         [f"p{i}" for i in range(len(KINDS))],
         shard="02",

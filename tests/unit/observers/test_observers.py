@@ -170,7 +170,7 @@ def test_jsonl_writes_one_line_per_event_with_lease_and_epoch(tmp_path: Path) ->
 def test_an_event_batch_makes_the_same_events_lazily() -> None:
     other = {**RAW, "id": "e-2", "subject": "/blobServices/default/containers/c/blobs/x"}
     read_at = datetime(2026, 1, 1, tzinfo=UTC)
-    batch = EventBatch(
+    batch = EventBatch.from_records(
         [RAW, other],
         ["p0", "p1"],
         shard="03",
@@ -188,9 +188,9 @@ def test_an_event_batch_makes_the_same_events_lazily() -> None:
     assert batch[1] == eager[1] and batch._events[0] is None
     assert list(batch) == eager and batch[:] == eager and batch[-1] == eager[1]
     assert batch[0] is batch[0]  # made once
-    assert len(batch) == 2 and bool(EventBatch([], [], shard="", segment="")) is False
+    assert len(batch) == 2 and bool(EventBatch.from_records([], [], shard="", segment="")) is False
     with pytest.raises(ValueError, match="2 records but 1 positions"):
-        EventBatch([RAW, other], ["p0"], shard="03", segment="idx/s")
+        EventBatch.from_records([RAW, other], ["p0"], shard="03", segment="idx/s")
 
 
 def test_what_observers_declare_beyond_the_contract_and_the_defaults() -> None:

@@ -120,7 +120,7 @@ async def test_an_observer_leaves_out_the_output_container_and_still_checkpoints
         observer = SparkObserver(s, excluded="c2")
         await observer.open(ctx)
         for n, records in enumerate(([ours[0], ours[1]], [ours[1]])):
-            batch = EventBatch(records, [f"p{n}{i}" for i in range(len(records))], shard="00",
+            batch = EventBatch.from_records(records, [f"p{n}{i}" for i in range(len(records))], shard="00",
                                segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
             with ctx.delivering(f"mark-{n}"):
                 await observer.process_changes(ctx, batch)
@@ -149,7 +149,7 @@ async def test_an_observer_builds_its_arrow_rows_off_the_event_loop(
     async with sink(tmp_path, FakeLog()) as s:
         observer = SparkObserver(s)
         await observer.open(ctx)
-        batch = EventBatch([Event(0, 1, "created", 1).record()], ["p0"], shard="00",
+        batch = EventBatch.from_records([Event(0, 1, "created", 1).record()], ["p0"], shard="00",
                            segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
         with ctx.delivering("mark-0"):
             await observer.process_changes(ctx, batch)
@@ -163,7 +163,7 @@ async def test_a_lease_whose_write_failed_refuses_its_next_batch(tmp_path: Path)
     record = Event(0, 1, "created", 1).record()
     async with sink(tmp_path, log) as s:
         observer = SparkObserver(s)
-        batch = EventBatch([record], ["p0"], shard="00",
+        batch = EventBatch.from_records([record], ["p0"], shard="00",
                            segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
         with ctx.delivering("m"):
             await observer.process_changes(ctx, batch)
@@ -186,7 +186,7 @@ async def test_a_close_that_gives_up_waiting_leaves_the_sink_working(
         checkpoints.append(mark)
 
     record = Event(0, 1, "created", 1).record()
-    batch = EventBatch([record], ["p0"], shard="00",
+    batch = EventBatch.from_records([record], ["p0"], shard="00",
                        segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
     async with sink(tmp_path, log) as s:
         slow = SparkObserver(s)

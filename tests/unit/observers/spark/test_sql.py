@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tenacity import wait_none
 
+from observers.changes import CHANGES_SCHEMA
 from observers.spark.changelog import Range, is_conflict, lease_ranges, merge_statement
-from observers.spark.schema import CHANGES_SCHEMA
 from observers.spark.sql import sql_string, table_ref
 from observers.spark.state import STATE_SCHEMA
 from observers.spark.state_job import applied_version, commit_metadata, is_gone

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,6 +13,37 @@ from hypothesis import strategies as st
 from processor.changefeed.avro_chunk import BlockSpan
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.position import FeedPosition, ShardBatch, ShardPosition, event_position
+
+
+def shard_batch(
+    blocks: tuple[BlockSpan, ...],
+    start: ShardPosition,
+    end: ShardPosition,
+    *,
+    chunk: str = "c",
+    segment: str = "s",
+    keep: list[int] | None = None,
+) -> ShardBatch:
+    """The batch of `blocks` from `start` to `end`, records `keep` of it delivered (all)."""
+    rows = [
+        (b.offset, i)
+        for j, b in enumerate(blocks)
+        for i in range(start.event_index if j == 0 else 0, b.count)
+        if not (b.offset == end.block_offset and i >= end.event_index)
+    ]
+    kept = [rows[k] for k in (range(len(rows)) if keep is None else keep)]
+    return ShardBatch(
+        segment=segment,
+        shard="log/00/",
+        chunk=chunk,
+        start=start,
+        end=end,
+        blocks=blocks,
+        table=pa.table({"n": list(range(len(kept)))}),
+        offsets=np.array([o for o, _ in kept], np.int64),
+        indexes=np.array([i for _, i in kept], np.int64),
+        raw_count=len(rows),
+    )
 
 
 def spans(counts: list[int]) -> tuple[BlockSpan, ...]:
@@ -26,16 +59,8 @@ def test_position_after_each_record_matches_a_walk(counts: list[int], data) -> N
     blocks = spans(counts)
     skip = data.draw(st.integers(0, counts[0] - 1))
     n = sum(counts) - skip
-    batch = ShardBatch(
-        segment="s",
-        shard="log/00/",
-        chunk="c",
-        start=ShardPosition("c", blocks[0].offset, skip),
-        end=ShardPosition("c", blocks[-1].end, 0),
-        blocks=blocks,
-        records=[{} for _ in range(n)],
-        raw_index=list(range(n)),
-        raw_count=n,
+    batch = shard_batch(
+        blocks, ShardPosition("c", blocks[0].offset, skip), ShardPosition("c", blocks[-1].end, 0)
     )
     walk = []
     for i, b in enumerate(blocks):
@@ -60,18 +85,13 @@ def test_event_keys_name_each_event_the_same_from_any_start(counts: list[int], d
 
     def batch_from(first_block: int, skip: int, keep: list[int] | None = None) -> ShardBatch:
         own = blocks[first_block:]
-        n = sum(b.count for b in own) - skip
-        kept = list(range(n)) if keep is None else keep
-        return ShardBatch(
-            segment=segment,
-            shard="log/03/",
+        return shard_batch(
+            own,
+            ShardPosition(chunk, own[0].offset, skip),
+            ShardPosition(chunk, own[-1].end, 0),
             chunk=chunk,
-            start=ShardPosition(chunk, own[0].offset, skip),
-            end=ShardPosition(chunk, own[-1].end, 0),
-            blocks=own,
-            records=[{} for _ in kept],
-            raw_index=kept,
-            raw_count=n,
+            segment=segment,
+            keep=keep,
         )
 
     whole = batch_from(0, 0)
@@ -131,17 +151,7 @@ def slice_of(blocks: tuple[BlockSpan, ...], lo: int, hi: int) -> ShardBatch:
         if last == blocks[k].count
         else ShardPosition("c", blocks[k].offset, last)
     )
-    return ShardBatch(
-        segment="s",
-        shard="log/00/",
-        chunk="c",
-        start=ShardPosition("c", blocks[j].offset, lo - firsts[j]),
-        end=end,
-        blocks=blocks[j : k + 1],
-        records=[{} for _ in range(hi - lo)],
-        raw_index=list(range(hi - lo)),
-        raw_count=hi - lo,
-    )
+    return shard_batch(blocks[j : k + 1], ShardPosition("c", blocks[j].offset, lo - firsts[j]), end)
 
 
 @given(st.lists(st.integers(1, 40), min_size=1, max_size=5), st.data())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -64,19 +65,35 @@ def rec(event_type: str, t: str) -> dict[str, object]:
     return {"eventType": event_type, "eventTime": t}
 
 
+def kept(f: EventFilter, records: list[dict[str, object]]) -> list[bool]:
+    keep = f.mask(pa.Table.from_pylist(records))
+    return [True] * len(records) if keep is None else keep.to_pylist()
+
+
 def test_event_filter() -> None:
     f = EventFilter(
         window=TimeRange(
             parse_event_time("2026-01-01T00:10:00Z"), parse_event_time("2026-01-01T00:20:00Z")
         )
     )
-    assert f.accepts(rec("BlobCreated", "2026-01-01T00:10:00.0000000Z"))
-    assert not f.accepts(rec("BlobCreated", "2026-01-01T00:09:59.9999999Z"))
-    assert not f.accepts(rec("BlobCreated", "2026-01-01T00:20:00.0000000Z"))
-    assert not f.accepts(rec("Control", "2026-01-01T00:15:00.0000000Z"))
-    assert EventFilter(include_control=True).accepts(rec("Control", "x"))
+    batch = [
+        rec("BlobCreated", "2026-01-01T00:10:00.0000000Z"),
+        rec("BlobCreated", "2026-01-01T00:09:59.9999999Z"),
+        rec("BlobCreated", "2026-01-01T00:20:00.0000000Z"),
+        rec("Control", "2026-01-01T00:15:00.0000000Z"),
+        rec("BlobCreated", "2026-01-01T00:15:00+00:00"),
+    ]
+    assert kept(f, batch) == [True, False, False, False, True]
+    # one odd time makes each be parsed on its own; it is outside any range
+    odd = [*batch, rec("BlobCreated", "2026-01-01T00:15:00"), rec("BlobCreated", "soon")]
+    assert kept(f, odd) == [True, False, False, False, True, True, False]
+    assert kept(EventFilter(include_control=True), [rec("Control", "x")]) == [True]
     typed = EventFilter(change=ChangeFilter.of(event_types=["BlobDeleted"]))
-    assert typed.accepts(rec("BlobDeleted", "x")) and not typed.accepts(rec("BlobCreated", "x"))
+    assert kept(typed, [rec("BlobDeleted", "x"), rec("BlobCreated", "x")]) == [True, False]
+    with_control = EventFilter(
+        change=ChangeFilter.of(event_types=["BlobDeleted"]), include_control=True
+    )
+    assert kept(with_control, [rec("Control", "x"), rec("BlobCreated", "x")]) == [True, False]
 
 
 def test_seven_digit_event_times_parse() -> None:

@@ -1,7 +1,9 @@
 """The shard reader decodes off the event loop, and a read cancelled mid-decode loses nothing.
 
 Decoding is the reader's CPU work; on the loop it held back a busy host's lease renewals until
-its leases expired under it (bench/spark_ingest.py lost and replayed a quarter of its rows).
+its leases expired under it (bench/spark_ingest.py lost and replayed a quarter of its rows). A
+window is decoded in one call, in a thread, while the loop goes on (`cfp read`'s other shards
+download meanwhile).
 """
 
 from __future__ import annotations
@@ -10,9 +12,7 @@ import asyncio
 import threading
 from typing import Any
 
-import pytest
-
-from processor.changefeed.decode import BlockDecoder
+from processor.changefeed import shard_reader
 from processor.changefeed.shard_reader import ShardReader
 from processor.changefeed.storage import BlobInfo, FeedStorage
 from processor.emulator.avro_encoding import RecordEncoder, encode_block, encode_header
@@ -51,25 +51,21 @@ async def read_all(reader: ShardReader) -> list[Any]:
     return got
 
 
-@pytest.mark.parametrize("in_thread", [True, False])
 async def test_records_are_decoded_in_a_thread_other_than_the_event_loops(
-    monkeypatch: Any, in_thread: bool
+    monkeypatch: Any,
 ) -> None:
-    """A host's reader decodes off the loop; a lone `cfp read` saves the hop and decodes on it."""
     threads: set[int] = set()
-    decode = BlockDecoder.decode
+    decode = shard_reader.decode_window
 
-    def spying(self: BlockDecoder, *args: Any, **kwargs: Any) -> Any:
+    def spying(*args: Any, **kwargs: Any) -> Any:
         threads.add(threading.get_ident())
-        return decode(self, *args, **kwargs)
+        return decode(*args, **kwargs)
 
-    monkeypatch.setattr(BlockDecoder, "decode", spying)
-    reader = ShardReader(
-        BytesStorage(chunk_bytes(3, 10)), segment="s", prefix=PREFIX, decode_in_thread=in_thread
-    )
+    monkeypatch.setattr(shard_reader, "decode_window", spying)
+    reader = ShardReader(BytesStorage(chunk_bytes(3, 10)), segment="s", prefix=PREFIX)
     records = await read_all(reader)
     assert [r["n"] for r in records] == list(range(30))
-    assert threads and (threading.get_ident() in threads) is not in_thread
+    assert threads and threading.get_ident() not in threads
 
 
 async def test_a_read_cancelled_while_decoding_is_read_again_from_its_position(
@@ -78,24 +74,29 @@ async def test_a_read_cancelled_while_decoding_is_read_again_from_its_position(
     """The cancelled read's thread goes on moving through its window; the next read must not
     start where that thread stopped, but where the reader's position says."""
     started, release, finished = threading.Event(), threading.Event(), threading.Event()
-    decode = BlockDecoder.decode
+    decode = shard_reader.decode_window
     calls = 0
 
-    def slow_once(self: BlockDecoder, *args: Any, **kwargs: Any) -> Any:
+    def slow_once(*args: Any, **kwargs: Any) -> Any:
         nonlocal calls
         calls += 1
         if calls != 2:
-            return decode(self, *args, **kwargs)
-        started.set()  # the second batch: the first one was handed out already
+            return decode(*args, **kwargs)
+        started.set()  # the second window: the first one's batch was handed out already
         release.wait(5)
         try:
-            return decode(self, *args, **kwargs)
+            return decode(*args, **kwargs)
         finally:
             finished.set()
 
-    monkeypatch.setattr(BlockDecoder, "decode", slow_once)
+    monkeypatch.setattr(shard_reader, "decode_window", slow_once)
+    one_block = len(chunk_bytes(1, 5)) - len(encode_header(SCHEMA, SYNC))
     reader = ShardReader(
-        BytesStorage(chunk_bytes(4, 5)), segment="s", prefix=PREFIX, batch_events=5
+        BytesStorage(chunk_bytes(4, 5)),
+        segment="s",
+        prefix=PREFIX,
+        batch_events=5,
+        read_size=one_block,  # a window a block
     )
     first = await reader.read(is_finalized=True)
     assert first.batch is not None

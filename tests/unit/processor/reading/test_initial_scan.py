@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from leases import Lease, LeaseToken, MemoryLeaseStore
 from observers.envelope import ReadMethod
+from observers.events import changes_table
 from observers.protocol import ChangeEvent, EventBatch
-from observers.spark.schema import changes_table
 from processor.admin.report import describe_position
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.position import ShardPosition
@@ -113,7 +113,7 @@ def test_a_listed_blob_becomes_a_backfill_event() -> None:
     assert event.properties()["etag"] == "0x8DE2A6F2E5C1A11" and event.sequencer == ""
     assert event.event_time == STARTED - timedelta(days=3)
     row = changes_table(
-        EventBatch([raw], [scan_event_position("photos", "dir/cat.jpg")], shard="scan-00",
+        EventBatch.from_records([raw], [scan_event_position("photos", "dir/cat.jpg")], shard="scan-00",
                    segment=scan_segment(scan))
     ).to_pylist()[0]  # fmt: skip
     assert (row["read_method"], row["segment"], row["tags"]) == (

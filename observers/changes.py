@@ -1,12 +1,13 @@
-"""The change log's columns, and a lease's batch turned into a `pyarrow.Table` with exactly them.
+"""The change log's columns, and a lease's batch turned into a `pyarrow.Table` with exactly them:
+the table `process_arrow` observers get, and the Spark observer writes.
 
 The schema is explicit (never inferred), so every batch has the same column types whatever the
 events carried, Spark gets Arrow data as is, and any Parquet reader sees one schema.
 
-Rows are built column-wise: pyarrow converts the decoded records into one struct array in C++
-(about 2 us a record, against about 11 us for a `ChangeEvent` and a Python row each), and the
-derived columns (container and blob from the subject, the event time) are Arrow compute
-kernels. The values are exactly those `ChangeEvent.from_raw` gives (tested on recorded feeds).
+Rows are built column-wise with Arrow compute, from the decoded records as Arrow columns
+(`arrow_changes`: whatever the chunk's schema version, enums as text, a field it lacks as
+nulls) or from records as Python dicts (`records_table`: the initial scan's, and tests'). The
+values are exactly those `ChangeEvent.from_raw` gives (tested on recorded feeds).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from observers.envelope import (
     Op,
     ReadMethod,
 )
-from observers.protocol import ChangeEvent, EventBatch
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 TAGS = pa.map_(pa.string(), pa.string())
@@ -111,29 +111,29 @@ def segment_begin(segment: str) -> datetime:
     return datetime(year, month, day, hhmm // 100, hhmm % 100, tzinfo=UTC)
 
 
-def changes_table(events: Sequence[ChangeEvent]) -> pa.Table:
-    """The events as rows of `CHANGES_SCHEMA`, in the order given.
+def arrow_changes(
+    records: pa.Table,
+    positions: pa.Array,
+    raw: pa.Array,
+    *,
+    shard: str,
+    segment: str,
+    stream_name: str = "",
+    read_timestamp: datetime | None = None,
+) -> pa.Table:
+    """Decoded records as Arrow columns (one row each, as the chunk's writer schema gives them;
+    their `positions` and their JSON `raw`) as rows of `CHANGES_SCHEMA`.
 
-    An `EventBatch` is converted from its records without making any `ChangeEvent`.
-
-    Errors: `BadEventError` when an event has no readable `eventTime`.
-    """
-    if isinstance(events, EventBatch):
-        return records_table(
-            events.records,
-            events.positions,
-            shard=events.shard,
-            segment=events.segment,
-            stream_name=events.stream_name,
-            read_timestamp=events.read_timestamp,
-        )
-    return records_table(
-        [e.raw for e in events],
-        [e.position for e in events],
-        shard=[e.shard for e in events],
-        segment=[e.segment for e in events],
-        stream_name=[e.stream_name for e in events],
-        read_timestamp=[e.read_timestamp or datetime.now(UTC) for e in events],
+    Errors: `BadEventError` when a record has no readable `eventTime`."""
+    parsed = records.combine_chunks().to_struct_array().combine_chunks()
+    return _rows(
+        parsed,
+        _strings(positions),
+        _strings(raw),
+        shard=shard,
+        segment=segment,
+        stream_name=stream_name,
+        read_timestamp=read_timestamp,
     )
 
 
@@ -146,37 +146,61 @@ def records_table(
     stream_name: str | Sequence[str] = "",
     read_timestamp: datetime | Sequence[datetime] | None = None,
 ) -> pa.Table:
-    """Decoded records (with their positions, shard and segment, the processor's name and when
-    they were read) as rows of `CHANGES_SCHEMA`."""
-    n = len(records)
-    parsed = _record_array(records)
+    """Decoded records as Python dicts (with their positions, shard and segment, the
+    processor's name and when they were read; each one value, or one per record) as rows of
+    `CHANGES_SCHEMA`."""
+    return _rows(
+        _record_array(records),
+        pa.array(positions, _STRING),
+        json_column(records),
+        shard=shard,
+        segment=segment,
+        stream_name=stream_name,
+        read_timestamp=read_timestamp,
+    )
+
+
+def _rows(
+    parsed: pa.StructArray,
+    positions: pa.Array,
+    raw: pa.Array,
+    *,
+    shard: str | Sequence[str],
+    segment: str | Sequence[str],
+    stream_name: str | Sequence[str],
+    read_timestamp: datetime | Sequence[datetime] | None,
+) -> pa.Table:
+    n = len(parsed)
+    if len(positions) != n:
+        raise ValueError(f"{n} records but {len(positions)} positions")
     data = _field(parsed, "data")
-    where = pc.extract_regex(pc.fill_null(_field(parsed, "subject"), ""), _SUBJECT)
+    subject = _typed(_field(parsed, "subject"), _STRING, n)
+    where = pc.extract_regex(pc.fill_null(subject, ""), _SUBJECT)
     columns: dict[str, pa.Array] = {
-        "id": _text(_field(parsed, "id")),
-        "event_type": _text(_field(parsed, "eventType")),
-        "event_time": _event_times(_field(parsed, "eventTime"), positions),
+        "id": _text(_typed(_field(parsed, "id"), _STRING, n)),
+        "event_type": _text(_typed(_field(parsed, "eventType"), _STRING, n)),
+        "event_time": _event_times(_typed(_field(parsed, "eventTime"), _STRING, n), positions),
         "container": _text(_field(where, "container")),
         "blob": _text(_field(where, "blob")),
-        "sequencer": _text(_field(data, "sequencer")),
+        "sequencer": _text(_typed(_field(data, "sequencer"), _STRING, n)),
     }
     for column, name in _DATA_COLUMNS.items():
-        value = _field(data, name)
+        value = _typed(_field(data, name), CHANGES_SCHEMA.field(column).type, n)
         if pa.types.is_string(value.type):  # "" means absent, as in the service's records
             empty = pc.equal(value, "")
             if empty.true_count:
                 value = pc.if_else(empty, pa.scalar(None, _STRING), value)
         columns[column] = value
-    columns["tags"] = _field(_field(data, "blobTagsUpdated"), "current")
-    columns["schema_version"] = _field(parsed, "schemaVersion")
+    columns["tags"] = _current_tags(_field(data, "blobTagsUpdated"), n)
+    columns["schema_version"] = _typed(_field(parsed, "schemaVersion"), pa.int64(), n)
     columns["shard"] = _repeat(shard, n, _STRING)
     columns["segment"] = (
-        pa.array([segment_begin(segment)] * n, TIMESTAMP)
+        pa.repeat(pa.scalar(segment_begin(segment), TIMESTAMP), n)
         if isinstance(segment, str)
         else pa.array([segment_begin(s) for s in segment], TIMESTAMP)
     )
-    columns["position"] = pa.array(positions, _STRING)
-    columns["raw"] = _json_column(records)
+    columns["position"] = positions
+    columns["raw"] = raw
     columns.update(_envelope_columns(columns, n, stream_name, read_timestamp))
     return pa.Table.from_arrays(
         [columns[name] for name in CHANGES_SCHEMA.names], schema=CHANGES_SCHEMA
@@ -206,8 +230,10 @@ def _envelope_columns(
         "stream_name": _repeat(stream_name, n, _STRING),
         "read_method": method,
         "op": pc.if_else(deleted, Op.DELETE.value, Op.UPSERT.value),
-        "read_timestamp": pa.array(
-            [when] * n if isinstance(when, datetime) else list(when), TIMESTAMP
+        "read_timestamp": (
+            pa.repeat(pa.scalar(when, TIMESTAMP), n)
+            if isinstance(when, datetime)
+            else pa.array(list(when), TIMESTAMP)
         ),
         "sort_keys": keys,
     }
@@ -242,30 +268,68 @@ def _coerced(value: object, kind: pa.DataType) -> Any:
     return value if isinstance(value, str) else str(value)
 
 
-def _field(values: pa.Array, name: str) -> pa.Array:
-    """A struct's child, null where the struct is (`.field()` alone ignores the parent's
-    nulls; the kernel that does not costs more, so it runs only when there are some)."""
+def _field(values: pa.Array | None, name: str) -> pa.Array | None:
+    """A struct's child, null where the struct is; None when it has no such child (a field of
+    a later schema version). `.field()` alone ignores the parent's nulls; the kernel that does
+    not costs more, so it runs only when there are some."""
+    if values is None or not pa.types.is_struct(values.type):
+        return None
+    if values.type.get_field_index(name) < 0:
+        return None
     return values.field(name) if values.null_count == 0 else pc.struct_field(values, name)
 
 
-def _text(values: pa.Array) -> pa.Array:
+def _typed(values: pa.Array | None, kind: pa.DataType, n: int) -> pa.Array:
+    """`values` as Arrow type `kind`: enum symbols decoded, wide strings narrowed; nulls where
+    the field is absent or cannot be that type (as `_coerced` does with Python values)."""
+    if values is None:
+        return pa.nulls(n, kind)
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    if values.type == kind:
+        return values
+    try:
+        return pc.cast(values, kind)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return pa.nulls(n, kind)
+
+
+def _current_tags(tagged: pa.Array | None, n: int) -> pa.Array:
+    """`data.blobTagsUpdated.current`: a map of maps as decoded from Avro, or a struct as made
+    from Python dicts."""
+    if tagged is not None and pa.types.is_map(tagged.type):
+        key = pa.scalar("current", tagged.type.key_type)
+        return _typed(pc.map_lookup(tagged, key, "first"), TAGS, n)
+    return _typed(_field(tagged, "current"), TAGS, n)
+
+
+def _strings(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A column of text as `string` (what the change log holds; at most 2 GiB a batch)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    return values if values.type == _STRING else values.cast(_STRING)
+
+
+def _text(values: pa.Array | None) -> pa.Array:
     return pc.fill_null(values, "")
 
 
 def _repeat(value: str | Sequence[str], n: int, kind: pa.DataType) -> pa.Array:
-    return pa.array([value] * n if isinstance(value, str) else list(value), kind)
+    if isinstance(value, str):
+        return pa.repeat(pa.scalar(value, kind), n)
+    return pa.array(list(value), kind)
 
 
-def _event_times(texts: pa.Array, positions: Sequence[str]) -> pa.Array:
+def _event_times(texts: pa.Array, positions: pa.Array) -> pa.Array:
     """ISO 8601 event times as UTC microseconds; times without an offset are UTC."""
     try:
         exact = pc.cast(texts, pa.timestamp("ns", tz="UTC"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # no offset, or not ISO 8601
-        pairs = zip(texts.to_pylist(), positions, strict=True)
+        pairs = zip(texts.to_pylist(), positions.to_pylist(), strict=True)
         return pa.array([_parse_time(text, at) for text, at in pairs], TIMESTAMP)
     if exact.null_count:
         index = pc.index(pc.is_null(exact), True).as_py()
-        raise BadEventError(f"event at {positions[index]}: no eventTime")
+        raise BadEventError(f"event at {positions[index].as_py()}: no eventTime")
     return pc.cast(exact, TIMESTAMP, safe=False)  # truncated to microseconds, like datetime
 
 
@@ -283,7 +347,7 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def _json_column(records: Sequence[Mapping[str, Any]]) -> pa.Array:
+def json_column(records: Sequence[Mapping[str, Any]]) -> pa.Array:
     """Each record as JSON, built as one buffer (orjson writes valid UTF-8)."""
     texts = [orjson.dumps(r, default=_json_default) for r in records]
     offsets = np.zeros(len(texts) + 1, dtype=np.int64)

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from observers.changes import CHANGES_SCHEMA, BadEventError, segment_begin
+from observers.events import changes_table
 from observers.protocol import ChangeEvent, EventBatch
-from observers.spark.schema import CHANGES_SCHEMA, BadEventError, changes_table, segment_begin
 from tests.fixtures import RECORDED_CHUNKS
 
 SEGMENT = "idx/segments/2026/01/01/0100/meta.json"
@@ -77,7 +78,7 @@ def test_recorded_records_convert_like_change_events() -> None:
         with chunk.open("rb") as f:
             raws = list(fastavro.reader(f))
         positions = [f"p{i:06d}" for i in range(len(raws))]
-        batch = EventBatch(raws, positions, shard="00", segment=SEGMENT)
+        batch = EventBatch.from_records(raws, positions, shard="00", segment=SEGMENT)
         table = changes_table(batch)
         assert _columns(table) == [_expected_columns(e) for e in batch], chunk
         assert [orjson.loads(r) for r in table.column("raw").to_pylist()] == [
@@ -120,7 +121,9 @@ times = st.datetimes(
 )
 def test_any_records_convert_like_change_events(raws: list[dict[str, object]]) -> None:
     """Odd subjects, missing fields and fields of unexpected types (coerced, never failing)."""
-    batch = EventBatch(raws, [f"p{i}" for i in range(len(raws))], shard="07", segment=SEGMENT)
+    batch = EventBatch.from_records(
+        raws, [f"p{i}" for i in range(len(raws))], shard="07", segment=SEGMENT
+    )
     table = changes_table(batch)
     assert table.schema == CHANGES_SCHEMA
     assert _columns(table) == [_expected_columns(e) for e in batch]
@@ -128,16 +131,20 @@ def test_any_records_convert_like_change_events(raws: list[dict[str, object]]) -
 
 def test_times_without_an_offset_are_utc_and_bad_times_name_the_event() -> None:
     naive = {**record(1), "eventTime": "2026-01-01T01:01:00.5"}
-    table = changes_table(EventBatch([naive], ["p0"], shard="00", segment=SEGMENT))
+    table = changes_table(EventBatch.from_records([naive], ["p0"], shard="00", segment=SEGMENT))
     assert table.column("event_time")[0].as_py() == datetime(
         2026, 1, 1, 1, 1, 0, 500000, tzinfo=UTC
     )
     bad = {**record(2), "eventTime": "yesterday"}
     with pytest.raises(BadEventError, match="event at p1: eventTime 'yesterday'"):
-        changes_table(EventBatch([record(1), bad], ["p0", "p1"], shard="00", segment=SEGMENT))
+        changes_table(
+            EventBatch.from_records([record(1), bad], ["p0", "p1"], shard="00", segment=SEGMENT)
+        )
 
 
 def test_tags_after_a_tag_change() -> None:
     tagged = record(1, blobTagsUpdated={"previous": {}, "current": {"state": "done", "n": "3"}})
-    table = changes_table(EventBatch([tagged, record(2)], ["p0", "p1"], shard="0", segment=SEGMENT))
+    table = changes_table(
+        EventBatch.from_records([tagged, record(2)], ["p0", "p1"], shard="0", segment=SEGMENT)
+    )
     assert table.column("tags").to_pylist() == [[("state", "done"), ("n", "3")], None]

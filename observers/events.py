@@ -1,0 +1,367 @@
+"""What a lease's batch is made of, as the host hands it to observers: `ChangeEvent`s one at a
+time (`EventBatch`, what `process_changes` receives) or Arrow columns (`ArrowBatch`, what
+`process_arrow` receives). An `EventBatch` is a view of an `ArrowBatch`: its events are made
+from the columns on first access, and only for observers that ask for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, overload
+
+from observers.envelope import (
+    BACKFILL_EVENT,
+    Envelope,
+    Op,
+    ReadMethod,
+    blob_properties,
+    op_of,
+    sort_keys,
+)
+
+if TYPE_CHECKING:  # pyarrow loads with the first batch, not with the contract (`cfp --help`)
+    import pyarrow as pa
+
+_SUBJECT_HEAD = "/blobServices/default/containers/"
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEvent:
+    """One change feed event. `raw` is the record exactly as decoded with its chunk's schema.
+
+    `stream_name` is the processor's name and `read_timestamp` when the host read the batch;
+    with them `envelope()` gives the normalised view (see `observers.envelope`)."""
+
+    id: str
+    event_type: str
+    event_time: datetime
+    subject: str
+    container: str
+    blob: str
+    sequencer: str
+    raw: Mapping[str, Any]
+    shard: str = ""
+    segment: str = ""
+    position: str = ""  # sorts like the lease's events; the same event always has the same one
+    stream_name: str = ""
+    read_timestamp: datetime | None = None
+
+    @classmethod
+    def from_raw(
+        cls,
+        raw: Mapping[str, Any],
+        *,
+        shard: str = "",
+        segment: str = "",
+        position: str = "",
+        stream_name: str = "",
+        read_timestamp: datetime | None = None,
+    ) -> ChangeEvent:
+        subject = str(raw.get("subject") or "")
+        container, blob = "", ""
+        if subject.startswith(_SUBJECT_HEAD):
+            container, _, blob = subject[len(_SUBJECT_HEAD) :].partition("/blobs/")
+        data = raw.get("data")
+        sequencer = data.get("sequencer") if isinstance(data, Mapping) else None
+        when = datetime.fromisoformat(str(raw.get("eventTime")))
+        return cls(
+            id=str(raw.get("id") or ""),
+            event_type=str(raw.get("eventType") or ""),
+            event_time=when.replace(tzinfo=UTC) if when.tzinfo is None else when,
+            subject=subject,
+            container=container,
+            blob=blob,
+            sequencer=str(sequencer or ""),
+            raw=raw,
+            shard=shard,
+            segment=segment,
+            position=position,
+            stream_name=stream_name,
+            read_timestamp=read_timestamp,
+        )
+
+    @property
+    def read_method(self) -> ReadMethod:
+        """Backfill for the initial scan's events, else the change feed."""
+        return ReadMethod.BACKFILL if self.event_type == BACKFILL_EVENT else ReadMethod.CHANGE_FEED
+
+    @property
+    def op(self) -> Op:
+        return op_of(self.event_type)
+
+    @property
+    def sort_keys(self) -> tuple[str, ...]:
+        return sort_keys(self.read_method, self.sequencer, self.id)
+
+    def envelope(self) -> Envelope:
+        """This event in the normalised shape; `payload` is the record as decoded."""
+        return Envelope(
+            stream_name=self.stream_name,
+            read_method=self.read_method,
+            object=self.container,
+            key=self.blob,
+            op=self.op,
+            uuid=self.id,
+            source_timestamp=self.event_time,
+            read_timestamp=self.read_timestamp or datetime.now(UTC),
+            sort_keys=self.sort_keys,
+            payload=self.raw,
+            source_metadata={
+                "event_type": self.event_type,
+                "sequencer": self.sequencer,
+                "shard": self.shard,
+                "segment": self.segment,
+                "position": self.position,
+                "is_deleted": self.op is Op.DELETE,
+            },
+        )
+
+    def properties(self) -> dict[str, Any]:
+        """The blob's properties this event carries (None where it carries none)."""
+        return blob_properties(self.raw)
+
+
+class ArrowBatch:
+    """One batch of a lease as Arrow columns, one row per event, in the lease's order.
+
+    - `records`: the records as decoded with their chunk's writer schema (`data` a struct,
+      enums dictionary-encoded text, maps Arrow maps; the fields of that schema version).
+    - `positions`: each event's `position` (a string column; see `ChangeEvent.position`).
+    - `shard`, `segment`, `stream_name` (the processor), `read_timestamp`: as on every event.
+    - `json()`: each record as JSON text, as `cfp read` prints it; `changes()`: the rows in the
+      change log's typed schema (`observers.changes.CHANGES_SCHEMA`), for writing to a table;
+      `dicts()`: the records as Python dicts. Each is made on first call, then kept.
+
+    Share, do not change: the columns are slices of the host's decoded windows.
+    """
+
+    __slots__ = (
+        "_changes",
+        "_dicts",
+        "_json",
+        "_json_of",
+        "_records",
+        "positions",
+        "read_timestamp",
+        "segment",
+        "shard",
+        "stream_name",
+    )
+
+    def __init__(
+        self,
+        records: pa.Table,
+        positions: pa.Array,
+        *,
+        shard: str,
+        segment: str,
+        stream_name: str = "",
+        read_timestamp: datetime | None = None,
+        json: Callable[[], pa.Array] | None = None,
+    ) -> None:
+        if records.num_rows != len(positions):
+            raise ValueError(f"{records.num_rows} records but {len(positions)} positions")
+        self._records: pa.Table | None = records
+        self._dicts: list[dict[str, Any]] | None = None
+        self.positions = positions
+        self.shard = shard
+        self.segment = segment
+        self.stream_name = stream_name
+        self.read_timestamp = read_timestamp or datetime.now(UTC)
+        self._json_of = json
+        self._json: pa.Array | None = None
+        self._changes: pa.Table | None = None
+
+    @classmethod
+    def from_records(
+        cls,
+        records: Sequence[Mapping[str, Any]],
+        positions: Sequence[str],
+        *,
+        shard: str,
+        segment: str,
+        stream_name: str = "",
+        read_timestamp: datetime | None = None,
+    ) -> ArrowBatch:
+        """A batch of records made in Python (the initial scan's): kept as they are, their
+        columns inferred only if asked for."""
+        import pyarrow as pa  # noqa: PLC0415
+
+        if len(records) != len(positions):
+            raise ValueError(f"{len(records)} records but {len(positions)} positions")
+        batch = cls(
+            pa.table({}),
+            pa.array([], pa.string()),
+            shard=shard,
+            segment=segment,
+            stream_name=stream_name,
+            read_timestamp=read_timestamp,
+        )
+        batch._records, batch._dicts = None, [dict(r) for r in records]
+        batch.positions = pa.array(positions, pa.string())
+        return batch
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @property
+    def records(self) -> pa.Table:
+        if self._records is None:
+            import pyarrow as pa  # noqa: PLC0415
+
+            self._records = pa.Table.from_pylist(self.dicts())
+        return self._records
+
+    def dicts(self) -> list[dict[str, Any]]:
+        """The records as Python dicts, exactly as fastavro decodes them."""
+        if self._dicts is None:
+            self._dicts = self.records.to_pylist(maps_as_pydicts="lossy")
+        return self._dicts
+
+    def json(self) -> pa.Array:
+        """Each record as compact JSON text (the change log's `raw`)."""
+        if self._json is None:
+            if self._json_of is not None:
+                self._json = self._json_of()
+            else:
+                from observers.changes import json_column  # noqa: PLC0415
+
+                self._json = json_column(self.dicts())
+        return self._json
+
+    def changes(self) -> pa.Table:
+        """The rows in `CHANGES_SCHEMA`. Errors: `BadEventError` for an unreadable eventTime."""
+        from observers.changes import arrow_changes, records_table  # noqa: PLC0415
+
+        if self._changes is None:
+            if self._records is None and self._dicts is not None:  # made in Python
+                self._changes = records_table(
+                    self._dicts,
+                    self.positions.to_pylist(),
+                    shard=self.shard,
+                    segment=self.segment,
+                    stream_name=self.stream_name,
+                    read_timestamp=self.read_timestamp,
+                )
+            else:
+                self._changes = arrow_changes(
+                    self.records,
+                    self.positions,
+                    self.json(),
+                    shard=self.shard,
+                    segment=self.segment,
+                    stream_name=self.stream_name,
+                    read_timestamp=self.read_timestamp,
+                )
+        return self._changes
+
+
+class EventBatch(Sequence[ChangeEvent]):
+    """One batch of a lease as `ChangeEvent`s, each made on first access from `arrow` (the
+    same batch as columns, which column-wise observers read directly)."""
+
+    __slots__ = ("_events", "_positions", "arrow")
+
+    def __init__(self, arrow: ArrowBatch) -> None:
+        self.arrow = arrow
+        self._events: list[ChangeEvent | None] = [None] * len(arrow)
+        self._positions: list[str] | None = None
+
+    @classmethod
+    def from_records(
+        cls,
+        records: Sequence[Mapping[str, Any]],
+        positions: Sequence[str],
+        *,
+        shard: str,
+        segment: str,
+        stream_name: str = "",
+        read_timestamp: datetime | None = None,
+    ) -> EventBatch:
+        return cls(
+            ArrowBatch.from_records(
+                records,
+                positions,
+                shard=shard,
+                segment=segment,
+                stream_name=stream_name,
+                read_timestamp=read_timestamp,
+            )
+        )
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return self.arrow.dicts()
+
+    @property
+    def positions(self) -> list[str]:
+        if self._positions is None:
+            self._positions = self.arrow.positions.to_pylist()
+        return self._positions
+
+    @property
+    def shard(self) -> str:
+        return self.arrow.shard
+
+    @property
+    def segment(self) -> str:
+        return self.arrow.segment
+
+    @property
+    def stream_name(self) -> str:
+        return self.arrow.stream_name
+
+    @property
+    def read_timestamp(self) -> datetime:
+        return self.arrow.read_timestamp
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    @overload
+    def __getitem__(self, index: int) -> ChangeEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ChangeEvent]: ...
+    def __getitem__(self, index: int | slice) -> ChangeEvent | Sequence[ChangeEvent]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        event = self._events[index]
+        if event is None:
+            a = self.arrow
+            event = self._events[index] = ChangeEvent.from_raw(
+                self.records[index],
+                shard=a.shard,
+                segment=a.segment,
+                position=self.positions[index],
+                stream_name=a.stream_name,
+                read_timestamp=a.read_timestamp,
+            )
+        return event
+
+    def __iter__(self) -> Iterator[ChangeEvent]:
+        for i in range(len(self)):
+            yield self[i]
+
+
+def changes_table(events: Sequence[ChangeEvent] | ArrowBatch) -> pa.Table:
+    """The events as rows of `CHANGES_SCHEMA`, in the order given. A batch (`ArrowBatch`, or
+    the `EventBatch` view of one) is converted from its columns, never making a `ChangeEvent`.
+
+    Errors: `BadEventError` when an event has no readable `eventTime`.
+    """
+    from observers.changes import records_table  # noqa: PLC0415
+
+    if isinstance(events, ArrowBatch):
+        return events.changes()
+    if isinstance(events, EventBatch):
+        return events.arrow.changes()
+    return records_table(
+        [e.raw for e in events],
+        [e.position for e in events],
+        shard=[e.shard for e in events],
+        segment=[e.segment for e in events],
+        stream_name=[e.stream_name for e in events],
+        read_timestamp=[e.read_timestamp or datetime.now(UTC) for e in events],
+    )

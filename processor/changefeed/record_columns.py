@@ -1,0 +1,67 @@
+"""Fields of decoded records as Arrow columns, whatever the chunk's schema version: by path, enums
+as text, a field the schema lacks as nulls. What the filters read; pure functions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+TEXT = pa.large_string()
+# `(container, blob name)` of a subject: the container ends at the first "/blobs/" (RE2 syntax)
+SUBJECT_PARTS = r"(?s)^/blobServices/default/containers/(?P<container>.*?)/blobs/(?P<blob>.*)$"
+
+
+def field(table: pa.Table, *path: str) -> pa.ChunkedArray | None:
+    """The column at `path` (`"data", "blobType"`), None when the records have no such field.
+    A child is null where its parent struct is."""
+    if path[0] not in table.column_names:
+        return None
+    values: pa.ChunkedArray = table.column(path[0])
+    for name in path[1:]:
+        kind = values.type
+        if not pa.types.is_struct(kind) or kind.get_field_index(name) < 0:
+            return None
+        values = pc.struct_field(values, name)
+    return values
+
+
+def text(table: pa.Table, *path: str) -> pa.ChunkedArray:
+    """The field at `path` as text: enum symbols decoded, nulls where the field is absent or is
+    not text."""
+    values = field(table, *path)
+    if values is None:
+        return pa.chunked_array([pa.nulls(table.num_rows, TEXT)], TEXT)
+    kind = values.type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        return pa.chunked_array([pa.nulls(table.num_rows, TEXT)], TEXT)
+    return pc.cast(values, TEXT)
+
+
+def event_times(table: pa.Table) -> pa.ChunkedArray:
+    """`eventTime` as UTC timestamps (microseconds); null where it is missing or not ISO 8601."""
+    texts = text(table, "eventTime")
+    kind = pa.timestamp("us", tz="UTC")
+    try:
+        exact = pc.cast(texts, pa.timestamp("ns", tz="UTC"))
+        return pc.cast(exact, kind, safe=False)  # truncated to microseconds, like datetime
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # one odd time: each on its own
+        return pa.chunked_array([pa.array([_parsed(t) for t in texts.to_pylist()], kind)], kind)
+
+
+def _parsed(value: str | None) -> datetime | None:
+    from processor.changefeed.selection import parse_event_time  # noqa: PLC0415 - a cycle
+
+    try:
+        return None if value is None else parse_event_time(value)
+    except ValueError:
+        return None
+
+
+def blob_paths(table: pa.Table) -> pa.ChunkedArray:
+    """`{container, blob}` of each record's subject; null where the subject names no blob."""
+    subject = text(table, "subject")
+    return pc.extract_regex(subject, SUBJECT_PARTS)
