@@ -8,19 +8,29 @@
 - `ydb`: a YDB changefeed record in `NEW_IMAGE` mode: `{"key": [container, blob], "update": {},
   "newImage": {...}, "ts": [...]}`, or `"erase": {}` without an image for a delete.
 
-Pure functions of the event; the README shows one example of each.
+`render` makes one event's document; `format_lines` makes the JSON lines of a whole batch from
+its columns (the same documents byte for byte, tested), about ten times faster: the fields are
+read column by column, only the documents themselves are Python objects, and each record's JSON
+is embedded as it is. The README shows one example of each.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
+from itertools import starmap
 from typing import Any
 
-from observers.envelope import Op, ReadMethod, epoch_ms
-from observers.protocol import ChangeEvent
+import orjson
+
+from observers.envelope import PROPERTY_FIELDS, Op, ReadMethod, envelope_document, epoch_ms
+from observers.events import ArrowBatch, ChangeEvent
+
+_ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"  # of microsecond timestamps: `iso_utc`'s shape
+_PROPERTIES = (*PROPERTY_FIELDS, "tags")
 
 CONNECTOR = "cfp-blob-changefeed"
 
@@ -44,50 +54,166 @@ def render(event: ChangeEvent, fmt: Format) -> Any:
 
 
 def debezium(event: ChangeEvent) -> dict[str, Any]:
-    row = {"container": event.container, "blob": event.blob, **event.properties()}
-    deleted = event.op is Op.DELETE
+    return _debezium(
+        event.container,
+        event.blob,
+        event.properties(),
+        event.op.value,
+        event.read_method.value,
+        event.event_type,
+        event.stream_name,
+        epoch_ms(event.event_time),
+        epoch_ms(event.read_timestamp or datetime.now(UTC)),
+        event.id,
+        event.sequencer,
+        event.shard,
+        event.segment,
+        event.position,
+    )
+
+
+def _debezium(  # noqa: PLR0917 - a row of columns, by position
+    container: str,
+    blob: str,
+    properties: dict[str, Any],
+    op: str,
+    read_method: str,
+    event_type: str,
+    stream_name: str,
+    event_ms: int,
+    read_ms: int,
+    event_id: str,
+    sequencer: str,
+    shard: str,
+    segment: str,
+    position: str,
+) -> dict[str, Any]:
+    row = {"container": container, "blob": blob, **properties}
+    deleted = op == Op.DELETE.value
+    backfill = read_method == ReadMethod.BACKFILL.value
     return {
         "payload": {
-            "op": _debezium_op(event),
+            "op": "r" if backfill else "d" if deleted else _created_or_updated(event_type),
             "before": row if deleted else None,
             "after": None if deleted else row,
             "source": {
                 "version": _version(),
                 "connector": CONNECTOR,
-                "name": event.stream_name,
-                "ts_ms": epoch_ms(event.event_time),
-                "snapshot": "true" if event.read_method is ReadMethod.BACKFILL else "false",
-                "container": event.container,
-                "blob": event.blob,
-                "event_type": event.event_type,
-                "event_id": event.id,
-                "sequencer": event.sequencer,
-                "shard": event.shard,
-                "segment": event.segment,
-                "position": event.position,
+                "name": stream_name,
+                "ts_ms": event_ms,
+                "snapshot": "true" if backfill else "false",
+                "container": container,
+                "blob": blob,
+                "event_type": event_type,
+                "event_id": event_id,
+                "sequencer": sequencer,
+                "shard": shard,
+                "segment": segment,
+                "position": position,
             },
-            "ts_ms": epoch_ms(event.read_timestamp or datetime.now(UTC)),
+            "ts_ms": read_ms,
         }
     }
 
 
-def _debezium_op(event: ChangeEvent) -> str:
-    if event.read_method is ReadMethod.BACKFILL:
-        return "r"
-    if event.op is Op.DELETE:
-        return "d"
-    return "c" if event.event_type == "BlobCreated" else "u"
+def _created_or_updated(event_type: str) -> str:
+    return "c" if event_type == "BlobCreated" else "u"
 
 
 def ydb(event: ChangeEvent) -> dict[str, Any]:
-    doc: dict[str, Any] = {"key": [event.container, event.blob]}
-    if event.op is Op.DELETE:
+    return _ydb(
+        event.container,
+        event.blob,
+        event.op.value,
+        event.properties(),
+        epoch_ms(event.event_time),
+        event.sequencer,
+    )
+
+
+def _ydb(  # noqa: PLR0917 - a row of columns, by position
+    container: str, blob: str, op: str, properties: dict[str, Any], event_ms: int, sequencer: str
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {"key": [container, blob]}
+    if op == Op.DELETE.value:
         doc["erase"] = {}
     else:
         doc["update"] = {}
-        doc["newImage"] = event.properties()
-    doc["ts"] = [epoch_ms(event.event_time), event.sequencer]
+        doc["newImage"] = properties
+    doc["ts"] = [event_ms, sequencer]
     return doc
+
+
+def format_lines(batch: ArrowBatch, fmt: Format) -> bytes:
+    """The batch's events as JSON lines in `fmt`, from its columns: what `render` gives each
+    event, a line each."""
+    if fmt is Format.NATIVE:
+        return b"".join(f"{text}\n".encode() for text in batch.json().to_pylist())
+    c = _Columns(batch.changes())
+    n = len(batch)
+    shards, segments = [batch.shard] * n, [batch.segment] * n
+    documents: Iterator[dict[str, Any]]
+    if fmt is Format.ENVELOPE:
+        metadata = (
+            {"event_type": kind, "sequencer": seq, "shard": batch.shard,
+             "segment": batch.segment, "position": pos, "is_deleted": op == Op.DELETE.value}
+            for kind, seq, pos, op in zip(
+                c["event_type"], c["sequencer"], c["position"], c["op"], strict=True
+            )
+        )  # fmt: skip
+        payloads = map(orjson.Fragment, batch.json().to_pylist())
+        documents = starmap(envelope_document, zip(
+            c["stream_name"], c["read_method"], c["container"], c["blob"], c["op"], c["id"],
+            c.iso("event_time"), c.iso("read_timestamp"), c["sort_keys"], metadata, payloads,
+            strict=True,
+        ))  # fmt: skip
+    elif fmt is Format.DEBEZIUM:
+        documents = starmap(_debezium, zip(
+            c["container"], c["blob"], c.properties(), c["op"], c["read_method"],
+            c["event_type"], c["stream_name"], c.ms("event_time"), c.ms("read_timestamp"),
+            c["id"], c["sequencer"], shards, segments, c["position"],
+            strict=True,
+        ))  # fmt: skip
+    else:
+        documents = starmap(_ydb, zip(
+            c["container"], c["blob"], c["op"], c.properties(), c.ms("event_time"),
+            c["sequencer"],
+            strict=True,
+        ))  # fmt: skip
+    dump = orjson.dumps
+    return b"".join(dump(d, option=orjson.OPT_APPEND_NEWLINE) for d in documents)
+
+
+class _Columns:
+    """A batch's change log rows (`CHANGES_SCHEMA`), each column read into Python once."""
+
+    def __init__(self, rows: Any) -> None:
+        self._rows = rows
+        self._read: dict[str, list[Any]] = {}
+
+    def __getitem__(self, name: str) -> list[Any]:
+        if name not in self._read:
+            self._read[name] = self._rows.column(name).to_pylist(maps_as_pydicts="lossy")
+        return self._read[name]
+
+    def iso(self, name: str) -> list[str]:
+        """A timestamp column as `iso_utc` writes each."""
+        import pyarrow.compute as pc  # noqa: PLC0415 - with the first batch
+
+        texts = pc.strftime(self._rows.column(name), format=_ISO_UTC)
+        return texts.to_pylist()  # type: ignore[no-any-return]
+
+    def ms(self, name: str) -> list[int]:
+        """A timestamp column as `epoch_ms` gives each."""
+        import pyarrow as pa  # noqa: PLC0415
+
+        micros = self._rows.column(name).cast(pa.int64()).to_numpy()
+        return (micros // 1000).tolist()  # type: ignore[no-any-return]
+
+    def properties(self) -> list[dict[str, Any]]:
+        """`ChangeEvent.properties()` of each row."""
+        values = zip(*(self[name] for name in _PROPERTIES), strict=True)
+        return [dict(zip(_PROPERTIES, row, strict=True)) for row in values]
 
 
 @cache

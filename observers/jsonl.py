@@ -19,8 +19,8 @@ from typing import IO
 
 import orjson
 
-from observers.events import ArrowBatch, ChangeEvent, EventBatch
-from observers.formats import Format, render
+from observers.events import ArrowBatch, ChangeEvent
+from observers.formats import Format, format_lines, render
 from observers.protocol import PartitionContext
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -45,10 +45,10 @@ class JsonlObserver:
         self._file, self._lock = _shared_file(self.path)
 
     def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
-        """Native lines from the batch's columns: each record's JSON is embedded as it is,
-        never made into a dict and back. The other formats are made from `ChangeEvent`s."""
+        """Lines from the batch's columns: each record's JSON is embedded as it is, never made
+        into a dict and back."""
         if self.format is not Format.NATIVE:
-            self.process_changes(ctx, EventBatch(batch))
+            self._write(format_lines(batch, self.format))
             return
         now = time.time_ns()
         rows = batch.changes()

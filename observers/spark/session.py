@@ -20,8 +20,10 @@ from observers.spark.output import Output, StorageAccess, hadoop_settings
 DEFAULT_MASTER = "local[*]"
 # No warm-up by default: it only moves the JVM's compiling from the first real writes to made-up
 # ones, and costs more than it saves (bench/spark_ingest, 180,000 events on 2 cores: caught up in
-# 24.2 s without, 33.2 s with three writes of 20,000 rows). Worth it only for a host that starts
-# on a quiet feed and wants its first real write as fast as later ones.
+# 24.2 s without, 33.2 s with three writes of 20,000 rows; two MERGEs of 64 rows before taking
+# leases took 10.3 s and left the first real write as slow: 39.3 s from the process's start
+# against 32.6 s without). Worth it only for a host that starts on a quiet feed and wants its
+# first real write as fast as later ones.
 DEFAULT_WARM_UP_ROWS = 0
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_MAX_WAIT_S = 1.0
@@ -92,7 +94,7 @@ class SparkOptions:
     conf: Mapping[str, str] = field(default_factory=dict)  # --spark-conf KEY=VALUE
     max_rows: int = DEFAULT_MAX_ROWS  # rows per Spark write, across the host's leases
     min_rows: int = 5_000  # enough rows to write at once when Spark is idle
-    max_bytes: int = 128 << 20  # Arrow bytes per Spark write
+    max_bytes: int = 192 << 20  # Arrow bytes per Spark write (a change log row: about 1.6 KB)
     max_wait_s: float = DEFAULT_MAX_WAIT_S  # longest a batch waits for others to share a write
     warm_up_rows: int = DEFAULT_WARM_UP_ROWS  # made-up rows written three times at start (0: none)
     state_every_s: float = DEFAULT_STATE_EVERY_S  # between runs of the state job

@@ -21,7 +21,12 @@ from processor.changefeed.avro_chunk import (
     scan_blocks,
 )
 from processor.changefeed.columnar import DecodedWindow, decode_window
-from processor.changefeed.errors import MissingChunkError, PositionError, TruncatedBlockError
+from processor.changefeed.errors import (
+    FeedCorrupt,
+    MissingChunkError,
+    PositionError,
+    TruncatedBlockError,
+)
 from processor.changefeed.layout import chunk_number, chunk_path, chunk_shard_prefix
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS, ShardBatch, ShardPosition
 from processor.changefeed.selection import EventFilter
@@ -85,6 +90,12 @@ class ShardReader:
 
     def cancel_read_ahead(self) -> None:
         self._ahead.cancel()
+
+    def bad_data_ahead(self) -> FeedCorrupt | None:
+        """The bad data (a damaged block, bad framing) the bytes in hand show ahead of the
+        position, before any read meets it: whoever reads on from here would only meet it too."""
+        w = self._window
+        return w.error if w is not None and w.matches(self.position) else None
 
     async def read(
         self, *, is_finalized: bool, read_ahead: asyncio.TaskGroup | None = None

@@ -2,9 +2,8 @@
 
 `--format native` (the default) writes each record's JSON as the decoder made it for the whole
 window (`ShardBatch.json`), a newline after each, in one buffer: no Python object per record.
-The other formats are documents about each event (`observers.formats`), made per record from
-`ChangeEvent`s: they read fields of the record that no column holds as they are (bench/formats:
-about 10 us a record, most of it the documents themselves).
+The other formats are documents about each event (`observers.formats.format_lines`), made from
+the batch's change log columns: one dict per document, no `ChangeEvent`.
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from observers.events import ArrowBatch, EventBatch
-from observers.formats import Format, render
+from observers.events import ArrowBatch
+from observers.formats import Format, format_lines
 from processor.changefeed.layout import shard_name
 from processor.changefeed.position import RawRecord, ShardBatch
 
@@ -52,14 +51,13 @@ def formatted_lines(
     """The first `count` records of `batch` as JSON lines in `fmt`."""
     if fmt is Format.NATIVE:
         return arrow_lines(batch.json().slice(0, count))
-    events = EventBatch(
-        ArrowBatch(
-            batch.table.slice(0, count),
-            batch.positions().slice(0, count),
-            shard=shard_name(batch.shard),  # "00", as a host's events name it
-            segment=batch.segment,
-            stream_name=stream_name,
-            read_timestamp=read_timestamp,
-        )
+    arrow = ArrowBatch(
+        batch.table.slice(0, count),
+        batch.positions().slice(0, count),
+        shard=shard_name(batch.shard),  # "00", as a host's events name it
+        segment=batch.segment,
+        stream_name=stream_name,
+        read_timestamp=read_timestamp,
+        json=lambda: batch.json().slice(0, count),
     )
-    return b"".join(_dump_line(render(e, fmt)) for e in events)
+    return format_lines(arrow, fmt)

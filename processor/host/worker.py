@@ -130,7 +130,12 @@ class Worker:
         held, env, ledger = self.held, self.env, checkpoints.ledger
         then = after_batch(calls, checkpoints)
         while True:
-            check_still_ours(held, env)
+            # bad data known to lie ahead in the bytes in hand: stopping or handed over, the
+            # lease reads on to park in front of it (its next owner would only meet it again)
+            if reader.bad_data_ahead() is None or not env.running.is_set():
+                check_still_ours(held, env)
+            elif not held.is_usable():
+                raise WorkerEnded(CloseReason.LEASE_LOST)
             if not env.running.is_set():  # paused: hold the lease idle, everything confirmed
                 env.progress.waiting(held.token)
                 await checkpoints.confirm_delivered()

@@ -119,6 +119,9 @@ class ScanReader:
     _container: str | None = None
     _listed_to_end: bool = False  # the current container has no more pages
 
+    def bad_data_ahead(self) -> None:
+        return None  # a listing has no bytes to be bad
+
     def reset(self) -> None:
         self._containers, self._page, self._container = None, deque(), None
         self._marker, self._listed_to_end = None, False

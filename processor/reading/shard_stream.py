@@ -18,6 +18,7 @@ from typing import Protocol
 from observers import ArrowBatch
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.change_filter import ChangeFilter
+from processor.changefeed.errors import FeedCorrupt
 from processor.changefeed.layout import segment_time, shard_name
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS, ShardBatch
 from processor.changefeed.selection import EventFilter
@@ -92,6 +93,10 @@ class Reader(Protocol):
     position: LeasePosition
 
     def reset(self) -> None: ...
+    def bad_data_ahead(self) -> FeedCorrupt | None:
+        """Bad data the reader already knows lies ahead of its position (None: none known)."""
+        ...
+
     async def read(
         self,
         *,
@@ -130,6 +135,9 @@ class LeaseReader:
         self._is_ordered = is_ordered
         self._filter = EventFilter(change or ChangeFilter(), window=position.window)
         self._reader: ShardReader | None = None
+
+    def bad_data_ahead(self) -> FeedCorrupt | None:
+        return None if self._reader is None else self._reader.bad_data_ahead()
 
     def reset(self) -> None:
         """Stop read-ahead and forget reader state; the next read starts from `position`."""

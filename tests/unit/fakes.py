@@ -69,9 +69,10 @@ def batch(first: int, n: int) -> FakeBatch:
 
 @dataclass(slots=True)
 class ScriptedReader:
-    """Hands out `steps` in order, then says caught up for ever; `before_read` runs first."""
+    """Hands out `steps` in order (an exception is raised: bad data met), then says caught up
+    for ever; `before_read` runs first. An exception next in line is bad data known ahead."""
 
-    steps: list[LeaseRead]
+    steps: list[LeaseRead | Exception]
     position: LeasePosition = field(default_factory=LeasePosition)
     before_read: Callable[[int], Awaitable[None]] | None = None  # given the read's number
     holding: Callable[[LeasePosition], bool] | None = None  # nothing new yet at this position
@@ -81,6 +82,9 @@ class ScriptedReader:
     def reset(self) -> None:
         pass
 
+    def bad_data_ahead(self) -> Exception | None:
+        return self.steps[0] if self.steps and isinstance(self.steps[0], Exception) else None
+
     async def read(self, **_: object) -> LeaseRead:
         if self.before_read is not None:
             await self.before_read(self.reads)
@@ -89,6 +93,8 @@ class ScriptedReader:
         held = self.holding is not None and self.holding(self.position)
         if self.steps and not held:
             step = self.steps.pop(0)
+            if isinstance(step, Exception):
+                raise step
         else:
             step = LeaseRead(Step.CAUGHT_UP, self.position)
         if step.step is Step.CAUGHT_UP:

@@ -10,6 +10,7 @@ from typing import Any
 
 from leases import HostId, Lease, LeaseToken, MemoryLeaseStore
 from observers import CloseReason
+from processor.changefeed.errors import UndecodableBlockError
 from processor.host.dead_letter import DeadLetterFolder, OnObserverError
 from processor.host.owner_writes import HeldLease
 from processor.host.timings import derive_timings
@@ -154,6 +155,25 @@ async def test_a_hand_over_finishes_the_batch_in_hand_then_releases_to_the_taker
     lease = await store.get(TOKEN)
     assert lease is not None and lease.owner is None and lease.next_owner == "h2"
     assert lease.continuation == at(4).to_json()
+
+
+async def test_a_lease_stopped_in_front_of_known_bad_data_parks_there() -> None:
+    """The bytes in hand show a damaged block ahead (or the decoder got stuck on it and the
+    host is leaving): stopping does not hand the lease on to meet it again, it parks."""
+    observer = RecordingObserver()
+    bad = UndecodableBlockError("log/00/x/00000.avro", 4, "undecodable block")
+
+    async def host_stops(n: int) -> None:
+        if n == 1:
+            run.env.stop.set()
+
+    run = await start(observer, [*batches(2, 2), bad], before_read=host_stops)
+    assert await asyncio.wait_for(run.task, 10) is CloseReason.FEED_ERROR
+    assert observer.seen == [["e0", "e1"], ["e2", "e3"]]
+    lease = await run.store.get(TOKEN)
+    assert lease is not None and lease.parked and lease.owner is None
+    assert "log/00/x/00000.avro at byte 4" in lease.error
+    assert lease.continuation == at(4).to_json()  # in front of the bad block
 
 
 async def test_an_observer_that_checkpoints_itself_moves_the_lease_only_as_it_confirms() -> None:
