@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from azure.storage.blob.aio import ContainerClient
 
-from processor.changefeed.avro_chunk import parse_header, scan_blocks
+from processor.changefeed.avro_chunk import parse_header, read_long, scan_blocks
 from processor.changefeed.decode import decode_blocks
 from processor.changefeed.errors import (
     BadMagicError,
@@ -24,6 +24,7 @@ from processor.changefeed.errors import (
 from processor.changefeed.feed_reader import IncompleteRead
 from processor.changefeed.layout import CONTAINER
 from processor.changefeed.selection import EventFilter
+from processor.emulator.avro_encoding import encode_long_padded
 from tests.helpers import emulate, json_lines, read_all, run_cfp
 
 SEGMENT = "idx/segments/2026/01/01/0000/meta.json"
@@ -53,6 +54,50 @@ def undecodable(data: bytes, blocks: list[int]) -> tuple[bytes, int, int]:
     return data[:start] + b"\xff" * (end - start) + data[end:], blocks[1], 1
 
 
+def _recount(data: bytes, at: int, change: int) -> bytes:
+    """The chunk with the padded count varint of the block at `at` moved by `change` (its size
+    and bytes left as they are: the framing still holds)."""
+    count, _ = read_long(data, at)
+    return data[:at] + encode_long_padded(count + change) + data[at + 10 :]
+
+
+def count_too_high(data: bytes, blocks: list[int]) -> tuple[bytes, int, int]:
+    return _recount(data, blocks[1], +1), blocks[1], 1
+
+
+def _first_fields(data: bytes, block: int) -> list[int]:
+    """Where the first record of the block at `block` starts, and each of its first four
+    fields after it (schemaVersion, topic, subject, eventType)."""
+    _, at = read_long(data, block)  # count
+    _, at = read_long(data, at)  # size
+    starts = [at]
+    _, at = read_long(data, at)  # schemaVersion
+    for _ in range(2):  # topic, subject: a length, then the bytes
+        starts.append(at)
+        length, at = read_long(data, at)
+        at += length
+    starts.append(at)
+    return starts
+
+
+def _long_in(n: int, width: int) -> bytes:
+    """The zigzag varint of `n >= 0` padded to exactly `width` bytes."""
+    z = n << 1
+    assert z < 1 << (7 * width)
+    return bytes(((z >> (7 * i)) & 0x7F) | (0x80 if i < width - 1 else 0) for i in range(width))
+
+
+def string_too_long(data: bytes, blocks: list[int]) -> tuple[bytes, int, int]:
+    at = _first_fields(data, blocks[1])[2]  # the subject's length, made 3 longer
+    length, after = read_long(data, at)
+    return data[:at] + _long_in(length + 3, after - at) + data[after:], blocks[1], 1
+
+
+def bad_enum(data: bytes, blocks: list[int]) -> tuple[bytes, int, int]:
+    at = _first_fields(data, blocks[1])[3]  # the eventType's symbol index: one no schema has
+    return data[:at] + bytes([60 << 1]) + data[at + 1 :], blocks[1], 1
+
+
 def torn_finalized(data: bytes, blocks: list[int]) -> tuple[bytes, int, int]:
     return data[: blocks[2] - 5], blocks[1], 1
 
@@ -62,6 +107,9 @@ CORRUPTIONS: dict[str, tuple[Corruption, type[ChunkError]]] = {
     "truncated-header": (truncated_header, TruncatedHeaderError),
     "bad-sync": (bad_sync, BadSyncMarkerError),
     "undecodable-block": (undecodable, UndecodableBlockError),
+    "block-count-one-too-high": (count_too_high, UndecodableBlockError),
+    "string-length-too-long": (string_too_long, UndecodableBlockError),
+    "enum-index-out-of-range": (bad_enum, UndecodableBlockError),
     "torn-block-in-finalized-segment": (torn_finalized, TruncatedBlockError),
 }
 
@@ -113,6 +161,41 @@ async def test_corrupt_chunk_stops_only_its_shard(account: str, kind: str) -> No
     read = [str(r["id"]) for r in json_lines(result.stdout)]
     # nothing of the second segment (the barrier holds), nothing after the bad spot
     assert sorted(read) == sorted(expected)
+
+
+async def test_a_block_that_spins_the_native_decoder_stops_cfp_read_with_its_chunk(
+    account: str,
+) -> None:
+    """A block whose count is one short of its records makes arrow-avro spin for ever: the call
+    is abandoned at its deadline, `cfp read` names the chunk, exits 3 and does not hang; what it
+    printed is all good data from before the bad block."""
+    await emulate(
+        account, seed=21, segments=2, events_per_segment=90, shards=(3, 1), block_events=(4, 8)
+    )
+    good, _ = await read_all(account, event_filter=EventFilter(include_control=True))
+    chunk = f"{BAD_SHARD}00000.avro"
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        data = await (await c.download_blob(chunk)).readall()
+        header = parse_header(data, chunk=chunk)
+        blocks = scan_blocks(
+            data[header.size :], base=header.size, sync=header.sync, chunk=chunk
+        ).blocks
+        await c.delete_blob(chunk)
+        await c.upload_blob(chunk, _recount(data, blocks[1].offset, -1))
+    bad = {
+        str(r["id"])
+        for r in decode_blocks(
+            data, base=0, blocks=blocks[1:], skip=0, header=header, chunk=chunk
+        ).records
+    }
+    result = await asyncio.to_thread(
+        run_cfp, account, "read", "--include-control", "--decode-deadline", "2"
+    )
+    assert result.returncode == 3, result.stderr
+    assert f"{chunk} at byte {blocks[0].offset}" in result.stderr  # the window it was given
+    assert "did not return within 2 s" in result.stderr
+    printed = {str(r["id"]) for r in json_lines(result.stdout)}
+    assert printed <= {str(r["id"]) for r in good} and not printed & bad
 
 
 async def _rewrite_manifest(account: str, change: Callable[[dict[str, object]], object]) -> None:

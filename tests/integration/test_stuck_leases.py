@@ -18,9 +18,16 @@ from typing import Any
 import pytest
 from azure.storage.blob.aio import ContainerClient
 
-from processor.changefeed.avro_chunk import BlockSpan, ChunkHeader, parse_header, scan_blocks
+from processor.changefeed.avro_chunk import (
+    BlockSpan,
+    ChunkHeader,
+    parse_header,
+    read_long,
+    scan_blocks,
+)
 from processor.changefeed.decode import decode_blocks
 from processor.changefeed.layout import CONTAINER
+from processor.emulator.avro_encoding import encode_long_padded
 from tests.cluster import Cluster, quick_host_args
 from tests.helpers import emulate, read_all, until
 
@@ -111,6 +118,33 @@ async def test_a_corrupt_block_parks_its_lease_and_a_move_skips_exactly_that_blo
     assert await cluster.run_until_caught_up("h2") == 0
     got = cluster.delivered()
     assert set(got) == ids - lost and max(got.values()) == 1
+
+
+async def test_a_block_that_spins_the_decoder_parks_its_lease_and_the_host_leaves(
+    account: str, cluster: Cluster
+) -> None:
+    """A block whose count is one short of its records makes the native decoder spin for ever:
+    at the deadline the host falls back to fastavro (which names the block), parks that lease
+    in front of it, releases the others and exits 3, so that it is restarted without the
+    thread the call holds."""
+    await _feed(account)
+    data, _, blocks = await _chunk(account)
+    bad = blocks[2]
+    count, _ = read_long(data, bad.offset)
+    spinning = data[: bad.offset] + encode_long_padded(count - 1) + data[bad.offset + 10 :]
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        await c.delete_blob(CHUNK)
+        await c.upload_blob(CHUNK, spinning)
+
+    assert await cluster.run_until_caught_up("h1", "--decode-deadline", "2") == 3
+    events = cluster.log_events("h1")
+    assert any(e.get("event") == "decode.stuck" and e.get("chunk") == CHUNK for e in events)
+    rows = _status(cluster)
+    assert rows[BAD_LEASE]["parked"] and f"{CHUNK} at byte {bad.offset}" in rows[BAD_LEASE]["error"]
+    assert rows[BAD_LEASE]["offset"] == bad.offset  # the good blocks before it came
+    assert not any(r["parked"] or r["owner"] for t, r in rows.items() if t != BAD_LEASE)
+    log = (cluster.workdir / "h1.log").read_text()
+    assert "the native Avro decoder did not return within 2 s" in log
 
 
 async def _delete_a_middle_chunk(account: str, ids: set[str]) -> tuple[list[str], str, set[str]]:
