@@ -28,6 +28,15 @@ from processor.emulator.avro_encoding import encode_long_padded
 from tests.helpers import emulate, json_lines, read_all, run_cfp
 
 SEGMENT = "idx/segments/2026/01/01/0000/meta.json"
+# about 500 records in each chunk of the first segment: enough for a native decode of the window
+# (smaller ones go to fastavro at once), so that its failures and the fallback are what is tested
+BAD_SHARD_FEED = {
+    "seed": 21,
+    "segments": 2,
+    "events_per_segment": 1500,
+    "shards": (3, 1),
+    "block_events": (4, 8),
+}
 BAD_SHARD = "log/01/2026/01/01/0000/"
 
 
@@ -116,9 +125,7 @@ CORRUPTIONS: dict[str, tuple[Corruption, type[ChunkError]]] = {
 
 @pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
 async def test_corrupt_chunk_stops_only_its_shard(account: str, kind: str) -> None:
-    await emulate(
-        account, seed=21, segments=2, events_per_segment=90, shards=(3, 1), block_events=(4, 8)
-    )
+    await emulate(account, **BAD_SHARD_FEED)
     everything = EventFilter(include_control=True)
     good, _ = await read_all(account, event_filter=everything)
     corrupt, error_type = CORRUPTIONS[kind]
@@ -169,9 +176,7 @@ async def test_a_block_that_spins_the_native_decoder_stops_cfp_read_with_its_chu
     """A block whose count is one short of its records makes arrow-avro spin for ever: the call
     is abandoned at its deadline, `cfp read` names the chunk, exits 3 and does not hang; what it
     printed is all good data from before the bad block."""
-    await emulate(
-        account, seed=21, segments=2, events_per_segment=90, shards=(3, 1), block_events=(4, 8)
-    )
+    await emulate(account, **BAD_SHARD_FEED)
     good, _ = await read_all(account, event_filter=EventFilter(include_control=True))
     chunk = f"{BAD_SHARD}00000.avro"
     async with ContainerClient.from_connection_string(account, CONTAINER) as c:

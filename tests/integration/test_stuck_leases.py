@@ -127,7 +127,7 @@ async def test_a_block_that_spins_the_decoder_parks_its_lease_and_the_host_leave
     at the deadline the host falls back to fastavro (which names the block), parks that lease
     in front of it, releases the others and exits 3, so that it is restarted without the
     thread the call holds."""
-    await _feed(account)
+    await _feed(account, events_per_segment=1500)  # windows the native decoder is given
     data, _, blocks = await _chunk(account)
     bad = blocks[2]
     count, _ = read_long(data, bad.offset)
