@@ -8,7 +8,7 @@ JARS := deploy/spark/jars/.installed
 FETCHED := deploy/spark/jars/.fetched
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-spark bench-state bench-rebalance bench-balance bench-formats bench-filter clean
+.PHONY: help install demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-decode bench-spark bench-state bench-rebalance bench-balance bench-formats bench-filter clean
 
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
@@ -17,6 +17,7 @@ help:
 	@echo "make azurite    run Azurite in the foreground on the default ports (data in $(AZURITE_DIR)/)"
 	@echo "make spark-connect  run a Spark Connect server on 127.0.0.1:15002 in the foreground"
 	@echo "make bench      read-throughput benchmark: ours vs the official SDK vs a bare baseline"
+	@echo "make bench-decode     CPU per record: fastavro vs the columnar decoder"
 	@echo "make bench-spark      one host into the Delta change log vs appending the same rows"
 	@echo "make bench-state      the state table's MERGE at 100k, 1M and 10M blobs"
 	@echo "make bench-rebalance  real hosts: kill -9, SIGTERM, scale-out (time, ticks, duplicates)"
@@ -107,6 +108,9 @@ spark-connect: $(VENV)/.installed $(JARS)
 
 bench: install
 	$(PY) -m bench.read_throughput
+
+bench-decode: $(VENV)/.installed
+	$(PY) -m bench.decode_cost
 
 bench-spark: install
 	$(PY) -m bench.spark_ingest

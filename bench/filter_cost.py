@@ -34,7 +34,6 @@ from processor.changefeed.feed_reader import FeedReader
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import FeedStorage
 from processor.cli.lines import arrow_lines
-from processor.cli.read_job import BATCH_EVENTS
 from processor.emulator.azurite import Azurite
 from processor.logs import configure_logging
 from processor.runtime import tune_gc
@@ -60,14 +59,12 @@ async def read(conn: str, change: ChangeFilter, *, as_json: bool) -> Run:
     read = kept = sink = 0
     start = time.perf_counter()
     async with FeedStorage.from_connection_string(conn) as storage:
-        reader = FeedReader(
-            storage, event_filter=EventFilter(change=change), batch_events=BATCH_EVENTS
-        )
+        reader = FeedReader(storage, event_filter=EventFilter(change=change), with_json=as_json)
         async for batch in reader.batches():
             read += batch.raw_count
             kept += len(batch)
-            if as_json:  # as `cfp read` writes them, in a thread
-                sink += len(await asyncio.to_thread(arrow_lines, batch.json()))
+            if as_json:  # as `cfp read` writes them
+                sink += len(arrow_lines(batch.json()))
     return Run(read, kept, time.perf_counter() - start)
 
 

@@ -24,6 +24,7 @@ fallback.
 from __future__ import annotations
 
 import io
+import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -89,6 +90,9 @@ class NativeDecoder:
     ) -> None:
         self.deadline_s = deadline_s
         self.min_records = min_records  # smaller windows are decoded by fastavro
+        # polars decodes on a pool of its own, a thread a core: more calls at once add memory
+        # (about 50 MB each for 8 MiB), not speed
+        self._slots = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
         self.stuck: StuckDecode | None = None
         self.fallbacks = 0  # windows decoded by fastavro instead
         self._listeners: list[Callable[[StuckDecode], None]] = []
@@ -110,7 +114,8 @@ class NativeDecoder:
         return remove
 
     def call(self, fn: Callable[[], T], *, chunk: str, offset: int, size: int) -> T:
-        """`fn()` in a daemon thread of its own, waited for up to the deadline.
+        """`fn()` in a daemon thread of its own, waited for up to the deadline (from when it
+        starts: at most a call a core runs at once).
 
         Errors: whatever `fn` raised; `NativeUnavailable` when a call is stuck, this one (it is
         then reported) or an earlier one."""
@@ -123,7 +128,12 @@ class NativeDecoder:
                 result.set_result(fn())
             except BaseException as e:  # handed to the caller waiting on `result`
                 result.set_exception(e)
+            finally:
+                self._slots.release()  # never, for a call stuck for good
 
+        while not self._slots.acquire(timeout=0.2):  # a call stuck for good holds its slot
+            if self.stuck is not None:
+                raise NativeUnavailable(f"the native decoder is stuck since {self.stuck.chunk}")
         threading.Thread(target=run, name="cfp-native-decode", daemon=True).start()
         try:
             return result.result(timeout=self.deadline_s)

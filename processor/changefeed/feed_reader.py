@@ -78,8 +78,10 @@ class FeedReader:
         event_filter: EventFilter | None = None,
         read_size: int = DEFAULT_READ_SIZE,
         batch_events: int = DEFAULT_BATCH_EVENTS,
+        with_json: bool = False,  # each window's JSON made where it is decoded (see ShardReader)
     ) -> None:
         self._storage = storage
+        self._with_json = with_json
         self.position = position or FeedPosition()
         self._filter = event_filter or EventFilter()
         self._read_size = read_size
@@ -183,6 +185,7 @@ class FeedReader:
                     event_filter=self._filter,
                     read_size=self._read_size,
                     batch_events=self._batch_events,
+                    with_json=self._with_json,
                 )
                 for prefix in segment.shard_prefixes
             }

@@ -69,8 +69,11 @@ class ShardReader:
         event_filter: EventFilter | None = None,
         read_size: int = DEFAULT_READ_SIZE,
         batch_events: int = DEFAULT_BATCH_EVENTS,
+        with_json: bool = False,
     ) -> None:
         self._storage = storage
+        # make each window's JSON in its decode's thread (`cfp read` prints it from the loop)
+        self._with_json = with_json
         self.segment = segment
         self.prefix = prefix
         self.position = position or ShardPosition()
@@ -250,9 +253,11 @@ class ShardReader:
             return None
         return self._take(w)  # bad data after the good blocks fails the next read
 
-    @staticmethod
-    def _decode(w: Window) -> DecodedWindow:
-        return decode_window(w.buf, base=w.base, blocks=w.blocks, header=w.header, chunk=w.chunk)
+    def _decode(self, w: Window) -> DecodedWindow:
+        decoded = decode_window(w.buf, base=w.base, blocks=w.blocks, header=w.header, chunk=w.chunk)
+        if self._with_json:
+            decoded.json()
+        return decoded
 
     def _take(self, w: Window) -> ShardBatch:
         """The window's next `batch_events` records (at least one): a slice of its columns,

@@ -39,8 +39,9 @@ class Window:
         self.blocks, self.error = self.scan.blocks, self.scan.error
 
     def decoded_as(self, decoded: DecodedWindow) -> DecodedWindow:
-        """Keep the window's decode; a bad block cuts `blocks` short and becomes `error`."""
-        self.decoded = decoded
+        """Keep the window's decode (its bytes are needed no more); a bad block cuts `blocks`
+        short and becomes `error`."""
+        self.decoded, self.buf = decoded, b""
         if decoded.error is not None:
             self.blocks, self.error = decoded.blocks, decoded.error
         return decoded

@@ -10,6 +10,7 @@ import time
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
@@ -30,10 +31,6 @@ from processor.cli.read import TokenFormat
 from processor.runtime import DECODER_STUCK_EXIT
 
 SAVE_EVERY_S = 1.0
-# Records formatted and written at once: each batch costs a thread hop and a few Arrow calls, so
-# larger ones are cheaper (bench/read_throughput: 250 a batch read 58-64k events/s, 4,000 about
-# 77k); a window holds 10,000 to 20,000.
-BATCH_EVENTS = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +116,7 @@ class ReadJob:
                 position=self.resume.position,
                 event_filter=self.event_filter,
                 read_size=self.read_size,
-                batch_events=BATCH_EVENTS,
+                with_json=self.fmt is Format.NATIVE,
             ) as reader,
         ):
             catalog = FeedCatalog(storage, refresh_s=0)
@@ -171,8 +168,10 @@ class ReadJob:
         return 1
 
     async def _lines(self, batch: ShardBatch, count: int) -> bytes:
-        """In a thread: the loop goes on fetching and decoding the shards meanwhile."""
-        return await asyncio.to_thread(
+        """Native lines are cut from the window's JSON, made where it was decoded: cheap enough
+        for the loop. Other formats make a document per event: in a thread, so that the loop
+        goes on fetching and decoding the shards meanwhile."""
+        make = partial(
             formatted_lines,
             batch,
             count,
@@ -180,6 +179,7 @@ class ReadJob:
             stream_name=self.account,
             read_timestamp=datetime.now(UTC),
         )
+        return make() if self.fmt is Format.NATIVE else await asyncio.to_thread(make)
 
     async def _token(self, position: FeedPosition, catalog: FeedCatalog) -> str:
         if self.token_format is TokenFormat.CFP:
