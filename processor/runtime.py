@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
+import os
 
 # Young-generation threshold for the cyclic collector. Decoding creates about five tracked
 # containers per change record; with CPython's default (700) a collection runs every ~140
@@ -17,6 +20,30 @@ def tune_gc() -> None:
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(GEN0_THRESHOLD, gen1, gen2)
+
+
+# Decoded windows are allocated by the native decoder (glibc malloc, from whichever thread decodes)
+# and by polars (jemalloc, for their JSON); with an arena per thread each keeps what it freed.
+# Two glibc arenas and one jemalloc arena returning freed pages at once took `cfp read`'s peak RSS
+# on the benchmark feed from about 530 MiB to about 395 MiB, at the same speed.
+GLIBC_ARENAS = 2
+M_ARENA_MAX = -8  # mallopt's parameter number in glibc's malloc.h
+JEMALLOC_CONF_VAR = "_RJEM_MALLOC_CONF"  # what polars' jemalloc reads when it starts
+JEMALLOC_CONF = "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"
+
+
+def tune_memory() -> None:
+    """Fewer allocator arenas, before any native library allocates: polars' jemalloc reads its
+    settings when polars is first imported (a setting already in the environment is kept)."""
+    os.environ.setdefault(JEMALLOC_CONF_VAR, JEMALLOC_CONF)
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):  # not glibc (musl, macOS): its defaults stand
+        return
+    mallopt(M_ARENA_MAX, GLIBC_ARENAS)
 
 
 # Seconds a native Avro decode of one window may take before it is judged stuck (`--decode-

@@ -27,7 +27,7 @@ from processor.cli.common import (
     options,
     run_async,
 )
-from processor.runtime import tune_gc
+from processor.runtime import tune_gc, tune_memory
 
 
 class TokenFormat(StrEnum):
@@ -112,6 +112,7 @@ def read_command(
     from processor.cli.read_job import ReadJob, load_continuation  # noqa: PLC0415
 
     tune_gc()
+    tune_memory()
     NATIVE.deadline_s = decode_deadline
     conn = connection.resolve(connection_string)
     try:

@@ -23,7 +23,7 @@ from processor.cli.run_options import (
 )
 from processor.clock import SystemClock
 from processor.host.config import default_host_name
-from processor.runtime import tune_gc
+from processor.runtime import tune_gc, tune_memory
 
 
 @click.command("run")
@@ -43,6 +43,7 @@ def run_command(**params: Any) -> None:
     except ValueError as e:  # ConfigError, or a malformed connection string
         fail(str(e), 2)
     tune_gc()
+    tune_memory()
     from processor.changefeed.columnar import NATIVE  # noqa: PLC0415 - the heavy part
     from processor.cli.serve import Endpoint, serve_host  # noqa: PLC0415
 
