@@ -270,26 +270,9 @@ class EventBatch(Sequence[ChangeEvent]):
         self._positions: list[str] | None = None
 
     @classmethod
-    def from_records(
-        cls,
-        records: Sequence[Mapping[str, Any]],
-        positions: Sequence[str],
-        *,
-        shard: str,
-        segment: str,
-        stream_name: str = "",
-        read_timestamp: datetime | None = None,
-    ) -> EventBatch:
-        return cls(
-            ArrowBatch.from_records(
-                records,
-                positions,
-                shard=shard,
-                segment=segment,
-                stream_name=stream_name,
-                read_timestamp=read_timestamp,
-            )
-        )
+    def from_records(cls, *args: Any, **kwargs: Any) -> EventBatch:
+        """The events of records made in Python: `ArrowBatch.from_records`' arguments."""
+        return cls(ArrowBatch.from_records(*args, **kwargs))
 
     @property
     def records(self) -> list[dict[str, Any]]:

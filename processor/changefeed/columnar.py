@@ -190,7 +190,8 @@ class DecodedWindow:
 
     `blocks` are those of the window that decoded (all of them, unless `error` names the one
     after them); `native` says whether the native decoder made `table` (False: fastavro).
-    The records' JSON is made for the whole window at once, when a batch first asks for it."""
+    `keep` marks the records the reader's filter delivers (None: all). The JSON of those is made
+    for the whole window at once, when first asked for."""
 
     def __init__(
         self,
@@ -207,6 +208,8 @@ class DecodedWindow:
         counts = np.fromiter((b.count for b in blocks), np.int64, len(blocks))
         self.starts = np.concatenate(([0], np.cumsum(counts)))  # each block's first row, then
         self.offsets = np.fromiter((b.offset for b in blocks), np.int64, len(blocks))
+        self.keep: np.ndarray | None = None
+        self.kept_before: np.ndarray | None = None  # records kept before each row
         self._json: pa.Array | None = None
         self._lock = threading.Lock()
 
@@ -217,11 +220,19 @@ class DecodedWindow:
         block = np.searchsorted(self.starts, rows, side="right") - 1
         return self.offsets[block], rows - self.starts[block]
 
+    def keep_only(self, keep: np.ndarray | None) -> None:
+        """Deliver only the records `keep` marks (a boolean per row; None: every one)."""
+        self.keep = keep
+        if keep is not None:
+            self.kept_before = np.concatenate(([0], np.cumsum(keep)))
+
     def json(self) -> pa.Array:
-        """Every record of the window as JSON text (`record_json`), made once."""
+        """Every kept record of the window as JSON text (`record_json`), made once: the JSON
+        of kept record `k` is item `k`."""
         with self._lock:
             if self._json is None:
-                self._json = record_json(self.table)
+                kept = self.table if self.keep is None else self.table.filter(self.keep)
+                self._json = record_json(kept)
             return self._json
 
 

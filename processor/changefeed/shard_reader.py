@@ -254,7 +254,11 @@ class ShardReader:
         return self._take(w)  # bad data after the good blocks fails the next read
 
     def _decode(self, w: Window) -> DecodedWindow:
+        """The window's records as columns, the filter's verdicts on them, and (when asked
+        for) their JSON: all off the event loop, in one go per window."""
         decoded = decode_window(w.buf, base=w.base, blocks=w.blocks, header=w.header, chunk=w.chunk)
+        keep = self._filter.mask(decoded.table)
+        decoded.keep_only(None if keep is None else keep.to_numpy(zero_copy_only=False))
         if self._with_json:
             decoded.json()
         return decoded
@@ -280,19 +284,16 @@ class ShardReader:
         offsets, indexes = decoded.rows(first_row, stop_row)
         raw_count = stop_row - first_row
         window_json = decoded.json
-        keep = self._filter.mask(table)
-        if keep is None:
-
-            def json_of_rows() -> pa.Array:
-                return window_json().slice(first_row, raw_count)
-        else:
-            table = table.filter(keep)
-            chosen = keep.to_numpy(zero_copy_only=False)
+        first_kept, kept = first_row, raw_count
+        if decoded.keep is not None and decoded.kept_before is not None:
+            chosen = decoded.keep[first_row:stop_row]
+            table = table.filter(pa.array(chosen))
             offsets, indexes = offsets[chosen], indexes[chosen]
-            rows = pa.array(np.flatnonzero(chosen) + first_row)
+            first_kept = int(decoded.kept_before[first_row])
+            kept = int(decoded.kept_before[stop_row]) - first_kept
 
-            def json_of_rows() -> pa.Array:
-                return window_json().take(rows)
+        def json_of_rows() -> pa.Array:
+            return window_json().slice(first_kept, kept)
 
         return ShardBatch(
             segment=self.segment,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, ClassVar, NoReturn, TypeVar
 
@@ -83,6 +83,30 @@ def run_async(main: Callable[[asyncio.Event], Coroutine[Any, Any, T]]) -> T:
 def say_error(message: object) -> None:
     """One `cfp: error:` line on stderr, with secrets masked (SDK errors may quote URLs)."""
     click.echo(f"cfp: error: {redact(str(message))}", err=True)
+
+
+async def unless_decoder_stuck(run: Awaitable[int], stop: Callable[[], None]) -> int:
+    """`run`'s exit status; or, when a native decode got stuck meanwhile, `stop` called from
+    the loop (at once), the stuck call named on stderr and `DECODER_STUCK_EXIT`: the call holds
+    a core for as long as the process lives, so the process leaves to be restarted."""
+    from processor.changefeed.columnar import NATIVE, StuckDecode  # noqa: PLC0415 - when run
+
+    loop = asyncio.get_running_loop()
+    stuck: list[StuckDecode] = []
+
+    def on_stuck(call: StuckDecode) -> None:  # in the thread that waited for the call
+        stuck.append(call)
+        loop.call_soon_threadsafe(stop)
+
+    forget = NATIVE.on_stuck(on_stuck)
+    try:
+        status = await run
+    finally:
+        forget()
+    if stuck:
+        say_error(stuck[0])
+        return DECODER_STUCK_EXIT
+    return status
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -18,17 +18,15 @@ import click
 
 from observers.formats import Format
 from processor.changefeed.catalog import FeedCatalog
-from processor.changefeed.columnar import NATIVE, StuckDecode
 from processor.changefeed.errors import FeedError
 from processor.changefeed.feed_reader import FeedReader, IncompleteRead, ShardFailure
 from processor.changefeed.position import FeedPosition, ShardBatch, ShardPosition
 from processor.changefeed.sdk_token import from_sdk_token, is_sdk_token, to_sdk_token
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import FeedStorage
-from processor.cli.common import fail, say_error
+from processor.cli.common import fail, say_error, unless_decoder_stuck
 from processor.cli.lines import formatted_lines
 from processor.cli.read import TokenFormat
-from processor.runtime import DECODER_STUCK_EXIT
 
 SAVE_EVERY_S = 1.0
 
@@ -88,24 +86,8 @@ class ReadJob:
 
     async def run(self, stop: asyncio.Event) -> int:
         """Read, print and save positions until done or `stop`; the exit status. A native
-        decode that gets stuck stops the read (`DECODER_STUCK_EXIT`): the call holds a core for
-        as long as the process lives."""
-        loop = asyncio.get_running_loop()
-        stuck: list[StuckDecode] = []
-
-        def on_stuck(call: StuckDecode) -> None:  # in the thread that waited for the call
-            stuck.append(call)
-            loop.call_soon_threadsafe(stop.set)
-
-        forget = NATIVE.on_stuck(on_stuck)
-        try:
-            status = await self._read(stop)
-        finally:
-            forget()
-        if stuck:
-            say_error(stuck[0])
-            return DECODER_STUCK_EXIT
-        return status
+        decode that gets stuck stops the read (exit 3)."""
+        return await unless_decoder_stuck(self._read(stop), stop.set)
 
     async def _read(self, stop: asyncio.Event) -> int:
         out = self.out

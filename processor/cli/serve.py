@@ -13,16 +13,14 @@ import structlog
 from leases import LeaseError
 from observers import PluginLoadError
 from processor.changefeed.change_filter import FilterError
-from processor.changefeed.columnar import NATIVE, StuckDecode
 from processor.changefeed.errors import FeedError
-from processor.cli.common import say_error
+from processor.cli.common import say_error, unless_decoder_stuck
 from processor.clock import SystemClock
 from processor.host.config import HostConfig
 from processor.host.endpoints import EndpointError, HostHealth, serve
 from processor.host.host import Host, host_lifecycle, open_host
 from processor.host.lifecycle import HostState
 from processor.host.progress import HostProgress
-from processor.runtime import DECODER_STUCK_EXIT
 
 # /healthz fails when no balancing tick completed for this long (ticks, at least this many s)
 STALL_AFTER_TICKS = 10
@@ -104,22 +102,7 @@ async def _run(host: Host, config: HostConfig, stop: asyncio.Event) -> int:
     the feed, 2 for an observer that could not open, 3 when a native decode got stuck (the
     host stops at once: it takes no more work, releases its leases and leaves, to be restarted
     without the thread the call holds). A bug raises (its traceback shows)."""
-    loop = asyncio.get_running_loop()
-    stuck: list[StuckDecode] = []
-
-    def on_stuck(call: StuckDecode) -> None:  # in the thread that waited for the call
-        stuck.append(call)
-        loop.call_soon_threadsafe(host.stop)
-
-    forget = NATIVE.on_stuck(on_stuck)
-    try:
-        status = await _host_status(host, config, stop)
-    finally:
-        forget()
-    if stuck:
-        say_error(stuck[0])
-        return DECODER_STUCK_EXIT
-    return status
+    return await unless_decoder_stuck(_host_status(host, config, stop), host.stop)
 
 
 async def _host_status(host: Host, config: HostConfig, stop: asyncio.Event) -> int:

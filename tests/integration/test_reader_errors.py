@@ -9,7 +9,13 @@ from collections.abc import Callable
 import pytest
 from azure.storage.blob.aio import ContainerClient
 
-from processor.changefeed.avro_chunk import parse_header, read_long, scan_blocks
+from processor.changefeed.avro_chunk import (
+    BlockSpan,
+    ChunkHeader,
+    parse_header,
+    read_long,
+    scan_blocks,
+)
 from processor.changefeed.decode import decode_blocks
 from processor.changefeed.errors import (
     BadMagicError,
@@ -123,6 +129,20 @@ CORRUPTIONS: dict[str, tuple[Corruption, type[ChunkError]]] = {
 }
 
 
+async def _damage(
+    account: str, chunk: str, corrupt: Callable[[bytes, list[BlockSpan]], bytes]
+) -> tuple[bytes, ChunkHeader, list[BlockSpan]]:
+    """Replace `chunk` by `corrupt(its bytes, its blocks)`; its bytes, header and blocks before."""
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        data = await (await c.download_blob(chunk)).readall()
+        header = parse_header(data, chunk=chunk)
+        scan = scan_blocks(data[header.size :], base=header.size, sync=header.sync, chunk=chunk)
+        blocks = list(scan.blocks)
+        await c.delete_blob(chunk)
+        await c.upload_blob(chunk, corrupt(data, blocks))
+    return data, header, blocks
+
+
 @pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
 async def test_corrupt_chunk_stops_only_its_shard(account: str, kind: str) -> None:
     await emulate(account, **BAD_SHARD_FEED)
@@ -130,15 +150,15 @@ async def test_corrupt_chunk_stops_only_its_shard(account: str, kind: str) -> No
     good, _ = await read_all(account, event_filter=everything)
     corrupt, error_type = CORRUPTIONS[kind]
     chunk = f"{BAD_SHARD}00000.avro"
-    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
-        data = await (await c.download_blob(chunk)).readall()
-        header = parse_header(data, chunk=chunk)
-        blocks = scan_blocks(
-            data[header.size :], base=header.size, sync=header.sync, chunk=chunk
-        ).blocks
+    spot: list[tuple[int, int]] = []
+
+    def damaged(data: bytes, blocks: list[BlockSpan]) -> bytes:
         bad, offset, kept_blocks = corrupt(data, [b.offset for b in blocks[:3]])
-        await c.delete_blob(chunk)
-        await c.upload_blob(chunk, bad)
+        spot.append((offset, kept_blocks))
+        return bad
+
+    data, header, blocks = await _damage(account, chunk, damaged)
+    ((offset, kept_blocks),) = spot
     # what must still arrive: all of shards 00 and 02, and shard 01 up to the bad block
     decoded = decode_blocks(
         data, base=0, blocks=blocks[:kept_blocks], skip=0, header=header, chunk=chunk
@@ -179,14 +199,9 @@ async def test_a_block_that_spins_the_native_decoder_stops_cfp_read_with_its_chu
     await emulate(account, **BAD_SHARD_FEED)
     good, _ = await read_all(account, event_filter=EventFilter(include_control=True))
     chunk = f"{BAD_SHARD}00000.avro"
-    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
-        data = await (await c.download_blob(chunk)).readall()
-        header = parse_header(data, chunk=chunk)
-        blocks = scan_blocks(
-            data[header.size :], base=header.size, sync=header.sync, chunk=chunk
-        ).blocks
-        await c.delete_blob(chunk)
-        await c.upload_blob(chunk, _recount(data, blocks[1].offset, -1))
+    data, header, blocks = await _damage(
+        account, chunk, lambda data, blocks: _recount(data, blocks[1].offset, -1)
+    )
     bad = {
         str(r["id"])
         for r in decode_blocks(
