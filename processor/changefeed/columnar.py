@@ -72,7 +72,8 @@ class StuckDecode:
 
 
 class NativeUnavailable(Exception):
-    """The native decoder was not asked: it is stuck in an earlier call of this process."""
+    """No answer from the native decoder: this call missed its deadline, or an earlier call of
+    the process did (the decoder is not asked again)."""
 
 
 class NativeDecoder:
