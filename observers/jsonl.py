@@ -1,7 +1,7 @@
 """`--observer jsonl:DIR`: every delivered event as one JSON line in `DIR/<host>.jsonl`.
 
 One file per host process, shared by the observers of all its leases. A batch is written and
-flushed before `process_changes` returns, so the checkpoint that follows never runs ahead of the
+flushed before `process_arrow` returns, so the checkpoint that follows never runs ahead of the
 file. With `--format native` (the default) a line says who delivered the event (`host`, `lease`,
 `epoch`, and `t`, the wall time of delivery in nanoseconds, for reading deliveries of several
 hosts back in order), a summary, and the record itself under `event`; with `envelope`, `debezium`

@@ -136,10 +136,6 @@ class ShardBatch:
         ]
         return pc.binary_join_element_wise(head, *digits, ".")
 
-    def event_positions(self) -> list[str]:
-        """`positions()` as Python strings."""
-        return self.positions().to_pylist()  # type: ignore[no-any-return]
-
 
 def event_position(segment: str, pos: ShardPosition) -> str:
     """An event's `position` (`ChangeEvent.position`, the change log's `position` column): a
