@@ -9,7 +9,9 @@ in-process gateway, never on a process command line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,10 +39,15 @@ REDACTION_REGEX = (
     r"(?i)secret|password|token|access[.]key|fs[.]azure[.]account[.]key|fs[.]azure[.]sas"
 )
 
+# ...and in the options of data sources shown in plans (EXPLAIN) and progress: Spark's default
+# (URLs), connection strings, SAS tokens and account keys
+OPTIONS_REDACTION_REGEX = r"(?i)url|connectionstring|sas|accountkey|sharedaccesssignature|sig="
+
 DELTA_STATIC = {
     "spark.sql.extensions": DELTA_EXTENSION,
     "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
     "spark.redaction.regex": REDACTION_REGEX,
+    "spark.sql.redaction.options.regex": OPTIONS_REDACTION_REGEX,
 }
 """Settings a Spark process needs from its start to serve Delta tables (embedded sessions and
 `cfp spark-connect` set them; a cluster of your own must too)."""
@@ -67,6 +74,7 @@ LOCAL_DEFAULTS = {
 
 SQL_CONF = {
     "spark.sql.session.timeZone": "UTC",
+    "spark.sql.redaction.options.regex": OPTIONS_REDACTION_REGEX,
     # INT96 (Spark's default) reads back as a naive timestamp elsewhere; microseconds since the
     # epoch, marked as UTC, read the same in every Parquet reader
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
@@ -99,6 +107,8 @@ class SparkOptions:
     warm_up_rows: int = DEFAULT_WARM_UP_ROWS  # made-up rows written three times at start (0: none)
     state_every_s: float = DEFAULT_STATE_EVERY_S  # between runs of the state job
     app_name: str = "cfp"
+    # run on every session opened (cfp registers its `blobchangefeed` source with them)
+    on_session: tuple[Callable[[Any], None], ...] = ()
 
     @property
     def changes(self) -> str:
@@ -135,7 +145,10 @@ def embedded_settings(extra: Mapping[str, str]) -> dict[str, str]:
         jars = ",".join(str(j) for j in spark_jars())
     except SparkJarsError as e:
         raise PluginLoadError("spark", str(e)) from e
-    return {**LOCAL_DEFAULTS, **DELTA_STATIC, "spark.jars": jars, **extra}
+    # Python workers (a Python data source's planning and reads) run this interpreter, which
+    # has cfp and its dependencies
+    python = {"spark.pyspark.python": sys.executable}
+    return {**LOCAL_DEFAULTS, **python, **DELTA_STATIC, "spark.jars": jars, **extra}
 
 
 def open_session(options: SparkOptions) -> Any:
@@ -153,6 +166,9 @@ def open_session(options: SparkOptions) -> Any:
         session = builder.remote(options.remote).getOrCreate()
         _check_server_has_delta(session, options.remote)
     else:
+        # the JVM starts the Python workers of a Python data source with PYSPARK_PYTHON, not
+        # with `spark.pyspark.python`: this interpreter has cfp and its dependencies
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         for key, value in embedded_settings(options.conf).items():
             builder = builder.config(key, value)
         session = builder.master(options.master).getOrCreate()
@@ -175,9 +191,12 @@ def new_session(session: Any, options: SparkOptions) -> Any:
 
 
 def prepare(session: Any, options: SparkOptions) -> None:
-    """The session settings every session of ours has: SQL settings, then the credentials."""
+    """The session settings every session of ours has: SQL settings, then the credentials;
+    then the `on_session` hooks."""
     for key, value in {**SQL_CONF, **options.storage_settings()}.items():
         session.conf.set(key, value)
+    for hook in options.on_session:
+        hook(session)
 
 
 def _check_server_has_delta(session: Any, remote: str) -> None:

@@ -67,12 +67,17 @@ def sql_type(kind: pa.DataType) -> str:
     raise TypeError(f"no Spark SQL type for {kind}")
 
 
+def columns_ddl(schema: pa.Schema, *, sep: str = ", ") -> str:
+    """The columns of `schema` in Spark SQL (`name TYPE [NOT NULL]`): a table's, a source's."""
+    return sep.join(
+        f"`{f.name}` {sql_type(f.type)}{'' if f.nullable else ' NOT NULL'}" for f in schema
+    )
+
+
 def create_statement(
     uri: str, schema: pa.Schema, properties: dict[str, str], *, partitioned_by: str = ""
 ) -> str:
-    columns = ",\n  ".join(
-        f"`{f.name}` {sql_type(f.type)}{'' if f.nullable else ' NOT NULL'}" for f in schema
-    )
+    columns = columns_ddl(schema, sep=",\n  ")
     props = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
     partition = f"\nPARTITIONED BY (`{partitioned_by}`)" if partitioned_by else ""
     return (

@@ -126,15 +126,23 @@ class ShardBatch:
 
     def positions(self) -> pa.Array:
         """`event_position` of every delivered record, as a string column (Arrow compute)."""
-        import pyarrow as pa  # noqa: PLC0415
-        import pyarrow.compute as pc  # noqa: PLC0415
+        return positions_column(self.segment, self.chunk, self.offsets, self.indexes)
 
-        head = _position_head(self.segment, self.chunk)
-        digits = [
-            pc.utf8_lpad(pc.cast(pa.array(column), pa.string()), width, "0")
-            for column, width in ((self.offsets, 12), (self.indexes, 6))
-        ]
-        return pc.binary_join_element_wise(head, *digits, ".")
+
+def positions_column(
+    segment: str, chunk: str, offsets: np.ndarray, indexes: np.ndarray
+) -> pa.Array:
+    """`event_position` of the records of `chunk` at these block offsets and indexes, as a
+    string column (Arrow compute)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    head = _position_head(segment, chunk)
+    digits = [
+        pc.utf8_lpad(pc.cast(pa.array(column), pa.string()), width, "0")
+        for column, width in ((offsets, 12), (indexes, 6))
+    ]
+    return pc.binary_join_element_wise(head, *digits, ".")
 
 
 def event_position(segment: str, pos: ShardPosition) -> str:

@@ -16,8 +16,10 @@ import click
 
 from observers import PluginLoadError
 from observers.spark.session import embedded_settings, spark_conf
+from processor import streaming
 from processor.cli.common import fail, say_error, spark_conf_option, spark_master_option
 
+AUTOLOAD = Path(streaming.__file__).parent / "autoload"
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -75,6 +77,11 @@ def spark_connect_command(
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
+    # Spark registers the `pyspark_*` modules on its Python path in every session: with this
+    # folder there, any client can read format("blobchangefeed")
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(AUTOLOAD), os.environ.get("PYTHONPATH", "")) if p
+    )
     out: Any = None
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,8 @@
 the layers below it, so that the tree shows the architecture and keeps showing it.
 
     cli ──► host, admin ──► reading ──► changefeed ──► plumbing (processor/*.py) ──► leases, observers
-     └────► emulator ─────────────────────┘
+     ├────► emulator ─────────────────────┤
+     └────► streaming (the Spark source) ─┘ (and observers' Arrow schema; never host or leases)
 
 `leases` and `observers` import nothing of ours; `host` and `admin` know nothing of each other.
 A lazy import inside a function counts as much as one at the top of a module.
@@ -27,8 +28,10 @@ ALLOWED: dict[str, set[str]] = {
     "reading": {"changefeed", "plumbing", "leases", "observers"},
     "admin": {"reading", "changefeed", "plumbing", "leases", "observers"},
     "host": {"reading", "changefeed", "plumbing", "leases", "observers"},
+    "streaming": {"changefeed", "plumbing", "observers"},
     "cli": {
         "host",
+        "streaming",
         "admin",
         "reading",
         "changefeed",
@@ -39,7 +42,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "main": {"cli"},  # `python -m processor`
 }
-FOLDERS = {"changefeed", "emulator", "reading", "admin", "host", "cli"}
+FOLDERS = {"changefeed", "emulator", "reading", "admin", "host", "cli", "streaming"}
 
 
 def layer_of(module: str) -> str | None:
@@ -108,6 +111,8 @@ def test_a_planted_import_against_the_layers_is_caught(tmp_path: Path) -> None:
         "processor/admin/report.py": "from ..cli import main\n",
         "leases/store.py": "from processor import connection\n",
         "processor/emulator/feed.py": "from processor.reading import barrier\n",
+        "processor/streaming/plan.py": "from processor.host.lag import Lag\n",
+        "processor/streaming/keys.py": "import leases.table_store\n",
         "processor/host/ok.py": "from processor.reading.barrier import may_enter\n",  # allowed
     }
     for name, text in planted.items():
@@ -122,4 +127,6 @@ def test_a_planted_import_against_the_layers_is_caught(tmp_path: Path) -> None:
         "processor/emulator/feed.py:1: emulator imports processor.reading (reading)",
         "processor/host/lag.py:1: host imports processor.admin.report (admin)",
         "processor/reading/stream.py:1: reading imports processor.host.worker (host)",
+        "processor/streaming/keys.py:1: streaming imports leases.table_store (leases)",
+        "processor/streaming/plan.py:1: streaming imports processor.host.lag (host)",
     ]
