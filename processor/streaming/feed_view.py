@@ -179,7 +179,7 @@ class FeedView:
         finished = (
             is_final
             and not admission.cut
-            and all(not f.more for f in frontiers.values())
+            and all(not (f.more or f.blocked) for f in frontiers.values())
             and all(listings[p].is_final for p in listings)
             and (cap is None or cap.is_segment_done)
         )
@@ -202,24 +202,28 @@ class FeedView:
     def _past_gaps(
         self, prefix: str, start: ShardPosition, listing: Listing
     ) -> tuple[ShardPosition, int]:
-        """`start`, moved to the next chunk that exists when its own is gone; and how many
-        chunks are missing in the numbering from there (lost: retention, deletion)."""
-        numbers = [chunk_number(c.name) for c in listing.chunks]
-        first = 0 if start.chunk is None else chunk_number(start.chunk)
-        later = [n for n in numbers if n >= first]
-        missing = 0
-        if later:
-            expected = set(range(first, later[-1] + 1))
-            missing = len(expected - set(later))
-        if missing:
-            names = sorted(expected - set(later))
-            missing = self._lost(
-                f"{len(names)} chunk(s) of {prefix} are gone, from number {names[0]:05d}"
-            )
-            if start.chunk is not None and chunk_number(start.chunk) not in later:
-                nxt = next(c.name for c in listing.chunks if chunk_number(c.name) > first)
-                start = ShardPosition(nxt, 0, 0)
-        return start, missing
+        """`start`, moved over chunks that are gone (retention, deletion) right in front of it,
+        and how many gaps that was (0 or 1). Chunks are numbered from 00000 without gaps: a
+        missing number, or the chunk of `start` missing, is lost data. A gap further on stops
+        the shard's steps in front of it (`_frontier`); the next micro-batch steps over it."""
+        sizes = {chunk_number(c.name): c for c in listing.chunks}
+        later = sorted(n for n in sizes if start.chunk is None or n >= chunk_number(start.chunk))
+        if start.chunk is None:
+            gone = bool(later) and later[0] > 0
+        else:
+            number = chunk_number(start.chunk)
+            here = sizes.get(number)
+            if here is not None and start.block_offset < here.size:
+                return start, 0  # reading inside a chunk that is there
+            after = [n for n in later if n > number]
+            gone = here is None or (bool(after) and after[0] > number + 1)
+            later = after
+        if not gone:
+            return start, 0
+        lost = self._lost(f"chunks of {prefix} are gone before {_first_name(sizes, later)}")
+        if not later:
+            return ShardPosition(), lost  # nothing left of this shard
+        return ShardPosition(sizes[later[0]].name, 0, 0), lost
 
     async def _frontier(
         self, prefix: str, start: ShardPosition, listing: Listing, budget: Budget, reach: int
@@ -230,6 +234,8 @@ class FeedView:
         steps: list[Step] = []
         scanned = 0
         for i, info in enumerate(chunks):
+            if i and chunk_number(info.name) != chunk_number(chunks[i - 1].name) + 1:
+                return Frontier(tuple(steps), blocked=True)  # lost chunks: the next batch
             at = start.block_offset if info.name == start.chunk else 0
             if info.size <= max(at, 0) or info.size == 0:
                 continue
@@ -265,6 +271,10 @@ class FeedView:
         return Frontier(tuple(steps), more=False)
 
 
+def _first_name(chunks: dict[int, BlobInfo], numbers: list[int]) -> str:
+    return chunks[numbers[0]].name if numbers else "the shard's end"
+
+
 def _capped(frontier: Frontier, cap: ShardPosition | None) -> Frontier:
     """`frontier` without the steps beyond `cap` (None: no cap)."""
     if cap is None:
@@ -277,11 +287,16 @@ def _capped(frontier: Frontier, cap: ShardPosition | None) -> Frontier:
         if (s.after.chunk or "", s.after.block_offset) <= (cap.chunk, cap.block_offset)
     )
     beyond = len(steps) < len(frontier.steps)
-    return Frontier(steps, more=frontier.more and not beyond)
+    return Frontier(steps, more=frontier.more and not beyond, blocked=frontier.blocked)
 
 
 def _moves(before: FeedPosition, after: FeedPosition) -> bool:
-    """Whether `after` reads anything past `before` (another segment counts as moving)."""
+    """Whether `after` stands anywhere else than `before` in its segment (entering another
+    segment counts only with something read in it)."""
     if before.segment != after.segment:
         return bool(after.shards)
-    return any(before.shards.get(p, ShardPosition()) != e for p, e in after.shards.items())
+    return _begun(before) != _begun(after)
+
+
+def _begun(position: FeedPosition) -> dict[str, ShardPosition]:
+    return {p: s for p, s in position.shards.items() if s.chunk is not None}

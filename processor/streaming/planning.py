@@ -33,10 +33,12 @@ class Step:
 @dataclass(frozen=True, slots=True)
 class Frontier:
     """The steps known from a shard's position; `more`: more exist that are not known yet
-    (blocks not scanned)."""
+    (blocks not scanned); `blocked`: lost data (a chunk gone) stops the steps, to be stepped
+    over by the next micro-batch."""
 
     steps: tuple[Step, ...] = ()
     more: bool = False
+    blocked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
