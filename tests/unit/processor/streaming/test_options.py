@@ -102,3 +102,10 @@ def test_starting_offsets_take_a_cfp_or_an_sdk_token() -> None:
     assert parse(startingOffsets=sdk).starting == position
     with pytest.raises(SourceOptionError, match="account"):
         parse(startingOffsets=position.to_token(account="elsewhere"))
+
+
+def test_without_credentials_the_cli_variable_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Set on the driver and the executors, it keeps the key out of the query's options."""
+    other = CONN.replace("127.0.0.1", "10.1.2.3")
+    monkeypatch.setenv("CFP_CONNECTION_STRING", other)
+    assert SourceOptions.parse({}, streaming=True).conn_str == other
