@@ -115,6 +115,9 @@ bench-decode: $(VENV)/.installed
 bench-spark: install
 	$(PY) -m bench.spark_ingest
 
+bench-stream: install
+	$(PY) -m bench.stream_ingest
+
 bench-state: install
 	$(PY) -m bench.state_merge
 

@@ -252,13 +252,15 @@ def sql_command(
     """Run a Spark SQL QUERY over the tables for a quick look.
 
     Views: `changes` (the change log), `envelope` (the change log with the envelope's field
-    names), `state` (every blob, tombstones too), `live` (the state's live blobs), and
+    names), `state` (every blob, tombstones too), `live` (the state's live blobs),
     `changes_history` and `state_history` (the tables' commits, as DESCRIBE HISTORY gives them,
-    which Spark does not take as a subquery). `{changes}` and `{state}` in QUERY stand for the
-    Delta tables themselves, for what a view cannot do: `SELECT ... FROM {changes} VERSION AS
-    OF 3`. Runs in an embedded Spark session, or on --spark-remote.
+    which Spark does not take as a subquery), and `feed` (the change feed itself, read by the
+    `blobchangefeed` source now: compare it with the change log). `{changes}` and `{state}`
+    in QUERY stand for the Delta tables themselves, for what a view cannot do: `SELECT ...
+    FROM {changes} VERSION AS OF 3`. Runs in an embedded Spark session, or on --spark-remote.
     """
     where, access, _ = _where(output, connection_string, output_connection_string)
+    conn = connection.resolve(connection_string)
     options = _spark_options(where, access, spark_master, spark_remote, spark_conf_pairs)
     text = query.replace("{changes}", table_ref(where.changes)).replace(
         "{state}", table_ref(where.state)
@@ -273,6 +275,9 @@ def sql_command(
         for name, uri in (("changes_history", where.changes), ("state_history", where.state)):
             if mentions(query, name):  # DESCRIBE HISTORY runs at once: only when asked for
                 spark.sql(f"DESCRIBE HISTORY {table_ref(uri)}").createOrReplaceTempView(name)
+        if mentions(query, "feed"):  # plans at once (it lists the feed): only when asked for
+            feed = spark.read.format("blobchangefeed").option("connectionString", conn)
+            feed.load().createOrReplaceTempView("feed")
         found.append(spark.sql(text).limit(limit + 1).toArrow())
 
     _with_session(options, work)

@@ -7,7 +7,12 @@ from typing import Any
 
 def register(session: Any) -> None:
     """Make `format("blobchangefeed")` known to `session` (embedded or Spark Connect; over
-    Connect the class travels by reference: the server needs cfp installed)."""
+    Connect the class travels by reference: the server needs cfp installed). Sessions of one
+    Spark share their registrations: a second registration is a no-op."""
     from processor.streaming.source import BlobChangeFeedSource  # noqa: PLC0415 - loads pyspark
 
-    session.dataSource.register(BlobChangeFeedSource)
+    try:
+        session.dataSource.register(BlobChangeFeedSource)
+    except Exception as e:  # Spark's AnalysisException, classic or Connect
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
+            raise

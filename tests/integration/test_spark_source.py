@@ -24,6 +24,8 @@ from azure.storage.blob.aio import BlobServiceClient
 from deltalake import DeltaTable
 
 from observers.changes import CHANGES_SCHEMA
+from observers.spark.output import parse_output
+from observers.spark.tables import columns_ddl, create_tables
 from processor.changefeed.avro_chunk import parse_header, scan_blocks
 from processor.changefeed.feed_reader import FeedReader
 from processor.changefeed.layout import CONTAINER
@@ -36,7 +38,7 @@ from processor.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.emulator.service import open_service
 from processor.streaming.registration import register
-from tests.helpers import emulate, emulate_afresh
+from tests.helpers import emulate, emulate_afresh, run_cfp
 
 pytestmark = pytest.mark.timeout(900)
 LIMIT = 150  # maxEventsPerTrigger of the streams that are cut into micro-batches
@@ -108,7 +110,8 @@ def batch(spark: Any, feed: Feed, **options: str) -> list[Any]:
     reader = spark.read.format("blobchangefeed").option("connectionString", feed.conn)
     for key, value in options.items():
         reader = reader.option(key, value)
-    return reader.load().collect()
+    rows: list[Any] = reader.load().collect()
+    return rows
 
 
 def test_a_batch_read_gives_every_event_once_in_the_change_log_columns(
@@ -157,6 +160,21 @@ def test_starting_and_ending_timestamps_cut_by_event_time(spark: Any, feed: Feed
     assert late == []
 
 
+def test_cfp_sql_reads_the_feed_as_a_view_beside_the_tables(
+    spark: Any, feed: Feed, tmp_path: Path
+) -> None:
+    """`cfp sql` opens its own session, which registers the source: `feed` is the change
+    feed now, to compare with the change log (empty here)."""
+    output = parse_output(str(tmp_path / "tables"))
+    create_tables(spark, output)
+    query = "SELECT count(*) AS n, count(DISTINCT id) AS ids FROM feed LEFT ANTI JOIN changes USING (id)"
+    done = run_cfp(
+        feed.conn, "sql", "--output", output.uri, "--spark-master", "local[1]", "--json", query
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {"n": len(feed.ids), "ids": len(feed.ids)}
+
+
 def test_a_stream_killed_with_sigkill_resumes_from_its_checkpoint_exactly_once(
     feed: Feed, tmp_path: Path
 ) -> None:
@@ -194,6 +212,37 @@ def test_a_stream_killed_with_sigkill_resumes_from_its_checkpoint_exactly_once(
     texts += [p.read_text(errors="replace") for p in (checkpoint / "offsets").iterdir()]
     assert all(AZURITE_KEY not in t for t in texts)
     assert "redacted" in texts[1]  # the plan names the option, without its value
+
+
+def test_foreach_batch_with_a_merge_on_shard_and_position_is_idempotent(
+    spark: Any, feed: Feed, tmp_path: Path
+) -> None:
+    """The README's foreachBatch example, run twice over the whole feed (the second query, on
+    a checkpoint of its own, replays every batch): each event is in the table once."""
+    table = tmp_path / "changes"
+    spark.sql(f"CREATE TABLE delta.`{table}` ({columns_ddl(CHANGES_SCHEMA)}) USING DELTA")
+
+    def upsert(batch: Any, batch_id: int) -> None:
+        batch.createOrReplaceTempView("batch")
+        batch.sparkSession.sql(f"""
+            MERGE INTO delta.`{table}` t USING batch s
+            ON t.shard = s.shard AND t.position = s.position
+            WHEN NOT MATCHED THEN INSERT *""")
+
+    for run in range(2):
+        query = (
+            spark.readStream.format("blobchangefeed")
+            .option("connectionString", feed.conn)
+            .option("maxEventsPerTrigger", str(LIMIT * 4))
+            .load()
+            .writeStream.foreachBatch(upsert)
+            .option("checkpointLocation", str(tmp_path / f"checkpoint{run}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+    ids = DeltaTable(str(table)).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+    assert Counter(ids) == Counter(feed.ids)
 
 
 def test_a_spark_connect_server_knows_the_source_without_registration(
