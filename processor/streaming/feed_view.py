@@ -117,15 +117,15 @@ class FeedView:
         return StreamOffset(self._account, pos, skipped, self._now())
 
     async def end_of_feed(self) -> FeedPosition:
-        """Everything consumable now, for `startingOffsets=latest`: the end of the last
-        segment with its shards at their last whole block."""
-        position = FeedPosition()
-        offset = StreamOffset(self._account, position)
-        while True:
-            following = await self.latest(offset, Budget())
-            if following == offset:
-                return offset.position
-            offset = following
+        """Everything consumable now (`startingOffsets=latest`, `Trigger.AvailableNow`'s
+        target): the newest segment, its shards at their last whole block. Segments before it
+        are finalized and cannot grow: only the newest is listed."""
+        segments = self._readable(await self._catalog.segments(max_age_s=0.0))
+        if not segments:
+            return FeedPosition()
+        before = FeedPosition(segments[-2], True, {}) if len(segments) > 1 else FeedPosition()
+        end = await self.latest(StreamOffset(self._account, before), Budget())
+        return end.position
 
     def _readable(self, segments: list[str]) -> list[str]:
         """The consumable segments that may hold events of the time window."""

@@ -160,6 +160,35 @@ def test_starting_and_ending_timestamps_cut_by_event_time(spark: Any, feed: Feed
     assert late == []
 
 
+def test_file_and_byte_limits_cut_a_stream_and_the_progress_shows_the_lag(
+    spark: Any, feed: Feed
+) -> None:
+    chunks = asyncio.run(count_chunks(feed.conn))
+    for name, value in (("maxFilesPerTrigger", "1"), ("maxBytesPerTrigger", "64k")):
+        query = (
+            spark.readStream.format("blobchangefeed")
+            .option("connectionString", feed.conn)
+            .option(name, value)
+            .load()
+            .writeStream.format("memory")
+            .queryName(f"limited_{name}")
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        ids = [r.id for r in spark.sql(f"SELECT id FROM limited_{name}").collect()]
+        assert Counter(ids) == Counter(feed.ids), name
+        progress = [json.loads(p.json)["sources"][0] for p in query.recentProgress]
+        if name == "maxFilesPerTrigger":
+            assert len(progress) == chunks  # one chunk a micro-batch
+        else:
+            assert len(progress) > len(feed.segments)
+        lag = [p["latestOffset"]["segmentsBehind"] for p in progress]
+        assert lag[0] == len(feed.segments) - 1
+        assert lag[-1] == 0
+        assert lag == sorted(lag, reverse=True)
+
+
 def test_cfp_sql_reads_the_feed_as_a_view_beside_the_tables(
     spark: Any, feed: Feed, tmp_path: Path
 ) -> None:
@@ -386,6 +415,11 @@ def read(path: Path) -> str:
 
 def memory_ids(spark: Any, name: str) -> set[str]:
     return {r.id for r in spark.sql(f"SELECT id FROM {name}").collect()}
+
+
+async def count_chunks(conn: str) -> int:
+    async with FeedStorage.from_connection_string(conn) as storage:
+        return sum(1 for b in await storage.list_blobs("log/") if b.name.endswith(".avro"))
 
 
 def largest_block(feed: Feed) -> int:
