@@ -59,7 +59,7 @@ from processor.host.timings import (
     DEFAULT_STUCK_AFTER_S,
     derive_timings,
 )
-from processor.streaming.registration import register as register_source
+from processor.streaming.registration import offer as offer_source
 
 Options = tuple[Callable[[Any], Any], ...]
 
@@ -451,7 +451,7 @@ def _spark(o: RunOptions, conn: str) -> SparkOptions:
         master=o.spark_master,
         remote=o.spark_remote,
         conf=spark_conf(o.spark_conf_pairs),
-        on_session=(register_source,),
+        on_session=(offer_source,),
         warm_up_rows=o.spark_warm_up_rows,
         max_rows=o.spark_max_rows,
         max_wait_s=o.spark_max_wait,

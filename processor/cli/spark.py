@@ -33,7 +33,7 @@ from processor.cli.common import (
     spark_master_option,
     spark_remote_option,
 )
-from processor.streaming.registration import register as register_source
+from processor.streaming.registration import offer as offer_source
 
 if TYPE_CHECKING:
     from processor.admin.verify import Comparison
@@ -191,7 +191,7 @@ def _spark_options(
             master=spark_master,
             remote=spark_remote,
             conf=spark_conf(spark_conf_pairs),
-            on_session=(register_source,),
+            on_session=(offer_source,),
         )
     except PluginLoadError as e:
         fail(str(e), 2)

@@ -16,3 +16,16 @@ def register(session: Any) -> None:
     except Exception as e:  # Spark's AnalysisException, classic or Connect
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
             raise
+
+
+def offer(session: Any) -> None:
+    """`register`, for the sessions cfp opens for other work (a host's writes, `cfp sql`): a
+    Spark that cannot take the source is told in a warning, and the work goes on."""
+    try:
+        register(session)
+    except Exception as e:
+        import structlog  # noqa: PLC0415 - `cfp --help` loads this module, not structlog
+
+        structlog.get_logger("cfp.stream").warning(
+            "spark.source_unavailable", error=f"{type(e).__name__}: {e}"
+        )

@@ -84,31 +84,45 @@ async def test_endpoints_through_a_hosts_life(cluster: Cluster) -> None:
             return text if metric(text, "cfp_leases_owned") == 3 else None
 
         first = await until(all_leases_owned, "3 leases owned")
-        await asyncio.sleep(1.5)
-        later = (await get(http, f"{base}/metrics"))[1]
-        assert metric(later, "cfp_events_total") > metric(first, "cfp_events_total")
+
+        async def delivered_more() -> str | None:  # counted, not timed: a busy machine is slow
+            text = (await get(http, f"{base}/metrics"))[1]
+            more = metric(text, "cfp_events_total") > metric(first, "cfp_events_total")
+            sampled = metric(text, "cfp_lag_events") > 0  # the lag is sampled every second
+            checkpointed = metric(text, "cfp_checkpoint_seconds_count") > 0
+            return text if more and sampled and checkpointed else None
+
+        later = await until(delivered_more, "events delivered after the leases were owned")
         assert metric(later, "cfp_batches_total") > 0
         assert metric(later, "cfp_read_bytes_total") > 0
         assert metric(later, "cfp_checkpoint_seconds_count") > 0
         assert metric(later, "cfp_leases_acquired_total") == 3
         assert metric(later, "cfp_host_state", cfp_host_state="running") == 1
         assert metric(later, "cfp_lag_seconds") > 0  # events from the past, not caught up
-        doc = json.loads((await get(http, f"{base}/status"))[1])
-        assert sorted(x["lease"] for x in doc["leases"]) == ["00", "01", "02"]
-        assert all(x["events"] >= 0 and "continuation" in x for x in doc["leases"])
 
-        # the host's own row, as `cfp status` shows it
-        shown = await asyncio.to_thread(
-            run_cfp, cluster.conn, "status", "--json", "--processor-name", cluster.processor,
-            "--lease-table", LEASE_TABLE,
-        )  # fmt: skip
-        shown_doc = json.loads(shown.stdout)
+        async def every_lease_checkpointed() -> dict[str, Any] | None:
+            doc = json.loads((await get(http, f"{base}/status"))[1])
+            return doc if all("continuation" in x for x in doc["leases"]) else None
+
+        doc = await until(every_lease_checkpointed, "a checkpoint of every lease")
+        assert sorted(x["lease"] for x in doc["leases"]) == ["00", "01", "02"]
+        assert all(x["events"] >= 0 for x in doc["leases"])
+
+        # the host's own row, as `cfp status` shows it; lag from the lease rows: time behind,
+        # and events left from bytes left, once the leases have read some
+        async def shown_with_lag() -> dict[str, Any] | None:
+            shown = await asyncio.to_thread(
+                run_cfp, cluster.conn, "status", "--json", "--processor-name", cluster.processor,
+                "--lease-table", LEASE_TABLE,
+            )  # fmt: skip
+            found: dict[str, Any] = json.loads(shown.stdout)
+            moving = [x for x in found["leases"] if x["events"] > 0 and not x["caughtUp"]]
+            lagging = all(x["lagSeconds"] > 0 and x["eventsLeft"] is not None for x in moving)
+            return found if moving and lagging else None
+
+        shown_doc = await until(shown_with_lag, "cfp status showing the lag", every_s=0.2)
         hosts = shown_doc["hosts"]
         assert [(h["host"], h["state"], h["endpoint"]) for h in hosts] == [("h1", "running", base)]
-        # lag from the lease rows: time behind, and events left from bytes left
-        moving = [x for x in shown_doc["leases"] if x["events"] > 0 and not x["caughtUp"]]
-        assert moving, shown_doc["leases"]
-        assert all(x["lagSeconds"] > 0 and x["eventsLeft"] is not None for x in moving)
         assert shown_doc["eventsLeft"] > 0
 
         # byte lag is sampled every second (the acquire interval): it goes down as work proceeds
