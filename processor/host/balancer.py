@@ -284,7 +284,14 @@ class Balancer:
         self.progress.acquired.inc()
         if lease.owner not in (None, self.me):
             self.progress.stolen.inc()
-        log.info("lease.acquired", lease=got.token, epoch=got.epoch, was=lease.owner, forced=forced)
+        log.info(
+            "lease.acquired",
+            lease=got.token,
+            epoch=got.epoch,
+            was=lease.owner,
+            forced=forced,
+            tick=self._ticks,  # this balancer's tick count: how soon, counted in its own ticks
+        )
         self.supervisor.start(got)
         return True
 
