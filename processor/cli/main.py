@@ -26,6 +26,7 @@ from processor.logs import configure_logging
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="changefeed-processor", prog_name="cfp")
 @click.option("--log-level", default="INFO", envvar="CFP_LOG_LEVEL", show_default=True)
 @click.option(
     "--log-json/--log-console",

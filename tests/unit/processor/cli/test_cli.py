@@ -137,6 +137,15 @@ def test_help_loads_none_of_the_heavy_dependencies(argv: list[str]) -> None:
     assert out.stdout.splitlines()[-1] == "LOADED []"
 
 
+def test_version_names_the_installed_distribution() -> None:
+    from importlib.metadata import version
+
+    out = subprocess.run(
+        [sys.executable, "-m", "processor", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == f"cfp, version {version('changefeed-processor')}"
+
+
 def test_an_unknown_event_type_is_warned_about_not_refused() -> None:
     """The service may add event types, so none is refused; a typo is named on stderr."""
 
