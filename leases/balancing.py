@@ -66,12 +66,15 @@ def plan_takes(
     rng: random.Random,
     held: Collection[LeaseToken] | None = None,
     by_load: LoadRule | None = None,
+    peers: Collection[HostId] = (),
 ) -> TakePlan:
     """The leases `me` should take now. `held` lists the leases `me` runs workers for (None: all
     it owns); a lease the table shows as ours but that we do not run (a restart under the same
     name, or a worker that could not release) is taken again, with a new epoch. With `by_load`,
     hand-overs even out the hosts' read rates instead of their lease counts
-    (`leases.load_balancing`); free and expired leases are still shared out by count."""
+    (`leases.load_balancing`); free and expired leases are still shared out by count. `peers`:
+    other hosts known to be alive (`leases.peers`), counted like owners: hosts started together
+    share from their first ticks."""
 
     def is_orphan_of_mine(v: LeaseView) -> bool:
         return v.owner == me and held is not None and v.token not in held
@@ -79,7 +82,7 @@ def plan_takes(
     leases = [v for v in leases if not v.lease.parked]
     live = [v for v in leases if v.is_live and not is_orphan_of_mine(v)]
     load = Counter(h for v in live if (h := v.bound_for) is not None)
-    hosts = len({v.owner for v in live} | set(load) | {me})
+    hosts = len({v.owner for v in live} | set(load) | {me} | set(peers))
     target = math.ceil(len(leases) / hosts)
     mine = sum(1 for v in live if v.owner == me)
     have = load.pop(me, 0)

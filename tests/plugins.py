@@ -9,6 +9,7 @@ file holding such a list, read again before every batch: a test may change it as
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -35,6 +36,25 @@ class PacedJsonl:
             with open(self._slow_file, encoding="utf-8") as f:
                 slow = set(filter(None, f.read().strip().split(",")))
         time.sleep(self._slow_delay_s if ctx.lease_token in slow else self._delay_s)
+
+
+class SlowToOpen:
+    """A factory of `PacedJsonl` observers that takes CFP_TEST_OPEN_DELAY_S seconds to open, as
+    a Spark session does (`--observer tests.plugins:slow_to_open`): its host sits `starting`
+    meanwhile, its row written, holding no lease."""
+
+    def __call__(self) -> PacedJsonl:
+        return PacedJsonl()
+
+    async def __aenter__(self) -> SlowToOpen:
+        await asyncio.sleep(float(os.environ.get("CFP_TEST_OPEN_DELAY_S", "0")))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+slow_to_open = SlowToOpen()
 
 
 class FailingObserver:

@@ -32,6 +32,7 @@ from leases import (
     TakePlan,
     plan_takes,
 )
+from leases.peers import PeerLiveness
 from leases.watching import (
     EVERYTHING,
     KeyRange,
@@ -125,6 +126,7 @@ class Balancer:
     ) -> None:
         self.store, self.catalog, self.supervisor, self.book = store, catalog, supervisor, book
         self.me, self.timings, self.clock = me, timings, clock
+        self._peers = PeerLiveness(me, window_s=timings.expiry_s)
         self.creator = creator or LeaseCreator(store, catalog, clock)
         self.limits = limits or BalanceLimits()
         self.rng = rng or random.Random()
@@ -200,6 +202,16 @@ class Balancer:
         plan = plan_takes(
             views, me=self.me, limits=self.limits, rng=self.rng, held=held, by_load=self.by_load
         )
+        if plan.acquire and (peers := await self._live_peers()):  # free leases: share them
+            plan = plan_takes(
+                views,
+                me=self.me,
+                limits=self.limits,
+                rng=self.rng,
+                held=held,
+                by_load=self.by_load,
+                peers=peers,
+            )
         self.idle_because = why_idle(
             views,
             plan,
@@ -273,6 +285,16 @@ class Balancer:
             else:
                 done = False
         return done
+
+    async def _live_peers(self) -> frozenset[HostId]:
+        """The other hosts alive now, from their rows (listed only when there are free leases
+        to share out: never at rest)."""
+        try:
+            rows = await self.store.list_hosts()
+        except LeaseError as e:
+            log.debug("balance.hosts_unlisted", error=str(e))
+            return frozenset()
+        return self._peers.update(rows, now=self.clock.monotonic(), wall=self.clock.wall())
 
     async def _take(self, lease: Lease, *, forced: bool) -> bool:
         """Acquire `lease` and start its worker (nothing when another host was faster, or the

@@ -251,6 +251,34 @@ async def test_a_fourth_host_balances_within_three_ticks_without_duplicates(
     check_complete(cluster, feed, table, exactly_once=True)
 
 
+async def test_a_host_counts_the_live_hosts_rows_before_its_first_take(
+    cluster: Cluster, table: Table, feed: Feed
+) -> None:
+    """Two hosts still opening their observer (their rows say `starting`), a third ready first:
+    it takes its share of the nine leases, not all of them, and the others take the rest free
+    when they are ready: no lease changes hands."""
+    slow = ("--observer", "tests.plugins:slow_to_open")
+    for name in ("h2", "h3"):
+        cluster.start(name, *slow, CFP_TEST_OPEN_DELAY_S="8")
+
+    async def starting_rows() -> bool:
+        rows = await table.store.list_hosts()
+        return {r.name for r in rows if r.state == "starting"} >= {"h2", "h3"}
+
+    await until(starting_rows, "h2 and h3 starting", within_s=60)
+    cluster.start("h1")
+    await table.until(
+        lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=90, what="balance of 3"
+    )
+    rows = await table.leases()
+    first = acquisitions(cluster, "h1")
+    assert len(first) <= math.ceil(len(rows) / 3), first
+    taken = acquisitions(cluster, "h1", "h2", "h3")
+    assert all(a["was"] is None for a in taken), taken  # every lease taken free, none moved
+    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    check_complete(cluster, feed, table, exactly_once=True)
+
+
 async def test_at_rest_hosts_list_only_the_slices_they_watch(
     cluster: Cluster, table: Table
 ) -> None:
