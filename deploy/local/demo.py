@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -42,7 +43,7 @@ import pyarrow as pa  # noqa: E402
 from azure.storage.blob.aio import BlobServiceClient  # noqa: E402
 from deltalake import DeltaTable, QueryBuilder  # noqa: E402
 from deltalake.exceptions import TableNotFoundError  # noqa: E402
-from demo_view import Rates, View, render, snapshots  # noqa: E402
+from demo_view import Rates, Snapshot, View, render, snapshots  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from leases import TableLeaseStore  # noqa: E402
@@ -59,6 +60,7 @@ PROCESSOR, TABLE = "demo", "cfpdemo"
 EXPIRY_S = 6.0
 WORKLOAD_S = 50.0  # the workload runs this long after the hosts start
 KILL_AT_S = 18.0  # after the hosts start, once h2 owns a lease
+DISTINCT_EVERY_S = 5.0  # how often the headline counts the change log's distinct events
 KILL_BY_S = 30.0  # ... or at the latest
 SEGMENT_S = 10.0  # real seconds per virtual hourly segment
 RATE = 60.0  # blob operations per second
@@ -80,6 +82,23 @@ if not console.is_terminal:
     console = Console(highlight=False, width=110)
 
 
+class DistinctCount:
+    """The change log's distinct events, counted again every `DISTINCT_EVERY_S` at most."""
+
+    def __init__(self, ids: Callable[[], list[str]]) -> None:
+        self._ids = ids
+        self._value: int | None = None
+        self._at = float("-inf")
+
+    async def count(self) -> int | None:
+        if time.monotonic() - self._at >= DISTINCT_EVERY_S:
+            self._at = time.monotonic()
+            # before the hosts made the tables (their container even), there is nothing to count
+            with contextlib.suppress(OSError):
+                self._value = len(set(await asyncio.to_thread(self._ids)))
+        return self._value
+
+
 class Demo:
     def __init__(self) -> None:
         self.started = time.monotonic()
@@ -88,6 +107,7 @@ class Demo:
         self.spark: subprocess.Popen[bytes] | None = None
         self.hosts: dict[str, subprocess.Popen[bytes]] = {}
         self.notes: list[str] = []
+        self.distinct = DistinctCount(self.logged_ids)
 
     @property
     def remote(self) -> str:
@@ -180,6 +200,20 @@ class Demo:
                 ids.update(str(r["id"]) for r in batch.records)
         return ids
 
+    def show(
+        self,
+        view: View,
+        snap: Snapshot,
+        rates: Rates,
+        headline: str,
+        distinct: int | None,
+        *,
+        force: bool = False,
+    ) -> None:
+        notes = view.notes_to_draw(self.notes)
+        frame = render(snap, rates, headline=headline, notes=notes, distinct=distinct, final=force)
+        view.show(frame, force=force)
+
     def logged_ids(self) -> list[str]:
         """The change log's ids, as the `deltalake` package reads them from Azurite."""
         options = delta_rs_options(OUTPUT, storage_access(self.azurite.connection_string))
@@ -223,7 +257,8 @@ class Demo:
         hosts_at = time.monotonic()
         killed = stopped = False
         feed: set[str] | None = None
-        rates = Rates()
+        # a frame's rate spans the time since the frame before it (30 s apart in a log file)
+        rates = Rates(window_s=10.0 if console.is_terminal else 30.0)
         snap = None
 
         def owns(host: str) -> bool:
@@ -254,13 +289,10 @@ class Demo:
                         self.note(f"workload done: {segments} segments, {len(feed):,} events")
                     snap = await snapshots(store, http)
                     headline = f"t+{time.monotonic() - self.started:5.1f}s"
+                    distinct = await self.distinct.count()
                     if snap is not None:
                         rates.update(snap)
-                        view.show(
-                            render(
-                                snap, rates, headline=headline, notes=view.notes_to_draw(self.notes)
-                            )
-                        )
+                        self.show(view, snap, rates, headline, distinct)
                         if (
                             feed is not None
                             and snap.leases
@@ -268,15 +300,7 @@ class Demo:
                             and feed <= set(await asyncio.to_thread(self.logged_ids))
                         ):
                             self.note("every event is in the change log: caught up")
-                            view.show(
-                                render(
-                                    snap,
-                                    rates,
-                                    headline=headline,
-                                    notes=view.notes_to_draw(self.notes),
-                                ),
-                                force=True,
-                            )
+                            self.show(view, snap, rates, headline, len(feed), force=True)
                             break
                     if now > WORKLOAD_S + CATCH_UP_WITHIN_S:
                         raise RuntimeError("the hosts did not catch up in time (see .demo/*.log)")

@@ -45,10 +45,12 @@ class Snapshot:
 
 @dataclass
 class Rates:
-    """Events/s per host over the last few seconds, and events delivered by every host process
-    seen (a killed host's count is kept)."""
+    """Events/s per host over the last `window_s` seconds, and events delivered by every host
+    process seen (a killed host's count is kept). A Spark host's count moves once per commit,
+    every few seconds: the window spans several commits (and, in a log file, the time between
+    two printed frames)."""
 
-    window_s: float = 3.0
+    window_s: float = 10.0
     history: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     rates: dict[str, float] = field(default_factory=dict)
     latest: dict[str, int] = field(default_factory=dict)
@@ -87,7 +89,17 @@ async def take_snapshot(store: TableLeaseStore, http: aiohttp.ClientSession) -> 
     return Snapshot(time.monotonic(), leases, hosts, status)
 
 
-def render(snap: Snapshot, rates: Rates, *, headline: str, notes: list[str]) -> Group:
+def render(
+    snap: Snapshot,
+    rates: Rates,
+    *,
+    headline: str,
+    notes: list[str],
+    distinct: int | None = None,
+    final: bool = False,
+) -> Group:
+    """The frame; `distinct`: events in the change log (each once), when known; `final`: every
+    delivery is in the change log by now, so the deliveries beyond it were repeats."""
     hosts = Table(title="hosts", title_justify="left", expand=False)
     for col in ("host", "state", "leases", "events/s"):
         hosts.add_column(col, justify="right" if col in ("leases", "events/s") else "left")
@@ -112,6 +124,9 @@ def render(snap: Snapshot, rates: Rates, *, headline: str, notes: list[str]) -> 
         live = snap.lease_status(x.token)
         lag = f"{live['lagSeconds']:,.0f}s" if live.get("lagSeconds") is not None else "-"
         state = "caught up" if x.caught_up else ("reading" if x.owner else "free")
+        if x.owner and not x.caught_up and live.get("events") and not live.get("lastCheckpoint"):
+            # delivered, not yet checkpointed: a Spark host checkpoints after its commit
+            state = f"reading, {live['events']:,} delivered, no checkpoint yet"
         leases.add_row(
             x.token,
             x.owner or "-",
@@ -123,7 +138,13 @@ def render(snap: Snapshot, rates: Rates, *, headline: str, notes: list[str]) -> 
             Text(state, style="green" if x.caught_up else "cyan"),
         )
     total = rates.delivered()
-    head = Text(f"{headline}   delivered {total:,} events, {rates.total():,.0f}/s")
+    said = f"{headline}   deliveries {total:,} ({rates.total():,.0f}/s)"
+    if distinct is not None and final:
+        again = max(0, total - distinct)
+        said += f", change log {distinct:,} distinct events ({again:,} deliveries were repeats)"
+    elif distinct is not None:  # a Spark host counts a delivery before its commit lands
+        said += f", change log {distinct:,} distinct events so far"
+    head = Text(said)
     return Group(head, hosts, leases, *(Text(n, style="bold") for n in notes[-6:]))
 
 

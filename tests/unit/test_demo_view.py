@@ -75,3 +75,22 @@ def test_a_log_file_gets_a_snapshot_now_and_then_and_no_notes_under_it() -> None
     printed = out.getvalue()
     assert "frame 0" in printed and "last" in printed
     assert "frame 1" not in printed and "frame 2" not in printed
+
+
+def test_the_rate_spans_commits_and_the_headline_tells_repeats_from_distinct_events() -> None:
+    """A Spark host's count moves once a commit, seconds apart: the rate is taken over the
+    window, not between two snapshots; repeated deliveries (after a kill) are told apart from
+    the distinct events the change log holds."""
+    rates = view.Rates(window_s=30.0)
+    hosts = [_host("h1", leases=1)]
+    for at, events in ((0.0, 0), (5.0, 0), (10.0, 600), (15.0, 600), (20.0, 1200)):
+        rates.update(view.Snapshot(at, [], hosts, {"h1": {"events": events}}))
+    assert rates.rates["h1"] == 60.0  # 1,200 events in 20 s, though the last 5 s saw none new
+    leases = [Lease(LeaseToken("00"), owner=HostId("h1"))]
+    status = {"h1": {"events": 1200, "leases": [{"lease": "00", "events": 1200}]}}
+    snap = view.Snapshot(20.0, leases, hosts, status)
+    text = _text(view.render(snap, rates, headline="t", notes=[], distinct=1000))
+    assert "deliveries 1,200 (60/s), change log 1,000 distinct events so far" in text
+    final = _text(view.render(snap, rates, headline="t", notes=[], distinct=1000, final=True))
+    assert "change log 1,000 distinct events (200 deliveries were repeats)" in final
+    assert "reading, 1,200 delivered, no checkpoint yet" in text
