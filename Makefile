@@ -8,7 +8,7 @@ JARS := deploy/spark/jars/.installed
 FETCHED := deploy/spark/jars/.fetched
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-decode bench-spark bench-state bench-rebalance bench-balance bench-formats bench-filter clean
+.PHONY: help install lock demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-decode bench-spark bench-state bench-rebalance bench-balance bench-formats bench-filter clean
 
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
@@ -27,11 +27,23 @@ help:
 
 # --no-compile: modules are compiled when first imported (a fraction of what is installed:
 # PySpark alone ships thousands), not all of them at install time
-$(VENV)/.installed: pyproject.toml
+# from the lock: every transitive dependency at a pinned version, checked against its hashes;
+# then cfp itself, editable, without resolving anything again
+LOCK := deploy/requirements-dev.lock
+PIP_VERSION := 26.3
+UV_COMPILE = $(VENV)/bin/uv pip compile pyproject.toml --generate-hashes --python-version 3.11 --universal --quiet
+
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
+	$(PY) -m pip install --quiet pip==$(PIP_VERSION)
+	$(PY) -m pip install --quiet --no-compile --require-hashes -r $(LOCK)
+	$(PY) -m pip install --quiet --no-compile --no-deps -e .
 	touch $@
+
+# after changing a dependency in pyproject.toml (tests/unit/test_locks.py fails until then)
+lock: $(VENV)/.installed
+	$(UV_COMPILE) -o deploy/requirements.lock
+	$(UV_COMPILE) --extra dev -o $(LOCK)
 
 $(AZURITE): deploy/local/package.json deploy/local/package-lock.json
 	npm ci --prefix deploy/local --prefer-offline --no-audit --no-fund --loglevel=error
