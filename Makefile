@@ -28,7 +28,8 @@ help:
 # --no-compile: modules are compiled when first imported (a fraction of what is installed:
 # PySpark alone ships thousands), not all of them at install time
 # from the lock: every transitive dependency at a pinned version, checked against its hashes;
-# then cfp itself, editable, without resolving anything again
+# then cfp itself, editable, without resolving anything again (setuptools' notice that folders
+# named like the packages take precedence is what this layout is for: silenced)
 LOCK := deploy/requirements-dev.lock
 PIP_VERSION := 26.3
 UV_COMPILE = $(VENV)/bin/uv pip compile pyproject.toml --generate-hashes --python-version 3.11 --universal --quiet
@@ -37,7 +38,7 @@ $(VENV)/.installed: pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet pip==$(PIP_VERSION)
 	$(PY) -m pip install --quiet --no-compile --require-hashes -r $(LOCK)
-	$(PY) -m pip install --quiet --no-compile --no-deps -e .
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet --no-compile --no-deps -e .
 	touch $@
 
 # after changing a dependency in pyproject.toml (tests/unit/test_locks.py fails until then)
