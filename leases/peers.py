@@ -5,7 +5,8 @@ show only the hosts that already took some).
 A row is written by its host every balancing tick, stamped with that host's own wall clock. A
 clock may be minutes off, so a row is judged by whether it changes, on the judge's own clock:
 alive when its stamp changed within the last expiry. A row seen for the first time is judged by
-its stamp (as far as two clocks can tell), once. No I/O: the balancer hands the rows in.
+its stamp (as far as two clocks can tell), once. `update` decides (no I/O); `look` lists the
+rows first.
 """
 
 from __future__ import annotations
@@ -13,8 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+import structlog
+
+from leases.errors import LeaseError
 from leases.hosts import HostReport
 from leases.record import HostId
+from leases.store import LeaseStore
+
+log = structlog.get_logger("cfp.balance")
 
 # the states of a host that works, or is about to (the processor's lifecycle names)
 LIVE_STATES = frozenset({"starting", "running", "paused"})
@@ -51,3 +58,13 @@ class PeerLiveness:
         for gone in set(self._seen) - listed:
             del self._seen[gone]
         return frozenset(live)
+
+    async def look(self, store: LeaseStore, *, now: float, wall: datetime) -> frozenset[HostId]:
+        """`update` from a fresh listing of the host rows; none when the store did not answer
+        (the balancer then plans as if alone, as before it knew of rows)."""
+        try:
+            rows = await store.list_hosts()
+        except LeaseError as e:
+            log.debug("balance.hosts_unlisted", error=str(e))
+            return frozenset()
+        return self.update(rows, now=now, wall=wall)

@@ -26,6 +26,7 @@ from leases import (
     LeaseError,
     LeaseStore,
     LeaseStoreMisconfigured,
+    LeaseToken,
     LeaseView,
     LoadRule,
     ProcessorState,
@@ -199,19 +200,7 @@ class Balancer:
             1 for v in views if not v.lease.parked and (v.owner is None or v.is_expired)
         )
         held = self.supervisor.tokens()
-        plan = plan_takes(
-            views, me=self.me, limits=self.limits, rng=self.rng, held=held, by_load=self.by_load
-        )
-        if plan.acquire and (peers := await self._live_peers()):  # free leases: share them
-            plan = plan_takes(
-                views,
-                me=self.me,
-                limits=self.limits,
-                rng=self.rng,
-                held=held,
-                by_load=self.by_load,
-                peers=peers,
-            )
+        plan = await self._plan(views, held)
         self.idle_because = why_idle(
             views,
             plan,
@@ -286,15 +275,27 @@ class Balancer:
                 done = False
         return done
 
-    async def _live_peers(self) -> frozenset[HostId]:
-        """The other hosts alive now, from their rows (listed only when there are free leases
-        to share out: never at rest)."""
-        try:
-            rows = await self.store.list_hosts()
-        except LeaseError as e:
-            log.debug("balance.hosts_unlisted", error=str(e))
-            return frozenset()
-        return self._peers.update(rows, now=self.clock.monotonic(), wall=self.clock.wall())
+    async def _plan(self, views: list[LeaseView], held: Collection[LeaseToken]) -> TakePlan:
+        """What to take this tick; with free leases to share out, the other live hosts (from
+        their rows, listed only then: never at rest) count too."""
+
+        def plan(peers: frozenset[HostId] = frozenset()) -> TakePlan:
+            return plan_takes(
+                views,
+                me=self.me,
+                limits=self.limits,
+                rng=self.rng,
+                held=held,
+                by_load=self.by_load,
+                peers=peers,
+            )
+
+        first = plan()
+        if not first.acquire:
+            return first
+        now, wall = self.clock.monotonic(), self.clock.wall()
+        peers = await self._peers.look(self.store, now=now, wall=wall)
+        return plan(peers) if peers else first
 
     async def _take(self, lease: Lease, *, forced: bool) -> bool:
         """Acquire `lease` and start its worker (nothing when another host was faster, or the
