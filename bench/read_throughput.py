@@ -50,8 +50,7 @@ from processor.changefeed.selection import EventFilter
 from processor.changefeed.shard_reader import DEFAULT_READ_SIZE
 from processor.changefeed.storage import FeedStorage
 from processor.cli.lines import json_lines
-from processor.cli.read import TokenFormat
-from processor.cli.read_job import ReadJob, Resume
+from processor.cli.read_job import ReadJob, Resume, TokenFormat
 from processor.emulator.azurite import Azurite
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.emulator.feed_writer import FeedWriter

@@ -8,7 +8,6 @@ saves SDK tokens, so a read can be handed over to an SDK and back. The read itse
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 
 import click
@@ -30,11 +29,6 @@ from processor.cli.common import (
 from processor.runtime import tune_gc, tune_memory
 
 
-class TokenFormat(StrEnum):
-    CFP = "cfp"
-    SDK = "sdk"
-
-
 @click.command("read")
 @connection_option
 @click.option("--start-time", type=IsoTime(), help="Only events at or after this time.")
@@ -52,8 +46,8 @@ class TokenFormat(StrEnum):
 )
 @click.option(
     "--token-format",
-    type=click.Choice([t.value for t in TokenFormat]),
-    default=TokenFormat.CFP.value,
+    type=click.Choice(["cfp", "sdk"]),  # read_job.TokenFormat, which read_job.py owns
+    default="cfp",
     show_default=True,
     help="What --save-continuation writes: a cfp token, or an official SDK's (CursorVersion 1).",
 )
@@ -109,7 +103,7 @@ def read_command(
     from processor.changefeed.columnar import NATIVE  # noqa: PLC0415
     from processor.changefeed.sdk_token import url_host  # noqa: PLC0415
     from processor.changefeed.selection import EventFilter, TimeRange  # noqa: PLC0415
-    from processor.cli.read_job import ReadJob, load_continuation  # noqa: PLC0415
+    from processor.cli.read_job import ReadJob, TokenFormat, load_continuation  # noqa: PLC0415
 
     tune_gc()
     tune_memory()

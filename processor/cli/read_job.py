@@ -10,6 +10,7 @@ import time
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
@@ -26,9 +27,15 @@ from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import FeedStorage
 from processor.cli.common import fail, say_error, unless_decoder_stuck
 from processor.cli.lines import formatted_lines
-from processor.cli.read import TokenFormat
 
 SAVE_EVERY_S = 1.0
+
+
+class TokenFormat(StrEnum):
+    """What `--save-continuation` writes (`cfp read --token-format`)."""
+
+    CFP = "cfp"
+    SDK = "sdk"
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,3 +161,11 @@ def test_an_unknown_event_type_is_warned_about_not_refused() -> None:
     assert "cfp: warning: --event-type BlobCreate: not an event type" in typo.stderr
     known = runner.invoke(show, ["--event-type", "BlobCreated", "--event-type", "BlobTierChanged"])
     assert known.exit_code == 0 and known.stderr == ""
+
+
+def test_read_offers_exactly_the_token_formats_the_job_writes() -> None:
+    from processor.cli.read import read_command
+    from processor.cli.read_job import TokenFormat
+
+    option = next(p for p in read_command.params if p.name == "token_format")
+    assert list(option.type.choices) == [t.value for t in TokenFormat]  # type: ignore[attr-defined]
