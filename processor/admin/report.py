@@ -21,6 +21,7 @@ from processor.changefeed.change_filter import FilterError
 from processor.changefeed.errors import FeedCorrupt, InvalidContinuation
 from processor.reading.backlog import bytes_left
 from processor.reading.identity import ProcessorIdentity
+from processor.reading.lag import events_left, time_lag_s
 from processor.reading.lease_position import LeasePosition
 
 LISTING_CONCURRENCY = 16
@@ -36,18 +37,13 @@ class LeaseStatus:
     bytes_left: int | None
 
     def events_left(self) -> int | None:
-        """Bytes left over the lease's average event size so far (None: nothing to go by)."""
-        average = self.lease.average_event_bytes()
-        if self.bytes_left is None or average is None:
-            return None
-        return round(self.bytes_left / average)
+        """Bytes left over the lease's bytes per event so far (None: nothing to go by)."""
+        x = self.lease
+        return events_left(self.bytes_left, events=x.events, event_bytes=x.event_bytes)
 
     def lag_seconds(self, now: datetime) -> float | None:
-        """Now minus the event time of the last checkpointed event; 0 when caught up."""
-        if self.lease.caught_up:
-            return 0.0
-        last = self.lease.last_event_time
-        return None if last is None else max(0.0, (now - last).total_seconds())
+        """The time lag of the last checkpointed event."""
+        return time_lag_s(self.lease.last_event_time, caught_up=self.lease.caught_up, now=now)
 
     def to_json(self, now: datetime | None = None) -> dict[str, object]:
         x, pos = self.lease, self.position
@@ -130,6 +126,16 @@ def job_json(lease: Lease, now: datetime) -> dict[str, object]:
     }
 
 
+def columns(lines: list[tuple[str, ...]]) -> str:
+    """Rows as left-aligned columns two spaces apart, the first row the header (the last
+    column unpadded: it may be long)."""
+    widths = [max(len(row[i]) for row in lines) for i in range(len(lines[0]) - 1)]
+    return "\n".join(
+        "  ".join([*(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)), row[-1]]).rstrip()
+        for row in lines
+    )
+
+
 def render_jobs(jobs: list[Lease], now: datetime) -> str:
     """One line per singleton job: who holds it, its last run, and what that run left."""
     lines: list[tuple[str, ...]] = [("JOB", "HOLDER", "LAST RUN", "CAUGHT UP", "PROGRESS")]
@@ -150,10 +156,7 @@ def render_jobs(jobs: list[Lease], now: datetime) -> str:
                 text,
             )
         )
-    widths = [max(len(row[i]) for row in lines) for i in range(len(lines[0]))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines
-    )
+    return columns(lines)
 
 
 def host_json(r: HostReport, now: datetime, owned: int) -> dict[str, object]:
@@ -186,10 +189,7 @@ def render_hosts(hosts: list[HostReport], now: datetime, owned: Counter[str]) ->
             state = f"silent (last said {state})"
         leases = str(owned[r.name])
         lines.append((r.name, state, leases, f"{silent:.0f}s ago", r.endpoint or "-"))
-    widths = [max(len(row[i]) for row in lines) for i in range(len(lines[0]))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines
-    )
+    return columns(lines)
 
 
 async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusReport:
@@ -278,11 +278,7 @@ def render_table(
                 _state(r, stuck.get(x.token)),
             )
         )
-    widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
-        for row in lines
-    )
+    return columns(lines)
 
 
 def render_totals(rows: list[LeaseStatus], now: datetime) -> str:

@@ -20,6 +20,7 @@ from observers import CloseReason
 from processor.changefeed.columnar import NATIVE
 from processor.host.lifecycle import HostState
 from processor.host.timings import DEFAULT_STUCK_AFTER_S
+from processor.reading.lag import events_left, time_lag_s
 
 CHECKPOINT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -63,21 +64,15 @@ class LeaseProgress:
         return None
 
     def lag_seconds(self, now: datetime) -> float:
-        """Now minus the event time of the last delivered event; 0 once caught up (nothing is
-        waiting, however old the last event is) and 0 before anything was delivered."""
-        if self.caught_up or self.last_event_time is None:
-            return 0.0
-        return max(0.0, (now - self.last_event_time).total_seconds())
+        """The time lag of the last delivered event (0 before anything was delivered)."""
+        return time_lag_s(self.last_event_time, caught_up=self.caught_up, now=now) or 0.0
 
     def lag_events(self) -> int | None:
-        """Bytes left over this host's average bytes per delivered event on the lease."""
-        if self.bytes_left is None:
-            return None
+        """Bytes left over this host's bytes per delivered event on the lease (0 when no byte
+        is left, average or not)."""
         if self.bytes_left == 0:
             return 0
-        if not self.events or not self.bytes_read:
-            return None  # nothing delivered yet to take an average from
-        return round(self.bytes_left * self.events / self.bytes_read)
+        return events_left(self.bytes_left, events=self.events, event_bytes=self.bytes_read)
 
     def to_json(self, now: datetime, stuck_after_s: float) -> dict[str, object]:
         stuck = self.stuck_reason(now, stuck_after_s)
