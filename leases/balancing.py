@@ -58,6 +58,17 @@ def _shuffled(views: list[LeaseView], rng: random.Random) -> list[LeaseView]:
     return ordered
 
 
+def share(
+    live: Sequence[LeaseView], leases: int, *, me: HostId, peers: Collection[HostId] = ()
+) -> tuple[Counter[HostId], int, int]:
+    """How the `leases` (parked ones aside) are shared, from the `live` ones: the leases each
+    host holds or was asked to take (a lease asked for counts towards the asker), the number of
+    live hosts (those, their owners, `me` and the known live `peers`) and the count target."""
+    load = Counter(h for v in live if (h := v.bound_for) is not None)
+    hosts = len({v.owner for v in live} | set(load) | {me} | set(peers))
+    return load, hosts, math.ceil(leases / hosts)
+
+
 def plan_takes(
     leases: Sequence[LeaseView],
     *,
@@ -81,9 +92,7 @@ def plan_takes(
 
     leases = [v for v in leases if not v.lease.parked]
     live = [v for v in leases if v.is_live and not is_orphan_of_mine(v)]
-    load = Counter(h for v in live if (h := v.bound_for) is not None)
-    hosts = len({v.owner for v in live} | set(load) | {me} | set(peers))
-    target = math.ceil(len(leases) / hosts)
+    load, hosts, target = share(live, len(leases), me=me, peers=peers)
     mine = sum(1 for v in live if v.owner == me)
     have = load.pop(me, 0)
     if have < target or by_load is not None:

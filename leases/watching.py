@@ -31,11 +31,10 @@ target while leases are unowned) lists everything (`needs_full_listing`).
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from leases.balancing import share
 from leases.expiry import ExpiryTracker, LeaseView
 from leases.hosts import HOST_ROWS_FROM, BalanceNote
 from leases.record import HostId, Lease, LeaseToken
@@ -121,10 +120,9 @@ def balance_note(views: Sequence[LeaseView], me: HostId) -> BalanceNote:
     counts: live hosts are the owners and askers of live leases, and `me`."""
     active = [v for v in views if not v.lease.parked]
     live = [v for v in active if v.is_live]
-    held = Counter(h for v in live if (h := v.bound_for) is not None)
-    hosts = len({v.owner for v in live} | set(held) | {me})
+    held, _, target = share(live, len(active), me=me)
     return BalanceNote(
-        target=math.ceil(len(active) / hosts),
+        target=target,
         most=max(held.values(), default=0),
         unowned=sum(1 for v in active if not v.is_live),
     )
