@@ -137,6 +137,7 @@ class SparkStateJob:
                 changes=self._options.changes,
                 state_table=self._options.state,
                 optimize_every_s=OPTIMIZE_EVERY_S,
+                wall=self._options.wall,
             )
             job.optimized_at = _saved_time(continuation, "optimizedAt")
         if continuation != self._left:  # not where our last run left it: another host ran it

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from observers.errors import PluginLoadError
@@ -109,6 +110,7 @@ class SparkOptions:
     app_name: str = "cfp"
     # run on every session opened (cfp registers its `blobchangefeed` source with them)
     on_session: tuple[Callable[[Any], None], ...] = ()
+    wall: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # the host's clock
 
     @property
     def changes(self) -> str:

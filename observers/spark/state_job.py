@@ -24,6 +24,7 @@ import dataclasses
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -107,7 +108,13 @@ class StateJob:
     version and must not reach the change log's writes), from one thread at a time."""
 
     def __init__(
-        self, session: Any, *, changes: str, state_table: str, optimize_every_s: float
+        self,
+        session: Any,
+        *,
+        changes: str,
+        state_table: str,
+        optimize_every_s: float,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),  # the host's clock
     ) -> None:
         self.session = session
         for key, value in JOB_CONF.items():
@@ -115,7 +122,8 @@ class StateJob:
         self.changes = changes
         self.state_table = state_table
         self.optimize_every_s = optimize_every_s
-        self.optimized_at: datetime | None = None
+        self.optimized_at: datetime | None = None  # kept in the job's lease for the next holder
+        self._wall = wall
         self._applied: int | None = None  # as of our last run; None: read it from the table
 
     def forget(self) -> None:
@@ -211,7 +219,7 @@ class StateJob:
         return int(row["num_inserted_rows"]), int(row["num_updated_rows"])
 
     def _optimize_if_due(self) -> bool:
-        now = datetime.now(UTC)
+        now = self._wall()
         if self.optimized_at is None:
             self.optimized_at = now  # a new holder waits a whole interval first
             return False

@@ -44,6 +44,7 @@ from processor.cli.common import (
     spark_master_option,
     spark_remote_option,
 )
+from processor.clock import SystemClock
 from processor.host.config import (
     DEFAULT_HTTP_HOST,
     DEFAULT_HTTP_PORT,
@@ -452,6 +453,7 @@ def _spark(o: RunOptions, conn: str) -> SparkOptions:
         remote=o.spark_remote,
         conf=spark_conf(o.spark_conf_pairs),
         on_session=(offer_source,),
+        wall=SystemClock().wall,  # the host's wall clock (skewed in the tests that ask for it)
         warm_up_rows=o.spark_warm_up_rows,
         max_rows=o.spark_max_rows,
         max_wait_s=o.spark_max_wait,
