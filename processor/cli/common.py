@@ -279,3 +279,24 @@ def filter_options(*, env: bool) -> tuple[Callable[[Any], Any], ...]:
             help="Only blobs of this type (repeatable).",
         ),
     )
+
+
+class SectionedCommand(click.Command):
+    """A command whose `--help` lists its options in sections, by concern (`sections`: title ->
+    parameter names, in order); `--help` itself last."""
+
+    def __init__(self, *args: Any, sections: dict[str, tuple[str, ...]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sections = sections
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        by_name = {p.name: p for p in self.get_params(ctx)}
+        for title, names in self.sections.items():
+            rows = [r for n in names if (r := by_name[n].get_help_record(ctx)) is not None]
+            with formatter.section(title):
+                formatter.write_dl(rows)
+        listed = {n for names in self.sections.values() for n in names}
+        rest = [r for n, p in by_name.items() if n not in listed and (r := p.get_help_record(ctx))]
+        if rest:
+            with formatter.section("Other options"):
+                formatter.write_dl(rest)

@@ -169,3 +169,14 @@ def test_read_offers_exactly_the_token_formats_the_job_writes() -> None:
 
     option = next(p for p in read_command.params if p.name == "token_format")
     assert list(option.type.choices) == [t.value for t in TokenFormat]  # type: ignore[attr-defined]
+
+
+def test_run_help_lists_every_option_once_in_its_section() -> None:
+    from processor.cli.run import RUN_SECTIONS, run_command
+
+    named = [n for names in RUN_SECTIONS.values() for n in names]
+    assert sorted(named) == sorted(p.name for p in run_command.params if p.name != "help")
+    text = CliRunner().invoke(run_command, ["--help"], terminal_width=100).output
+    heads = [line.rstrip(":") for line in text.splitlines() if line and not line[0].isspace()]
+    assert heads[-len(RUN_SECTIONS) - 1 :] == [*RUN_SECTIONS, "Other options"]  # --help last
+    assert text.count("--max-batch-events") == 1
