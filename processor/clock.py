@@ -1,18 +1,15 @@
 """Time as the host sees it, injected so that tests can skew the wall clock.
 
 Decisions use only `monotonic()`. The wall clock is read for display (checkpoint times) and for
-`--start-from-now`; `CFP_TEST_CLOCK_SKEW_S` shifts it, which the integration tests use to show
-that a skewed clock changes nothing.
+`--start-from-now`; a skew shifts it (`processor/faults.py`: the integration tests show that a
+skewed clock changes nothing).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
-
-SKEW_ENV = "CFP_TEST_CLOCK_SKEW_S"
 
 
 class Clock(Protocol):
@@ -22,9 +19,7 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    def __init__(self, skew_s: float | None = None) -> None:
-        if skew_s is None:
-            skew_s = float(os.environ.get(SKEW_ENV, "0") or 0)
+    def __init__(self, skew_s: float = 0.0) -> None:
         self._skew = timedelta(seconds=skew_s)
 
     def monotonic(self) -> float:

@@ -94,6 +94,15 @@ SQL_CONF = {
 
 
 @dataclass(frozen=True, slots=True)
+class CommitPauses:
+    """Pauses the tests of real hosts ask for (`processor/faults.py`), each once: after the
+    first commit, before its checkpoints; before the second write's commit. 0: none."""
+
+    after_commit_s: float = 0.0
+    before_commit_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class SparkOptions:
     output: Output  # the tables' root: OUTPUT/changes, OUTPUT/state
     access: StorageAccess | None = None  # the output account's credentials (None: Entra ID)
@@ -111,6 +120,7 @@ class SparkOptions:
     # run on every session opened (cfp registers its `blobchangefeed` source with them)
     on_session: tuple[Callable[[Any], None], ...] = ()
     wall: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # the host's clock
+    pauses: CommitPauses = CommitPauses()  # the tests' (processor/faults.py); none by default
 
     @property
     def changes(self) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
+import dataclasses
 import shutil
 import tempfile
 import threading
@@ -42,8 +42,6 @@ log = structlog.get_logger("cfp.spark")
 # tests only: pause once after a write is committed (before its checkpoints), or once between
 # the second Spark write's DataFrame and its commit (a host stopped there becomes a zombie that
 # holds a late write)
-TEST_PAUSE_VAR = "CFP_TEST_SPARK_PAUSE_AFTER_COMMIT_S"
-TEST_PAUSE_BEFORE_VAR = "CFP_TEST_SPARK_PAUSE_BEFORE_COMMIT_S"
 WARM_UP_WRITES = 3
 
 
@@ -132,6 +130,7 @@ class SparkSink:
         self._flusher: asyncio.Task[None] | None = None
         self._settling: asyncio.Task[None] | None = None
         self._written = 0  # Spark writes committed
+        self._pauses = options.pauses
 
     async def __aenter__(self) -> SparkSink:
         if self._own_session:
@@ -315,8 +314,9 @@ class SparkSink:
     async def _settle(self, items: list[Pending]) -> None:
         """A committed write's checkpoints, one per lease (its newest batch's mark covers the
         older ones). Runs beside the next Spark write."""
-        if pause := os.environ.pop(TEST_PAUSE_VAR, None):
-            await asyncio.sleep(float(pause))
+        if pause := self._pauses.after_commit_s:
+            self._pauses = dataclasses.replace(self._pauses, after_commit_s=0.0)
+            await asyncio.sleep(pause)
         await asyncio.gather(*(_checkpoint(batches) for batches in _per_lease(items).values()))
 
     def _commit(self, items: list[Pending]) -> tuple[Inserted, dict[str, float]]:
@@ -328,9 +328,10 @@ class SparkSink:
         rows = sum(t.num_rows for t in tables.values())
         if rows == 0:  # every event was left out (the output's own container): nothing to write
             return Inserted(0, 0, 0), {}
-        if self._written and (pause := os.environ.pop(TEST_PAUSE_BEFORE_VAR, None)):
-            log.info("spark.pausing_before_commit", seconds=float(pause))
-            time.sleep(float(pause))
+        if self._written and (pause := self._pauses.before_commit_s):
+            self._pauses = dataclasses.replace(self._pauses, before_commit_s=0.0)
+            log.info("spark.pausing_before_commit", seconds=pause)
+            time.sleep(pause)
         clock = time.monotonic()
         done = self.changes.insert_unseen(self.session, tables)
         self._written += 1

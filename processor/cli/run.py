@@ -8,7 +8,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from processor import connection
+from processor import connection, faults
 from processor.cli.common import SectionedCommand, fail, options, run_async
 from processor.cli.run_options import (
     FAILURES_OPTIONS,
@@ -62,7 +62,7 @@ def run_command(**params: Any) -> None:
     releases every lease (keeping its continuation) before exiting 0.
     """
     o = RunOptions(**params)
-    clock = SystemClock()
+    clock = SystemClock(faults.clock_skew_s())
     try:
         conn = connection.resolve(o.connection_string)
         config = host_config(o, conn=conn, now=clock.wall(), default_host=default_host_name())

@@ -27,7 +27,7 @@ from observers.spark.session import (
     SparkOptions,
     spark_conf,
 )
-from processor import connection
+from processor import connection, faults
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS
 from processor.cli.common import (
@@ -453,7 +453,8 @@ def _spark(o: RunOptions, conn: str) -> SparkOptions:
         remote=o.spark_remote,
         conf=spark_conf(o.spark_conf_pairs),
         on_session=(offer_source,),
-        wall=SystemClock().wall,  # the host's wall clock (skewed in the tests that ask for it)
+        wall=SystemClock(faults.clock_skew_s()).wall,  # the host's (skewed when a test asks)
+        pauses=faults.spark_commit_pauses(),
         warm_up_rows=o.spark_warm_up_rows,
         max_rows=o.spark_max_rows,
         max_wait_s=o.spark_max_wait,

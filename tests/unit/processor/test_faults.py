@@ -1,0 +1,23 @@
+"""The tests' fault-injection points: off unless their variable is set."""
+
+from __future__ import annotations
+
+import pytest
+
+from observers.spark.session import CommitPauses
+from processor import faults
+
+
+def test_every_point_is_off_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (faults.CLOCK_SKEW, faults.PAUSE_AFTER_COMMIT, faults.PAUSE_BEFORE_COMMIT):
+        monkeypatch.delenv(name, raising=False)
+    assert faults.clock_skew_s() == 0.0
+    assert faults.spark_commit_pauses() == CommitPauses()
+
+
+def test_set_points_are_read_as_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(faults.CLOCK_SKEW, "-300")
+    monkeypatch.setenv(faults.PAUSE_BEFORE_COMMIT, "10")
+    monkeypatch.delenv(faults.PAUSE_AFTER_COMMIT, raising=False)
+    assert faults.clock_skew_s() == -300.0
+    assert faults.spark_commit_pauses() == CommitPauses(before_commit_s=10.0)
