@@ -1,6 +1,6 @@
 """Every row of the lease table, both ways: a lease's row, a host's row and the processor's row
 (PartitionKey = processor name; RowKey = the lease token, `~host~NAME` or `~processor`). The
-README's lease schema is this module in prose.
+docs/reference/lease-schema.md is this module in prose.
 """
 
 from __future__ import annotations

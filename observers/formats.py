@@ -11,7 +11,7 @@
 `render` makes one event's document; `format_lines` makes the JSON lines of a whole batch from
 its columns (the same documents byte for byte, tested), about ten times faster: the fields are
 read column by column, only the documents themselves are Python objects, and each record's JSON
-is embedded as it is. The README shows one example of each.
+is embedded as it is. docs/observers.md shows one example of each.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The documented shape of each `--format`, as checks: used on real output and on the README's
+"""The documented shape of each `--format`, as checks: used on real output and on docs/observers.md's
 examples, so the two cannot drift apart."""
 
 from __future__ import annotations

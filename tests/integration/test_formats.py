@@ -1,5 +1,5 @@
 """`--format` of `cfp read` and of the jsonl observer, on an emulated feed, against the shapes
-the README documents (its examples are checked with the same rules)."""
+docs/observers.md documents (its examples are checked with the same rules)."""
 
 from __future__ import annotations
 
@@ -91,8 +91,8 @@ async def test_format_is_refused_for_other_observers(feed: Feed) -> None:
     assert "--format ydb is for the jsonl observer only" in result.stderr
 
 
-def test_the_readme_examples_have_the_documented_shapes() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_documented_examples_have_the_documented_shapes() -> None:
+    readme = (ROOT / "docs" / "observers.md").read_text()
     found = {}
     for fmt, body in re.findall(r"<!-- format:(\w+) -->\s*```json\n(.*?)```", readme, re.S):
         found[fmt] = CHECKS[fmt](json.loads(body))

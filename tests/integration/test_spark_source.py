@@ -246,7 +246,7 @@ def test_a_stream_killed_with_sigkill_resumes_from_its_checkpoint_exactly_once(
 def test_foreach_batch_with_a_merge_on_shard_and_position_is_idempotent(
     spark: Any, feed: Feed, tmp_path: Path
 ) -> None:
-    """The README's foreachBatch example, run twice over the whole feed (the second query, on
+    """The foreachBatch example of docs/streaming.md, run twice over the whole feed (the second query, on
     a checkpoint of its own, replays every batch): each event is in the table once."""
     table = tmp_path / "changes"
     spark.sql(f"CREATE TABLE delta.`{table}` ({columns_ddl(CHANGES_SCHEMA)}) USING DELTA")
