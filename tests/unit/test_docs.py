@@ -64,3 +64,21 @@ def test_the_readme_is_an_entry_point_and_indexes_every_page() -> None:
     assert len(readme.splitlines()) <= 300
     for page in PAGES[1:]:
         assert str(page.relative_to(ROOT)) in readme, f"README does not link {page.name}"
+
+
+def test_the_reference_pages_are_made_from_the_code() -> None:
+    """docs/reference/cli.md and metrics.md are what `make docs` writes now."""
+    from processor.cli.reference import PAGES
+
+    stale = [str(p.relative_to(ROOT)) for p, make in PAGES.items() if p.read_text() != make()]
+    assert stale == [], "run `make docs`"
+
+
+def test_the_lease_schema_page_names_every_property_a_lease_row_has() -> None:
+    from leases import Lease, LeaseToken
+    from leases.rows import lease_row
+
+    page = (ROOT / "docs" / "reference" / "lease-schema.md").read_text()
+    documented = set(re.findall(r"^\| `([A-Za-z]+)`", page, re.M))
+    documented |= set(re.findall(r"^\| `[A-Za-z]+`, `([A-Za-z]+)`", page, re.M))
+    assert set(lease_row("p", Lease(LeaseToken("00")))) <= documented
