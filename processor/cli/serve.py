@@ -16,15 +16,11 @@ from processor.changefeed.change_filter import FilterError
 from processor.changefeed.errors import FeedError
 from processor.cli.common import say_error, unless_decoder_stuck
 from processor.clock import SystemClock
+from processor.host.assembly import assemble
 from processor.host.config import HostConfig
 from processor.host.endpoints import EndpointError, HostHealth, serve
-from processor.host.host import Host, host_lifecycle, open_host
+from processor.host.host import Host
 from processor.host.lifecycle import HostState
-from processor.host.progress import HostProgress
-
-# /healthz fails when no balancing tick completed for this long (ticks, at least this many s)
-STALL_AFTER_TICKS = 10
-STALL_AFTER_MIN_S = 120.0
 
 log = structlog.get_logger("cfp.run")
 
@@ -39,46 +35,31 @@ class Endpoint:
 async def serve_host(
     config: HostConfig, clock: SystemClock, endpoint: Endpoint | None, stop: asyncio.Event
 ) -> int:
-    """Serve the endpoints (when asked), open the host and run it; the exit code."""
-    timings = config.timings
-    progress = HostProgress(wall=clock.wall, stuck_after_s=config.stuck_after_s)
-    lifecycle = host_lifecycle(clock, progress)
-    health = HostHealth(
-        host_name=config.host_name,
-        processor=config.processor_name,
-        lifecycle=lifecycle,
-        progress=progress,
-        expiry_s=timings.expiry_s,
-        stall_after_s=max(STALL_AFTER_MIN_S, STALL_AFTER_TICKS * timings.acquire_every_s),
-        extra={"leaseTable": config.lease_table, "observer": config.observer.spec},
-    )
+    """Assemble the host, serve its endpoints (when asked), open it and run it; the exit
+    code."""
+    try:
+        parts = assemble(config, clock)
+    except PluginLoadError as e:
+        say_error(e)
+        return 2
+    host = parts.host
     async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(parts.close)
         url = ""
         if endpoint is not None:
             try:
-                url = await _serve(stack, health, endpoint)
+                url = await _serve(stack, parts.health, endpoint)
             except EndpointError as e:
                 say_error(e)
                 return 2
-        lifecycle.move(HostState.STARTING)
+        host.lifecycle.move(HostState.STARTING)
         try:
-            host, store, storage = await open_host(
-                config, clock=clock, lifecycle=lifecycle, progress=progress
-            )
-        except (LeaseError, PluginLoadError, FilterError) as e:  # FilterError: IdentityMismatch
-            lifecycle.move(HostState.FAILED_PERMANENTLY, error=str(e))
+            await parts.open()
+        except (LeaseError, FilterError) as e:  # FilterError: IdentityMismatch
+            host.lifecycle.move(HostState.FAILED_PERMANENTLY, error=str(e))
             say_error(e)
             return 2
-        health.loop_age_s = lambda: (
-            None if host.last_tick_at is None else clock.monotonic() - host.last_tick_at
-        )
-        health.store_silent_s = host.store_silent_s
-        host.presence.endpoint = url
-        try:
-            return await _run(host, config, stop)
-        finally:
-            await store.close()
-            await storage.close()
+        return await _run(host, config, stop, url)
 
 
 async def _serve(stack: contextlib.AsyncExitStack, health: HostHealth, endpoint: Endpoint) -> str:
@@ -97,17 +78,17 @@ async def _serve(stack: contextlib.AsyncExitStack, health: HostHealth, endpoint:
     return url
 
 
-async def _run(host: Host, config: HostConfig, stop: asyncio.Event) -> int:
+async def _run(host: Host, config: HostConfig, stop: asyncio.Event, url: str) -> int:
     """Run the host until it stops; 0, or 1 for leases left parked or failures of the store or
     the feed, 2 for an observer that could not open, 3 when a native decode got stuck (the
     host stops at once: it takes no more work, releases its leases and leaves, to be restarted
     without the thread the call holds). A bug raises (its traceback shows)."""
-    return await unless_decoder_stuck(_host_status(host, config, stop), host.stop)
+    return await unless_decoder_stuck(_host_status(host, config, stop, url), host.stop)
 
 
-async def _host_status(host: Host, config: HostConfig, stop: asyncio.Event) -> int:
+async def _host_status(host: Host, config: HostConfig, stop: asyncio.Event, url: str) -> int:
     try:
-        await host.run(stop)
+        await host.run(stop, endpoint=url)
     except Exception as e:
         leaves = _leaves(e)
         for leaf in leaves:
@@ -116,8 +97,8 @@ async def _host_status(host: Host, config: HostConfig, stop: asyncio.Event) -> i
             raise
         # an observer that could not open (the Spark observer's output): configuration
         return 2 if all(isinstance(leaf, PluginLoadError) for leaf in leaves) else 1
-    if config.until_caught_up and host.balancer.parked:
-        for lease in host.balancer.parked:
+    if config.until_caught_up and (parked := host.parked()):
+        for lease in parked:
             say_error(f"lease {lease.token} is parked: {lease.error}")
         return 1
     return 0

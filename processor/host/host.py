@@ -31,15 +31,13 @@ from typing import Any
 
 import structlog
 
-from leases import LeaseStore, TableLeaseStore
+from leases import Lease, LeaseStore
 from observers import (
     CloseReason,
     ObserverFactory,
-    load_observer_factory,
     needs_segment_order,
     singleton_jobs,
 )
-from processor import connection
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.storage import FeedStorage
 from processor.clock import Clock, SystemClock
@@ -59,7 +57,6 @@ from processor.host.supervisor import WorkerSupervisor
 from processor.host.worker import ReaderFactory, run_worker
 from processor.host.worker_env import WorkerEnv
 from processor.reading.barrier_book import PositionBook
-from processor.reading.identity import claim_identity
 from processor.reading.lease_position import LeasePosition
 from processor.waiting import running_event, wait_any
 
@@ -230,11 +227,21 @@ class Host:
         """Seconds since the lease store last answered a balancing tick."""
         return self.clock.monotonic() - self._store_ok_at
 
+    def loop_age_s(self) -> float | None:
+        """Seconds since the balancing loop last went round (None: not yet)."""
+        at = self.last_tick_at
+        return None if at is None else self.clock.monotonic() - at
+
+    def parked(self) -> list[Lease]:
+        """The leases parked on bad data or a failing observer, as of the last tick."""
+        return list(self.balancer.parked)
+
     async def _work(self, held: HeldLease) -> CloseReason:
         return await run_worker(held, self.env, make_reader=self._make_reader)
 
-    async def run(self, stop: asyncio.Event | None = None) -> None:
-        """Run until stopped. Errors: lease-store or feed failures that are not transient."""
+    async def run(self, stop: asyncio.Event | None = None, *, endpoint: str = "") -> None:
+        """Run until stopped; `endpoint`: where this host's HTTP endpoints listen, for its row.
+        Errors: lease-store or feed failures that are not transient."""
         with structlog.contextvars.bound_contextvars(
             host=self.config.host_name, processor=self.config.processor_name
         ):
@@ -242,7 +249,7 @@ class Host:
             presence_stop = asyncio.Event()
             t = self.config.timings
             publishing = asyncio.create_task(
-                self.presence.run(presence_stop, every_s=t.acquire_every_s)
+                self.presence.run(presence_stop, every_s=t.acquire_every_s, endpoint=endpoint)
             )
             try:
                 async with contextlib.AsyncExitStack() as stack:
@@ -361,51 +368,3 @@ def _describe(e: BaseException) -> str:
     if isinstance(e, asyncio.CancelledError):
         return "cancelled"
     return f"{type(e).__name__}: {e}"
-
-
-async def open_host(
-    config: HostConfig,
-    *,
-    clock: Clock | None = None,
-    lifecycle: Lifecycle | None = None,
-    progress: HostProgress | None = None,
-) -> tuple[Host, TableLeaseStore, FeedStorage]:
-    """Build a host on Azure Tables and Blob storage from `config`; the caller closes both.
-    Errors: `IdentityMismatch` (and `FilterError`) when the processor delivers something else,
-    `LeaseError`, `PluginLoadError`."""
-    store = connection.lease_store(
-        config.lease_connection_string,
-        table=config.lease_table,
-        processor=config.processor_name,
-        request_timeout_s=config.timings.request_timeout_s,
-    )
-    storage = FeedStorage.from_connection_string(config.connection_string)
-    try:
-        await store.open()
-        await claim_identity(
-            store,
-            config.identity,
-            processor=config.processor_name,
-            table=config.lease_table,
-            lease_partitions=config.lease_partitions,
-        )
-        if (fixed := await store.lease_partitions()) != config.lease_partitions:
-            log.info("lease_partitions.fixed", partitions=fixed, asked=config.lease_partitions)
-        factory = load_observer_factory(config.observer, host_name=config.host_name)
-    except BaseException:
-        await store.close()
-        await storage.close()
-        raise
-    host = Host(
-        config,
-        store=store,
-        storage=storage,
-        observer_factory=factory,
-        clock=clock,
-        lifecycle=lifecycle,
-        progress=progress,
-    )
-    host.progress.storage_requests = storage.requests.by_kind
-    host.progress.lease_requests = store.requests
-    host.progress.lease_rows_listed = lambda: store.rows_listed
-    return host, store, storage

@@ -70,9 +70,10 @@ class Presence:
             note=self.note,
         )
 
-    async def run(self, stop: asyncio.Event, *, every_s: float) -> None:
+    async def run(self, stop: asyncio.Event, *, every_s: float, endpoint: str = "") -> None:
         """Publish until `stop`; store errors are logged at debug level (the balancer reports
         the store's health)."""
+        self.endpoint = endpoint or self.endpoint
         next_look = 0  # publishes until the next look for rows to forget
         while not stop.is_set():
             self._changed.clear()

@@ -109,15 +109,21 @@ class HostProgress:
         *,
         wall: Callable[[], datetime] | None = None,
         stuck_after_s: float = DEFAULT_STUCK_AFTER_S,
+        storage_requests: Mapping[str, int] | None = None,  # the feed's requests, by kind
+        lease_requests: Mapping[str, int] | None = None,  # the lease table's, by kind
+        lease_rows_listed: Callable[[], int] = lambda: 0,
     ) -> None:
         self._wall = wall or (lambda: datetime.now(UTC))
         self.stuck_after_s = stuck_after_s
         self.leases: dict[LeaseToken, LeaseProgress] = {}
         self.total_events = 0  # over every lease this host ever held (leases come and go)
         self.unowned: int | None = None  # leases no live host owns, as of the last tick
-        self.storage_requests: Mapping[str, int] = {}  # the feed's requests so far, by kind
-        self.lease_requests: Mapping[str, int] = {}  # the lease table's, by kind
-        self.lease_rows_listed: Callable[[], int] = lambda: 0
+        # live views of the clients' counts (empty at first: `or` would cut them off)
+        self.storage_requests: Mapping[str, int] = (
+            {} if storage_requests is None else storage_requests
+        )
+        self.lease_requests: Mapping[str, int] = {} if lease_requests is None else lease_requests
+        self.lease_rows_listed = lease_rows_listed
         self.registry = CollectorRegistry()
         r = self.registry
         self.events = Counter(
