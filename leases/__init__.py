@@ -18,7 +18,7 @@ from leases.hosts import BalanceNote, HostReport, ProcessorState, is_reserved, j
 from leases.load_balancing import LoadRule
 from leases.memory_store import MemoryLeaseStore
 from leases.record import Delivered, HostId, Lease, LeaseMove, LeaseToken
-from leases.store import LeaseStore
+from leases.store import HostRows, LeaseStore, LeaseTable, ProcessorRows
 from leases.table_settings import DEFAULT_TABLE
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ __all__ = [
     "ExpiryTracker",
     "HostId",
     "HostReport",
+    "HostRows",
     "Lease",
     "LeaseCorrupt",
     "LeaseError",
@@ -50,10 +51,12 @@ __all__ = [
     "LeaseStore",
     "LeaseStoreMisconfigured",
     "LeaseStoreUnavailable",
+    "LeaseTable",
     "LeaseToken",
     "LeaseView",
     "LoadRule",
     "MemoryLeaseStore",
+    "ProcessorRows",
     "ProcessorState",
     "TableLeaseStore",
     "TakePlan",

@@ -19,7 +19,7 @@ import structlog
 from leases.errors import LeaseError
 from leases.hosts import HostReport
 from leases.record import HostId
-from leases.store import LeaseStore
+from leases.store import HostRows
 
 log = structlog.get_logger("cfp.balance")
 
@@ -59,7 +59,7 @@ class PeerLiveness:
             del self._seen[gone]
         return frozenset(live)
 
-    async def look(self, store: LeaseStore, *, now: float, wall: datetime) -> frozenset[HostId]:
+    async def look(self, store: HostRows, *, now: float, wall: datetime) -> frozenset[HostId]:
         """`update` from a fresh listing of the host rows; none when the store did not answer
         (the balancer then plans as if alone, as before it knew of rows)."""
         try:

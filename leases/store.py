@@ -41,23 +41,9 @@ READ_ATTEMPTS = 4
 OWNER_WRITE_ATTEMPTS = 5
 
 
-class LeaseStore(Protocol):
-    """What the host needs from a lease table. Writes return the new snapshot, or None when the
-    conditional write lost (see the module docstring for when a lost race is retried).
-
-    Errors: `LeaseStoreUnavailable` when the store does not answer after bounded retries,
-    `LeaseStoreMisconfigured` when it refuses us for good.
-    """
-
-    async def list_leases(self) -> list[Lease]: ...
-
-    async def list_range(self, lo: str, hi: str) -> list[Lease]:
-        """The leases whose token is in [lo, hi) (a quiet tick's watched slice)."""
-        ...
-
-    async def list_jobs(self) -> list[Lease]:
-        """The job leases of the processor (`leases.hosts.job_token`)."""
-        ...
+class HostRows(Protocol):
+    """The hosts' own rows (`leases.hosts`): what presence writes and `cfp status` and the
+    balancer's peer count read."""
 
     async def publish_host(self, report: HostReport) -> None:
         """Write this host's own row (see `leases.hosts`)."""
@@ -66,6 +52,11 @@ class LeaseStore(Protocol):
     async def list_hosts(self) -> list[HostReport]: ...
 
     async def delete_host(self, name: str) -> None: ...
+
+
+class ProcessorRows(Protocol):
+    """The processor's own rows: paused or not, the balance note, its identity and how its
+    leases are partitioned."""
 
     async def processor_state(self) -> ProcessorState:
         """The processor row: paused or not (`leases.hosts`)."""
@@ -89,6 +80,22 @@ class LeaseStore(Protocol):
 
     async def lease_partitions(self) -> int:
         """The number of partitions the processor's leases are spread over (1: one)."""
+        ...
+
+
+class LeaseTable(Protocol):
+    """The leases themselves: listings and the conditional writes of owners and operators.
+    Writes return the new snapshot, or None when the conditional write lost (see the module
+    docstring for when a lost race is retried)."""
+
+    async def list_leases(self) -> list[Lease]: ...
+
+    async def list_range(self, lo: str, hi: str) -> list[Lease]:
+        """The leases whose token is in [lo, hi) (a quiet tick's watched slice)."""
+        ...
+
+    async def list_jobs(self) -> list[Lease]:
+        """The job leases of the processor (`leases.hosts.job_token`)."""
         ...
 
     async def get(self, token: LeaseToken) -> Lease | None: ...
@@ -152,6 +159,16 @@ class LeaseStore(Protocol):
         new continuation, no owner, the next epoch (an old owner that wakes up can write nothing
         more), not parked, the move recorded. None when the row changed since `seen`."""
         ...
+
+
+class LeaseStore(LeaseTable, HostRows, ProcessorRows, Protocol):
+    """Every role of a lease table at once: what a store implements, and what the parts that
+    need all of it (the balancer, the operator reports) take. Each part takes only the role it
+    uses when that is one.
+
+    Errors: `LeaseStoreUnavailable` when the store does not answer after bounded retries,
+    `LeaseStoreMisconfigured` when it refuses us for good.
+    """
 
 
 def _is_retryable(e: BaseException) -> bool:

@@ -24,7 +24,7 @@ from enum import Enum
 
 import structlog
 
-from leases import ExpiryTracker, HostId, Lease, LeaseError, LeaseStore, job_token
+from leases import ExpiryTracker, HostId, Lease, LeaseError, LeaseTable, job_token
 from observers import JobRun, SingletonJob
 from processor.clock import Clock
 from processor.host.owner_writes import HeldLease
@@ -64,7 +64,7 @@ class JobRunner:
         self,
         job: SingletonJob,
         *,
-        store: LeaseStore,
+        store: LeaseTable,
         me: HostId,
         timings: Timings,
         clock: Clock,

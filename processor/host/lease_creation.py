@@ -11,7 +11,7 @@ from datetime import datetime
 
 import structlog
 
-from leases import Lease, LeaseStore, LeaseToken, is_reserved
+from leases import Lease, LeaseTable, LeaseToken, is_reserved
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, FeedError
 from processor.changefeed.selection import TIME_SLACK
@@ -23,7 +23,7 @@ log = structlog.get_logger("cfp.balancer")
 
 @dataclass(slots=True)
 class LeaseCreator:
-    store: LeaseStore
+    store: LeaseTable
     catalog: FeedCatalog
     clock: Clock
     initial_continuation: str | None = None  # of a new feed lease (--start/--end-time, the scan)

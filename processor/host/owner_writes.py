@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from leases import Lease, LeaseStore, LeaseToken
+from leases import Lease, LeaseTable, LeaseToken
 from processor.clock import Clock
 
 
@@ -73,5 +73,5 @@ class HeldLease:
                 self.lost.set()  # released: from now on it is not ours to renew or write
             return result
 
-    async def renew(self, store: LeaseStore, *, load: float | None = None) -> Lease | None:
+    async def renew(self, store: LeaseTable, *, load: float | None = None) -> Lease | None:
         return await self.write(lambda lease: store.renew(lease, load=load))

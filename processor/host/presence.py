@@ -13,7 +13,7 @@ import contextlib
 
 import structlog
 
-from leases import HostId, HostReport, LeaseError, LeaseStore
+from leases import HostId, HostReport, HostRows, LeaseError
 from processor.clock import Clock
 from processor.host.lifecycle import HostState, Lifecycle
 from processor.host.progress import HostProgress
@@ -31,7 +31,7 @@ FORGET_EVERY = 30
 class Presence:
     def __init__(
         self,
-        store: LeaseStore,
+        store: HostRows,
         *,
         name: HostId,
         lifecycle: Lifecycle,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection
 
 import structlog
 
-from leases import LeaseError, LeaseStore, LeaseToken
+from leases import LeaseError, LeaseTable, LeaseToken
 from processor.clock import Clock
 from processor.host.owner_writes import HeldLease
 from processor.host.read_rate import WINDOW_RENEWALS, ReadRate
@@ -25,7 +25,7 @@ log = structlog.get_logger("cfp.renewer")
 class Renewer:
     def __init__(
         self,
-        store: LeaseStore,
+        store: LeaseTable,
         held: Callable[[], Collection[HeldLease]],
         *,
         every_s: float,

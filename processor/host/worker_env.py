@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from leases import HostId, LeaseStore
+from leases import HostId, LeaseTable
 from observers import CloseReason, ObserverFactory
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.change_filter import ChangeFilter
@@ -23,7 +23,7 @@ from processor.waiting import running_event
 
 @dataclass(frozen=True, slots=True)
 class WorkerEnv:
-    store: LeaseStore
+    store: LeaseTable
     catalog: FeedCatalog
     book: PositionBook
     observer_factory: ObserverFactory
