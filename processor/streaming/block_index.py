@@ -32,20 +32,22 @@ class ChunkBlocks:
     blocks: list[BlockSpan] = field(default_factory=list)
 
 
+async def read_header(storage: FeedStorage, chunk: str, size: int) -> ChunkHeader:
+    """A chunk's header, read in as many ranges as it takes (`size`: the blob's)."""
+    want = min(size, HEADER_PROBE)
+    while True:
+        buf = await storage.read_range(chunk, 0, want)
+        try:
+            return header_or_truncated(buf, chunk=chunk, blob_size=size)
+        except NeedMoreBytes as e:
+            want = min(size, max(e.needed, 2 * want))
+
+
 class BlockIndex:
     def __init__(self, storage: FeedStorage, *, scan_bytes: int = SCAN_BYTES) -> None:
         self._storage = storage
         self._scan_bytes = scan_bytes
         self._chunks: OrderedDict[str, ChunkBlocks] = OrderedDict()
-
-    async def header(self, chunk: str, size: int) -> ChunkHeader:
-        want = min(size, HEADER_PROBE)
-        while True:
-            buf = await self._storage.read_range(chunk, 0, want)
-            try:
-                return header_or_truncated(buf, chunk=chunk, blob_size=size)
-            except NeedMoreBytes as e:
-                want = min(size, max(e.needed, 2 * want))
 
     async def blocks(
         self, chunk: str, *, start: int, upto: int, size: int, is_final: bool
@@ -55,7 +57,7 @@ class BlockIndex:
         chunk and byte offset (bad framing; a torn last block when `is_final`)."""
         known = self._chunks.get(chunk)
         if known is None or start < known.start or start > known.scanned_to:
-            header = known.header if known is not None else await self.header(chunk, size)
+            header = known.header if known else await read_header(self._storage, chunk, size)
             first = max(start, header.size)
             known = ChunkBlocks(header, first, first)
             self._chunks[chunk] = known

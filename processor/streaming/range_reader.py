@@ -24,7 +24,7 @@ from processor.changefeed.layout import shard_name
 from processor.changefeed.position import positions_column
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import FeedStorage
-from processor.streaming.block_index import BlockIndex
+from processor.streaming.block_index import read_header
 from processor.streaming.feed_view import DataLoss
 from processor.streaming.planning import ChunkRange
 
@@ -54,7 +54,7 @@ async def read_range(
         if not found:
             raise MissingChunkError(r.chunk, "not found")
         size = found[0].size
-        header = await BlockIndex(storage).header(r.chunk, size)
+        header = await read_header(storage, r.chunk, size)
     except MissingChunkError as e:
         if how.fail_on_data_loss:
             raise DataLoss(f"chunk {r.chunk} is gone ({e.problem})") from None
