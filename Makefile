@@ -8,17 +8,20 @@ JARS := deploy/spark/jars/.installed
 FETCHED := deploy/spark/jars/.fetched
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-decode bench-spark bench-state bench-rebalance bench-balance bench-formats bench-filter clean
+.PHONY: help install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-decode bench-spark bench-stream bench-state bench-rebalance bench-balance bench-formats bench-filter clean
 
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
 	@echo "make test       lint, type-check, unit and integration tests (starts its own Azurite)"
 	@echo "make chaos      hosts, Azurite and the network failing at random (SEED=1 DURATION=60 HOSTS=4)"
+	@echo "make lock       the dependency locks again, after a change to pyproject.toml"
+	@echo "make docs       the reference pages made from the code (docs/reference/)"
 	@echo "make azurite    run Azurite in the foreground on the default ports (data in $(AZURITE_DIR)/)"
 	@echo "make spark-connect  run a Spark Connect server on 127.0.0.1:15002 in the foreground"
 	@echo "make bench      read-throughput benchmark: ours vs the official SDK vs a bare baseline"
 	@echo "make bench-decode     CPU per record: fastavro vs the columnar decoder"
 	@echo "make bench-spark      one host into the Delta change log vs appending the same rows"
+	@echo "make bench-stream     the Spark source (readStream into Delta) vs a host into the change log"
 	@echo "make bench-state      the state table's MERGE at 100k, 1M and 10M blobs"
 	@echo "make bench-rebalance  real hosts: kill -9, SIGTERM, scale-out (time, ticks, duplicates)"
 	@echo "make bench-balance    the pure balancer at 1,000 hosts x 10,000 leases"
