@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import signal
 import subprocess
+import sys
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from deltalake import DeltaTable, QueryBuilder
 from observers.spark.output import Output, delta_rs_options, parse_output
 from observers.spark.session import SparkOptions, prepare
 from processor.connection import storage_access
-from processor.emulator.azurite import Azurite
+from processor.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
 from tests.cluster import Cluster, Table, all_caught_up
 from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp
 
@@ -174,3 +176,21 @@ async def assert_verify_finds_a_change_the_feed_lacks(cluster: SparkCluster, fee
     assert done.returncode == 1, done.stdout
     assert "cfp-emu-0/written/without/the/feed.txt: missing from the state" in done.stdout
     return done.stdout
+
+
+@contextlib.contextmanager
+def spark_connect_server(logs: Path) -> Iterator[str]:
+    """`cfp spark-connect` on a free loopback port, its log in `logs`; its sc:// URL. Stopped
+    with SIGTERM, which must exit 0."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "processor", "spark-connect", "--port", str(port),
+         "--spark-master", "local[2]", "--log-dir", str(logs)],
+        cwd=ROOT, stdout=(logs / "out.log").open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, timeout_s=180)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0, (logs / "out.log").read_text()[-2000:]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
@@ -22,7 +20,6 @@ from azure.storage.blob.aio import BlobServiceClient
 
 from leases import Lease
 from processor.changefeed.layout import segment_path
-from processor.emulator.azurite import ROOT, free_port, wait_for_port
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.reading.lease_position import LeasePosition
 from tests.cluster import Cluster, Table, all_caught_up, owners
@@ -41,6 +38,7 @@ from tests.spark_cluster import (
     logged_rows,
     remote_sql,
     spark_cluster,
+    spark_connect_server,
 )
 
 pytestmark = pytest.mark.timeout(600)
@@ -50,19 +48,8 @@ __all__ = ["feed"]  # the module's fixture
 @pytest.fixture(scope="module")
 def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`cfp spark-connect` on a free loopback port; stopped with SIGTERM, which must exit 0."""
-    port = free_port()
-    logs = tmp_path_factory.mktemp("spark-connect")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "processor", "spark-connect", "--port", str(port),
-         "--spark-master", "local[2]", "--log-dir", str(logs)],
-        cwd=ROOT, stdout=(logs / "out.log").open("wb"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        wait_for_port(port, timeout_s=120)
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=60) == 0, (logs / "out.log").read_text()[-2000:]
+    with spark_connect_server(tmp_path_factory.mktemp("spark-connect")) as url:
+        yield url
 
 
 @pytest.fixture

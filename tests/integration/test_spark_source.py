@@ -34,11 +34,12 @@ from processor.changefeed.sdk_token import to_sdk_token, url_host
 from processor.changefeed.selection import parse_event_time
 from processor.changefeed.storage import FeedStorage
 from processor.connection import AZURITE_KEY, parse
-from processor.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
+from processor.emulator.azurite import ROOT, Azurite
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.emulator.service import open_service
 from processor.streaming.registration import register
 from tests.helpers import emulate, emulate_afresh, run_cfp
+from tests.spark_cluster import spark_connect_server
 
 pytestmark = pytest.mark.timeout(900)
 LIMIT = 150  # maxEventsPerTrigger of the streams that are cut into micro-batches
@@ -279,26 +280,16 @@ def test_a_spark_connect_server_knows_the_source_without_registration(
 ) -> None:
     """`cfp spark-connect` puts the source on its Python path: a client that registers nothing
     streams the feed into Delta (AvailableNow), each event once."""
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "processor", "spark-connect", "--port", str(port),
-         "--spark-master", "local[2]", "--log-dir", str(tmp_path)],
-        cwd=ROOT, stdout=(tmp_path / "server.out").open("wb"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        wait_for_port(port, timeout_s=180)
+    with spark_connect_server(tmp_path) as remote:
         query = start_query(
             tmp_path / "checkpoint",
             tmp_path / "table",
             [f"connectionString={feed.conn}", f"maxEventsPerTrigger={LIMIT * 4}"],
             log=tmp_path / "client.log",
             available_now=True,
-            remote=f"sc://127.0.0.1:{port}",
+            remote=remote,
         )
         assert query.wait(timeout=600) == 0, read(tmp_path / "client.log")[-3000:]
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=60)
     ids = DeltaTable(str(tmp_path / "table")).to_pyarrow_table(columns=["id"]).column("id")
     assert Counter(ids.to_pylist()) == Counter(feed.ids)
     assert AZURITE_KEY not in read(tmp_path / "spark-connect.log")
