@@ -90,7 +90,7 @@ def _metrics() -> list[tuple[str, str, list[str], str]]:
     from processor.host.progress import HostProgress  # noqa: PLC0415
 
     progress = HostProgress()
-    lease = progress.started(LeaseToken("00"), 1, None)  # per-lease series need a lease...
+    lease = progress.leases.started(LeaseToken("00"), 1, None)  # per-lease series need a lease...
     lease.bytes_left, lease.events, lease.bytes_read = 1000, 1, 100  # ...and its lag known
     registry: Any = progress.registry
     declared: dict[str, list[str]] = {}

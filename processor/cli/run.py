@@ -1,5 +1,6 @@
-"""`cfp run`: one host, from its options (run_options.py). The host, aiohttp and the Azure SDKs
-load only when it runs (serve.py), so that `cfp run --help` answers at once."""
+"""`cfp run`: one host, from its options (run_options.py, host_settings.py). The host, aiohttp
+and the Azure SDKs load only when it runs (serve.py), so that `cfp run --help` answers at
+once."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from click.core import ParameterSource
 
 from processor import connection, faults
 from processor.cli.common import SectionedCommand, fail, options, run_async
+from processor.cli.host_settings import RunOptions, host_config
 from processor.cli.run_options import (
     FAILURES_OPTIONS,
     FILTER_OPTIONS,
@@ -18,8 +20,6 @@ from processor.cli.run_options import (
     START_OPTIONS,
     TIMINGS_OPTIONS,
     WHERE_OPTIONS,
-    RunOptions,
-    host_config,
 )
 from processor.clock import SystemClock
 from processor.host.config import default_host_name

@@ -1,34 +1,21 @@
-"""`cfp run`'s options, grouped, and the pure step from them to a `HostConfig`.
-
-`host_config` checks what the options cannot check one by one (flags that exclude each other,
-timings that do not fit, a Spark output that cannot be parsed) and raises `ConfigError` with a
-message naming the flags; it reads no environment and touches no storage.
-"""
+"""`cfp run`'s options, grouped by concern (the groups of `cfp run --help`). What they make is
+in host_settings.py."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import click
 
-from leases import HostId, LoadRule
+from leases import LoadRule
 from leases.table_settings import DEFAULT_LEASE_PARTITIONS, MAX_LEASE_PARTITIONS
-from observers import ObserverChoice, PluginLoadError
-from observers.formats import Format
-from observers.spark.output import parse_output
 from observers.spark.session import (
     DEFAULT_MAX_ROWS,
     DEFAULT_MAX_WAIT_S,
     DEFAULT_STATE_EVERY_S,
     DEFAULT_WARM_UP_ROWS,
-    SparkOptions,
-    spark_conf,
 )
-from processor import connection, faults
-from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS
 from processor.cli.common import (
     IsoTime,
@@ -44,13 +31,11 @@ from processor.cli.common import (
     spark_master_option,
     spark_remote_option,
 )
-from processor.clock import SystemClock
 from processor.host.config import (
     DEFAULT_HTTP_HOST,
     DEFAULT_HTTP_PORT,
     DEFAULT_OBSERVER_ATTEMPTS,
     DEFAULT_SCAN_PARTITIONS,
-    HostConfig,
 )
 from processor.host.dead_letter import OnObserverError
 from processor.host.gaps import OnGap
@@ -58,9 +43,7 @@ from processor.host.timings import (
     DEFAULT_EXPIRY_S,
     DEFAULT_POLL_S,
     DEFAULT_STUCK_AFTER_S,
-    derive_timings,
 )
-from processor.streaming.registration import offer as offer_source
 
 Options = tuple[Callable[[Any], Any], ...]
 
@@ -323,140 +306,3 @@ HTTP_OPTIONS: Options = (
         "gives way to a free port when taken; a port set by flag or variable does not.",
     ),
 )
-
-
-class ConfigError(ValueError):
-    """Options that do not make a host, with what to change."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunOptions:
-    """Every option of `cfp run`, as click parsed it."""
-
-    connection_string: str | None
-    lease_connection_string: str | None
-    lease_table: str
-    processor_name: str
-    host_name: str | None
-    observer: str
-    output_format: str
-    output: str | None
-    output_connection_string: str | None
-    spark_master: str
-    spark_remote: str | None
-    spark_conf_pairs: tuple[str, ...]
-    state_interval: float
-    spark_max_rows: int
-    spark_max_wait: float
-    spark_warm_up_rows: int
-    on_observer_error: str
-    on_gap: str
-    observer_attempts: int
-    dead_letter_dir: str | None
-    stuck_after: float
-    lease_expiration: float
-    renew_interval: float | None
-    acquire_interval: float | None
-    lease_partitions: int
-    balance_by: str
-    load_tolerance: float
-    poll_interval: float
-    max_batch_events: int
-    decode_deadline: float
-    containers: tuple[str, ...]
-    blob_prefix: str
-    event_types: tuple[str, ...]
-    blob_types: tuple[str, ...]
-    start_time: datetime | None
-    end_time: datetime | None
-    start_from_now: bool
-    initial_scan: bool
-    scan_partitions: int
-    until_caught_up: bool
-    unordered: bool
-    http_on: bool
-    http_host: str
-    http_port: int
-
-
-def host_config(o: RunOptions, *, conn: str, now: datetime, default_host: HostId) -> HostConfig:
-    """The host `o` describes, reading the feed through `conn` (resolved already).
-    Errors: `ConfigError`."""
-    if o.start_time is not None and o.start_from_now:
-        raise ConfigError("--start-time and --start-from-now exclude each other")
-    start = now if o.start_from_now else o.start_time
-    if o.end_time is not None and start is not None and o.end_time <= start:
-        raise ConfigError(
-            f"--end-time {o.end_time.isoformat()} is not after the start {start.isoformat()}"
-        )
-    if o.initial_scan and (o.start_time is not None or o.start_from_now):
-        raise ConfigError(
-            "--initial-scan sets where the feed starts: drop --start-time/--start-from-now"
-        )
-    try:
-        timings = derive_timings(
-            o.lease_expiration,
-            renew_every_s=o.renew_interval,
-            acquire_every_s=o.acquire_interval,
-            poll_s=o.poll_interval,
-        )
-        spark = _spark(o, conn) if o.observer == "spark" else None
-    except (PluginLoadError, ValueError) as e:  # ValueError: also a malformed connection string
-        raise ConfigError(str(e)) from e
-    policy = OnObserverError(o.on_observer_error)
-    dead_letter_dir = o.dead_letter_dir
-    if policy is OnObserverError.DEAD_LETTER and dead_letter_dir is None:
-        if spark is None or spark.output.local is None:
-            raise ConfigError(
-                "--on-observer-error dead-letter needs --dead-letter-dir (a local folder)"
-            )
-        dead_letter_dir = str(spark.output.local / "dead-letter")
-    return HostConfig(
-        connection_string=conn,
-        lease_connection_string=connection.resolve_other(o.lease_connection_string, conn),
-        lease_table=o.lease_table,
-        processor_name=o.processor_name,
-        host_name=HostId(o.host_name) if o.host_name else default_host,
-        observer=ObserverChoice(o.observer, spark=spark, fmt=Format(o.output_format)),
-        timings=timings,
-        batch_events=o.max_batch_events,
-        start_time=start,
-        end_time=o.end_time,
-        change=ChangeFilter.of(
-            containers=o.containers,
-            blob_prefix=o.blob_prefix,
-            event_types=o.event_types,
-            blob_types=o.blob_types,
-        ),
-        stuck_after_s=o.stuck_after,
-        by_load=LoadRule(o.load_tolerance) if o.balance_by == "load" else None,
-        lease_partitions=o.lease_partitions,
-        until_caught_up=o.until_caught_up,
-        is_ordered=not o.unordered,
-        on_observer_error=policy,
-        on_gap=OnGap(o.on_gap),
-        observer_attempts=o.observer_attempts,
-        dead_letter_dir=dead_letter_dir,
-        initial_scan=o.initial_scan,
-        scan_partitions=o.scan_partitions,
-    )
-
-
-def _spark(o: RunOptions, conn: str) -> SparkOptions:
-    return SparkOptions(
-        parse_output(o.output or ""),
-        access=connection.storage_access(
-            connection.resolve_other(o.output_connection_string, conn)
-        ),
-        feed=connection.storage_access(conn),
-        master=o.spark_master,
-        remote=o.spark_remote,
-        conf=spark_conf(o.spark_conf_pairs),
-        on_session=(offer_source,),
-        wall=SystemClock(faults.clock_skew_s()).wall,  # the host's (skewed when a test asks)
-        pauses=faults.spark_commit_pauses(),
-        warm_up_rows=o.spark_warm_up_rows,
-        max_rows=o.spark_max_rows,
-        max_wait_s=o.spark_max_wait,
-        state_every_s=o.state_interval,
-    )

@@ -1,6 +1,8 @@
 """The balancing loop: list, create, observe, plan, write, log. The decisions are pure functions:
-`plan_takes` (leases/balancing.py), `overdue_requests` and `nothing_left` below; the rows of new
-shards and of an initial scan are `LeaseCreator`'s (lease_creation.py).
+`plan_takes` (leases/balancing.py), `nothing_left` and `why_idle` below, `overdue_requests`
+(taking.py); the rows of new shards and of an initial scan are `LeaseCreator`'s
+(lease_creation.py), the listing is `TableListing`'s (table_listing.py), the writes that take
+leases are `LeaseTaker`'s (taking.py).
 
 A settled host lists only the slices of the table it watches (`leases/watching.py`); it lists
 everything after a tick that found something to do, while a hand-over it asked for is pending,
@@ -15,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 
 import structlog
+from prometheus_client import CollectorRegistry
 
 from leases import (
     BalanceLimits,
@@ -35,45 +39,25 @@ from leases import (
 )
 from leases.peers import PeerLiveness
 from leases.watching import (
-    EVERYTHING,
-    KeyRange,
-    TableView,
     balance_note,
     expired_to_take,
     in_ranges,
     is_settled,
-    ranges_to_list,
-    watch_ranges,
 )
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, FeedError
 from processor.clock import Clock
 from processor.host.lease_creation import LeaseCreator
-from processor.host.progress import HostProgress
+from processor.host.progress import BalancingRecorder
 from processor.host.supervisor import WorkerSupervisor
+from processor.host.table_listing import Listed, TableListing
+from processor.host.taking import LeaseTaker
 from processor.host.timings import JITTER_FRACTION, Timings
 from processor.reading.barrier_book import PositionBook
 from processor.reading.lease_position import is_finished_lease
 from processor.waiting import running_event, wait_any
 
 log = structlog.get_logger("cfp.balancer")
-
-
-def overdue_requests(
-    views: list[LeaseView], asked_at: Mapping[str, float], *, me: HostId, now: float, after_s: float
-) -> tuple[list[Lease], dict[str, float]]:
-    """Leases this host asked for at least `after_s` ago whose owner keeps renewing them without
-    letting go (taken by force), and the requests still open (those no longer pending dropped)."""
-    overdue: list[Lease] = []
-    still: dict[str, float] = {}
-    for v in views:
-        asked = asked_at.get(v.token)
-        if asked is None or v.lease.next_owner != me or v.owner in (None, me):
-            continue
-        still[v.token] = asked
-        if now - asked >= after_s:
-            overdue.append(v.lease)
-    return overdue, still
 
 
 def nothing_left(leases: list[Lease], stalled: Collection[str] = ()) -> bool:
@@ -104,6 +88,19 @@ def why_idle(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class TickReport:
+    """What a balancing tick tells the host (its health, its row, its exit code), pushed after
+    every tick: the host reads nothing else of the balancer."""
+
+    went_through: bool  # listed, created and planned
+    store_error: str | None  # the lease store's error (None: it answered, or the feed failed)
+    store_answered_at: float | None  # monotonic: the tick's listing, when it got that far
+    paused: bool  # the processor row says so
+    parked: tuple[Lease, ...]  # leases parked on bad data or a failing observer
+    idle_because: str  # why this host holds no lease ("" when it holds one)
+
+
 class Balancer:
     def __init__(
         self,
@@ -118,11 +115,11 @@ class Balancer:
         creator: LeaseCreator | None = None,
         limits: BalanceLimits | None = None,
         rng: random.Random | None = None,
-        progress: HostProgress | None = None,
+        progress: BalancingRecorder | None = None,
         running: asyncio.Event | None = None,  # cleared while the processor is paused
         caught_up: asyncio.Event | None = None,  # set by a worker whose lease just caught up
         on_caught_up: Callable[[], None] | None = None,  # --until-caught-up: nothing left
-        on_tick: Callable[[str | None], None] | None = None,  # None, or the store's error
+        on_tick: Callable[[TickReport], None] | None = None,
         by_load: LoadRule | None = None,  # --balance-by load
     ) -> None:
         self.store, self.catalog, self.supervisor, self.book = store, catalog, supervisor, book
@@ -131,32 +128,28 @@ class Balancer:
         self.creator = creator or LeaseCreator(store, catalog, clock)
         self.limits = limits or BalanceLimits()
         self.rng = rng or random.Random()
-        self.progress = progress or HostProgress()
+        self.progress = progress or BalancingRecorder(CollectorRegistry())
         self.running = running or running_event()
         self.caught_up = caught_up or asyncio.Event()
         self.on_caught_up, self.on_tick = on_caught_up, on_tick
         self.by_load = by_load
-        self.ready = asyncio.Event()  # set after the first tick that went through
+        self._listing = TableListing(store, me, expiry_s=timings.expiry_s, counts=self.progress)
         self.paused = False  # as of the last tick
-        self.parked: list[Lease] = []  # as of the last tick
-        self.idle_because = ""  # why this host holds no lease, as of the last tick
-        # when the lease store last answered: a tick's end, or its listing when the feed failed
-        self.store_answered_at: float | None = None
-        self._view = TableView.empty(timings.expiry_s)
-        self._ticks = 0
-        self._full_at_tick: int | None = None  # the tick of the last full listing
-        self._settled = False  # the last tick found nothing to do: the next may list less
-        self._asked_at: dict[str, float] = {}  # hand-overs this host requested, and when
+        self._parked: list[Lease] = []
+        self._idle_because = ""
+        self._answered_at: float | None = None  # a tick's end, or its listing when the feed failed
+        self._taker = LeaseTaker(store, supervisor, me=me, clock=clock, counts=self.progress)
         self._stop = asyncio.Event()  # set when the host stops: a tick in flight takes nothing
 
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
         while not stop.is_set():
             error: str | None = None
+            went_through = False
             try:
                 await self.tick()
-                self.store_answered_at = self.clock.monotonic()
-                self.ready.set()
+                self._answered_at = self.clock.monotonic()
+                went_through = True
             except LeaseStoreMisconfigured:
                 raise  # retrying cannot fix it: the host stops with the error (exit 1)
             except (LeaseError, FeedError) as e:
@@ -165,34 +158,58 @@ class Balancer:
                     error = str(e)
                     self.progress.store_errors.inc()
             if self.on_tick is not None:
-                self.on_tick(error)
+                self.on_tick(
+                    TickReport(
+                        went_through,
+                        error,
+                        self._answered_at,
+                        self.paused,
+                        tuple(self._parked),
+                        self._idle_because,
+                    )
+                )
             # with --until-caught-up, a lease that just caught up may be the last one: look now
             await wait_any(stop, self.caught_up, timeout_s=self._until_next_tick())
             self.caught_up.clear()
 
     async def tick(self) -> None:
-        self._ticks += 1
+        """List (and create the leases of new shards), follow a pause, stop when nothing is
+        left (`--until-caught-up`), else balance."""
         state = await self.store.processor_state()
-        # the slices this host watches, as its view stood before this tick's listing
-        watched = watch_ranges(self._view.rows, self._view.hosts(), self.me)
-        fresh, ranges = await self._list(state, watched)
-        self._settled = False  # until this tick has gone through and found nothing to do
-        self.store_answered_at = self.clock.monotonic()
-        others = [x for t, x in self._view.rows.items() if not in_ranges(t, ranges)]
-        made = await self.creator.create([*fresh, *others])
-        fresh_views, known = self._view.listed([*fresh, *made], self.clock.monotonic(), ranges)
+        # a bounded run lists it all, and so does balancing by load: it weighs every rate
+        listed = await self._listing.read(
+            state.balance,
+            mine=len(self.supervisor.tokens()),
+            full=self.on_caught_up is not None or self.by_load is not None,
+        )
+        self._answered_at = self.clock.monotonic()
+        made = await self.creator.create([*listed.fresh, *self._listing.unlisted(listed)])
+        fresh_views, known = self._listing.take_in(listed, made, self.clock.monotonic())
         leases = [v.lease for v in known]
-        if ranges == [EVERYTHING]:
+        if listed.is_full:
             self.book.update_from(leases)
-        self.parked = [x for x in leases if x.parked]
+        self._parked = [x for x in leases if x.parked]
         if self._follow(state):
-            await self._take_handed_over(leases)
-            self.idle_because = "" if self.supervisor.tokens() else "the processor is paused"
+            await self._taker.take_handed_over(leases, tick=self._listing.ticks)
+            self._idle_because = "" if self.supervisor.tokens() else "the processor is paused"
             return
         if self.on_caught_up is not None and leases and await self._nothing_left(leases):
-            log.info("processor.caught_up", leases=len(leases), parked=len(self.parked))
+            log.info("processor.caught_up", leases=len(leases), parked=len(self._parked))
             self.on_caught_up()
             return
+        await self._balance(state, listed, fresh_views, known, made=bool(made))
+
+    async def _balance(
+        self,
+        state: ProcessorState,
+        listed: Listed,
+        fresh_views: list[LeaseView],
+        known: list[LeaseView],
+        *,
+        made: bool,
+    ) -> None:
+        """Plan, note the balance for hosts that list less, take and ask; settled when there
+        was nothing to do."""
         # a finished lease (a done scan partition, a lease read to its end time) needs no owner:
         # nobody takes it, and it counts for no host
         views = [v for v in known if not _is_finished(v.lease)]
@@ -201,79 +218,25 @@ class Balancer:
         )
         held = self.supervisor.tokens()
         plan = await self._plan(views, held)
-        self.idle_because = why_idle(
-            views,
-            plan,
-            me=self.me,
-            finished=len(leases) - len(views),
-            holding=len(held),
-        )
-        forced, self._asked_at = overdue_requests(
-            views,
-            self._asked_at,
-            me=self.me,
-            now=self.clock.monotonic(),
-            after_s=self.timings.handover_timeout_s,
-        )
+        finished = len(known) - len(views)
+        self._idle_because = why_idle(views, plan, me=self.me, finished=finished, holding=len(held))
+        forced = self._taker.overdue(views, after_s=self.timings.handover_timeout_s)
         fresh_active = [v for v in fresh_views if not _is_finished(v.lease)]
-        if ranges == [EVERYTHING] and (note := balance_note(views, self.me)) != state.balance:
+        if listed.is_full and (note := balance_note(views, self.me)) != state.balance:
             await self.store.note_balance(note)  # for the hosts that list only what they watch
         # expired leases this host watches: taken whatever the target (only watchers see them)
-        forced += expired_to_take(
-            [v for v in fresh_active if in_ranges(v.token, watched)], [*plan.acquire, *forced]
-        )
-        _log_plan(plan, forced, views, leases=len(leases))
-        done = await self._carry_out(plan, forced)
-        self._settled = (
+        watched = [v for v in fresh_active if in_ranges(v.token, listed.watched)]
+        forced += expired_to_take(watched, [*plan.acquire, *forced])
+        _log_plan(plan, forced, views, leases=len(known))
+        done = await self._taker.carry_out(plan, forced, tick=self._listing.ticks, stop=self._stop)
+        self._listing.settled = (
             done
             and plan.is_empty
             and not forced
             and not made
-            and not self._asked_at
+            and not self._taker.asking
             and is_settled(fresh_active, me=self.me, held=set(held))
         )
-
-    async def _list(
-        self, state: ProcessorState, watched: list[KeyRange]
-    ) -> tuple[list[Lease], list[KeyRange]]:
-        """This tick's rows: every lease, or only the watched slices once settled."""
-        since_full = None if self._full_at_tick is None else self._ticks - self._full_at_tick
-        # a bounded run lists it all, and so does balancing by load: it weighs every rate
-        settled = self._settled and self.on_caught_up is None and self.by_load is None
-        ranges = ranges_to_list(
-            self._view,
-            self.me,
-            settled=settled,
-            ticks_since_full=since_full,
-            note=state.balance,
-            mine=len(self.supervisor.tokens()),
-            watched=watched,
-        )
-        if ranges == [EVERYTHING]:
-            self._full_at_tick = self._ticks
-            self.progress.listings.labels("full").inc()
-            return await self.store.list_leases(), ranges
-        self.progress.listings.labels("watch").inc()
-        rows = [x for lo, hi in ranges for x in await self.store.list_range(lo, hi)]
-        return rows, ranges
-
-    async def _carry_out(self, plan: TakePlan, forced: list[Lease]) -> bool:
-        """Acquire what the plan and the overdue hand-overs say, then ask for the steals. False
-        when a write lost its race (the table changed since the listing)."""
-        done = True
-        for lease in (*plan.acquire, *forced):
-            if self._stop.is_set():
-                return done
-            done = await self._take(lease, forced=lease in forced) and done
-        for lease in plan.steal:
-            if self._stop.is_set():
-                return done
-            if await self.store.request_handover(lease, self.me) is not None:
-                self._asked_at[lease.token] = self.clock.monotonic()
-                log.info("lease.handover_requested", lease=lease.token, owner=lease.owner)
-            else:
-                done = False
-        return done
 
     async def _plan(self, views: list[LeaseView], held: Collection[LeaseToken]) -> TakePlan:
         """What to take this tick; with free leases to share out, the other live hosts (from
@@ -296,35 +259,6 @@ class Balancer:
         now, wall = self.clock.monotonic(), self.clock.wall()
         peers = await self._peers.look(self.store, now=now, wall=wall)
         return plan(peers) if peers else first
-
-    async def _take(self, lease: Lease, *, forced: bool) -> bool:
-        """Acquire `lease` and start its worker (nothing when another host was faster, or the
-        owner wrote: the next tick decides)."""
-        got = await self.store.acquire(lease, self.me)
-        if got is None:
-            return False
-        self._asked_at.pop(lease.token, None)
-        self.progress.acquired.inc()
-        if lease.owner not in (None, self.me):
-            self.progress.stolen.inc()
-        log.info(
-            "lease.acquired",
-            lease=got.token,
-            epoch=got.epoch,
-            was=lease.owner,
-            forced=forced,
-            tick=self._ticks,  # this balancer's tick count: how soon, counted in its own ticks
-        )
-        self.supervisor.start(got)
-        return True
-
-    async def _take_handed_over(self, leases: list[Lease]) -> None:
-        """While paused, leases stay where they are, idle; renewals go on. A hand-over already
-        under way completes (its owner released the lease to us), so that no lease is left
-        free."""
-        for lease in leases:
-            if lease.owner is None and lease.next_owner == self.me and not lease.parked:
-                await self._take(lease, forced=False)
 
     def _follow(self, state: ProcessorState) -> bool:
         """Pause or resume this host's workers as the processor row says; whether paused."""
@@ -354,7 +288,7 @@ class Balancer:
         after it takes a crashed host's leases without waiting for the next regular one."""
         return self.timings.next_look_in_s(
             jitter=self.rng.uniform(-JITTER_FRACTION, JITTER_FRACTION),
-            due=self._view.tracker.next_expiry(self.me),
+            due=self._listing.view.tracker.next_expiry(self.me),
             now=self.clock.monotonic(),
         )
 

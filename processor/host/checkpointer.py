@@ -15,6 +15,7 @@ from typing import Any
 
 from leases import LeaseError, LeaseMove
 from observers import CloseReason, LeaseLostError, ObserverCalls
+from processor.host.delivery import check_still_ours
 from processor.host.ledger import CheckpointLedger
 from processor.host.owner_writes import HeldLease
 from processor.host.worker_env import WorkerEnded, WorkerEnv
@@ -34,20 +35,20 @@ class Checkpointer:
     ) -> None:
         """Write `position` into the lease. Errors: `WorkerEnded(LEASE_LOST)` when the store
         refuses (another epoch owns it) or stays unreachable until the fencing interval ends."""
-        env, held = self.env, self.held
+        deps, held = self.env.deps, self.held
         checkpoint = self.ledger.prepare(position)
         text = position.to_json()
-        started = env.clock.monotonic()
+        started = deps.clock.monotonic()
         while True:
             if not held.is_usable():
                 raise WorkerEnded(CloseReason.LEASE_LOST)
             try:
                 result = await held.write(
-                    lambda lease: env.store.checkpoint(
+                    lambda lease: deps.store.checkpoint(
                         lease,
                         text,
                         caught_up=caught_up,
-                        when=env.clock.wall(),
+                        when=deps.clock.wall(),
                         dead_letters=checkpoint.dead_letters,
                         delivered=checkpoint.delivered,
                         gap=gap,
@@ -55,20 +56,54 @@ class Checkpointer:
                 )
             except LeaseError as e:
                 self.log.warning("checkpoint.failed", error=str(e))
-                await wait_any(held.lost, timeout_s=env.timings.renew_every_s / 2)
+                await wait_any(held.lost, timeout_s=self.env.policy.timings.renew_every_s / 2)
                 continue
             if result is None:
                 raise WorkerEnded(CloseReason.LEASE_LOST)
             break
         self.ledger.written(checkpoint)
-        env.progress.checkpointed(
-            held.token, text, caught_up=caught_up, seconds=env.clock.monotonic() - started
+        deps.progress.checkpointed(
+            held.token, text, caught_up=caught_up, seconds=deps.clock.monotonic() - started
         )
         self.is_caught_up_recorded = caught_up
         self.is_finished_recorded = caught_up and position.is_finished
-        env.book.set(held.token, position)
-        if caught_up and env.caught_up is not None:
-            env.caught_up.set()
+        deps.book.set(held.token, position)
+        if caught_up and (signal := self.env.signals.caught_up) is not None:
+            signal.set()
+
+    async def caught_up(self, position: LeasePosition) -> bool:
+        """Record "caught up" (and "finished", at an end time or a scan's end) once every batch
+        is confirmed; True once the lease is recorded finished."""
+        self.confirmed.clear()
+        recorded = self.is_caught_up_recorded and (
+            self.is_finished_recorded or not position.is_finished
+        )
+        if self.ledger.all_confirmed():
+            if recorded:  # as the lease already said when we took it
+                self.env.deps.progress.caught_up(self.held.token)
+            else:
+                await self.write(position, caught_up=True)
+        return self.is_finished_recorded
+
+    def unconfirmed(self) -> list[asyncio.Event]:
+        """What to wait on for an observer still writing: its next confirmation (nothing when
+        every batch is confirmed)."""
+        return [] if self.ledger.all_confirmed() else [self.confirmed]
+
+    async def all_confirmed(self) -> None:
+        """Wait until the observer confirmed every batch delivered. Errors: `WorkerEnded` when
+        the host stops or the lease stops being ours meanwhile."""
+        held, env = self.held, self.env
+        while not self.ledger.all_confirmed():
+            check_still_ours(held, env)
+            self.confirmed.clear()
+            await wait_any(
+                self.confirmed,
+                env.signals.stop,
+                held.lost,
+                held.handover,
+                timeout_s=env.policy.timings.poll_s,
+            )
 
     async def confirm_delivered(self) -> None:
         """Checkpoint a position reached without a batch (the end of a chunk or segment) once

@@ -1,4 +1,6 @@
-"""Everything one host needs to run, gathered from CLI flags and `CFP_*` variables."""
+"""Everything one host needs to run, made once from CLI flags and `CFP_*` variables: one frozen
+settings object per concern, handed as is to the part that uses it (never copied field by
+field)."""
 
 from __future__ import annotations
 
@@ -29,31 +31,59 @@ def default_host_name() -> HostId:
 
 
 @dataclass(frozen=True, slots=True)
-class HostConfig:
+class Placement:
+    """Which account's feed, which processor in which lease table, and who this host is."""
+
     connection_string: str
     lease_connection_string: str
     lease_table: str
     processor_name: str
     host_name: HostId
-    observer: ObserverChoice
-    timings: Timings
-    batch_events: int = DEFAULT_BATCH_EVENTS
-    start_time: datetime | None = None
-    until_caught_up: bool = False
-    is_ordered: bool = True
-    on_observer_error: OnObserverError = OnObserverError.RETRY
-    observer_attempts: int = DEFAULT_OBSERVER_ATTEMPTS
-    dead_letter_dir: str | None = None  # with OnObserverError.DEAD_LETTER
-    on_gap: OnGap = OnGap.SKIP
-    initial_scan: bool = False  # a processor without leases starts with a scan of the account
-    scan_partitions: int = DEFAULT_SCAN_PARTITIONS
+    lease_partitions: int = DEFAULT_LEASE_PARTITIONS  # for a processor created now
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What a worker reads from its lease and how: the filter and the end time are the
+    processor's identity (every host must agree on them)."""
+
     change: ChangeFilter = field(default_factory=ChangeFilter)  # --container, --event-type...
     end_time: datetime | None = None  # --end-time: the leases finish there
-    stuck_after_s: float = DEFAULT_STUCK_AFTER_S
-    by_load: LoadRule | None = None  # --balance-by load (None: by count)
-    lease_partitions: int = DEFAULT_LEASE_PARTITIONS  # for a processor created now
+    batch_events: int = DEFAULT_BATCH_EVENTS
+    is_ordered: bool = True  # the segment barrier (off: --unordered)
+    on_gap: OnGap = OnGap.SKIP  # data at a lease's position deleted (retention)
 
     @property
     def identity(self) -> ProcessorIdentity:
-        """What this host delivers: every host of the processor must agree."""
         return ProcessorIdentity(self.change, self.end_time)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryPolicy:
+    """Who receives the batches, and what a batch it keeps failing on does to its lease."""
+
+    observer: ObserverChoice
+    on_observer_error: OnObserverError = OnObserverError.RETRY
+    attempts: int = DEFAULT_OBSERVER_ATTEMPTS
+    dead_letter_dir: str | None = None  # with OnObserverError.DEAD_LETTER
+    stuck_after_s: float = DEFAULT_STUCK_AFTER_S
+
+
+@dataclass(frozen=True, slots=True)
+class NewLeases:
+    """Where leases created by this host start; they are created once per processor."""
+
+    start_time: datetime | None = None
+    initial_scan: bool = False  # a processor without leases starts with a scan of the account
+    scan_partitions: int = DEFAULT_SCAN_PARTITIONS
+
+
+@dataclass(frozen=True, slots=True)
+class HostConfig:
+    placement: Placement
+    delivery: DeliveryPolicy
+    timings: Timings
+    reading: Reading = field(default_factory=Reading)
+    new_leases: NewLeases = field(default_factory=NewLeases)
+    by_load: LoadRule | None = None  # --balance-by load (None: by count)
+    until_caught_up: bool = False

@@ -35,7 +35,7 @@ from processor.waiting import wait_any
 
 def check_still_ours(held: HeldLease, env: WorkerEnv) -> None:
     """Errors: `WorkerEnded` when the host stops, or the lease is lost or handed over."""
-    if env.stop.is_set():
+    if env.signals.stop.is_set():
         raise WorkerEnded(CloseReason.SHUTDOWN)
     if not held.is_usable():
         raise WorkerEnded(CloseReason.LEASE_LOST)
@@ -58,16 +58,16 @@ class Delivery:
     ) -> Delivered | None:
         """Hand the batch from `start` to `end` to the observer: what it accepted, or None when
         the batch was dead-lettered instead. Errors: `WorkerEnded`."""
-        held, env = self.held, self.env
+        held, env, deps = self.held, self.env, self.env.deps
         events = batch.arrow(
-            shard=held.token, stream_name=env.processor, read_timestamp=env.clock.wall()
+            shard=held.token, stream_name=env.policy.processor, read_timestamp=deps.clock.wall()
         )
-        checked_at = env.clock.monotonic()
+        checked_at = deps.clock.monotonic()
         if not held.is_usable():  # fencing: the last check before user code sees events
             raise WorkerEnded(CloseReason.LEASE_LOST)
         # when it was last known to be ours (CLOCK_MONOTONIC: comparable across processes)
         self.log.debug("batch.delivering", events=len(events), mono=checked_at)
-        env.progress.delivering(held.token)
+        deps.progress.delivering(held.token)
         try:
             with self.ctx.delivering(end):
                 await self._with_retries(events)
@@ -77,7 +77,7 @@ class Delivery:
             if isinstance(e, ReplayRequired):  # the observer lost batches it had accepted
                 raise WorkerEnded(CloseReason.OBSERVER_ERROR, error) from e
             where = f"batch {start.to_json()} to {end.to_json()}"
-            if env.on_observer_error is OnObserverError.STOP:
+            if env.policy.delivery.on_observer_error is OnObserverError.STOP:
                 raise WorkerEnded(
                     CloseReason.OBSERVER_ERROR, f"{error} on {where}", park=True
                 ) from e
@@ -86,7 +86,7 @@ class Delivery:
         self.batches += 1
         self.events += len(events)
         last_time = _last_event_time(events)
-        env.progress.delivered(
+        deps.progress.delivered(
             held.token,
             events=len(events),
             read_bytes=batch.read_bytes,
@@ -97,24 +97,25 @@ class Delivery:
 
     async def _with_retries(self, events: ArrowBatch) -> None:
         held, env = self.held, self.env
-        attempts = 0 if env.on_observer_error is OnObserverError.RETRY else env.observer_attempts
+        policy, stop = env.policy.delivery, env.signals.stop
+        attempts = 0 if policy.on_observer_error is OnObserverError.RETRY else policy.attempts
 
         def give_up(state: RetryCallState) -> bool:
             return (
                 bool(attempts and state.attempt_number >= attempts)
                 or isinstance(state.outcome and state.outcome.exception(), ReplayRequired)
                 or not held.is_usable()
-                or env.stop.is_set()
+                or stop.is_set()
                 or held.handover.is_set()
             )
 
         def log_retry(state: RetryCallState) -> None:
             error = state.outcome.exception() if state.outcome else None
-            env.progress.observer_failed(held.token)
+            env.deps.progress.observer_failed(held.token)
             self.log.warning("observer.retry", attempt=state.attempt_number, error=repr(error))
 
         async def pause(seconds: float) -> None:  # a backoff the host's stop cuts short
-            await wait_any(env.stop, held.lost, held.handover, timeout_s=seconds)
+            await wait_any(stop, held.lost, held.handover, timeout_s=seconds)
 
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type(Exception),
@@ -130,24 +131,24 @@ class Delivery:
     async def _dead_letter(
         self, events: ArrowBatch, start: LeasePosition, end: LeasePosition, error: str
     ) -> None:
-        env, held = self.env, self.held
-        assert env.dead_letters is not None, "dead-letter needs a folder"
+        deps, policy, held = self.env.deps, self.env.policy, self.held
+        assert deps.dead_letters is not None, "dead-letter needs a folder"
         try:
             path = await asyncio.to_thread(
-                env.dead_letters.write,
-                processor=env.processor,
+                deps.dead_letters.write,
+                processor=policy.processor,
                 lease=held.token,
                 epoch=held.epoch,
-                host=env.host,
+                host=policy.host,
                 start=start.to_json(),
                 end=end.to_json(),
                 error=error,
-                at=env.clock.wall(),
+                at=deps.clock.wall(),
                 records=events.dicts(),
             )
         except OSError as e:
             raise WorkerEnded(CloseReason.OBSERVER_ERROR, f"{error}; dead letter: {e}") from e
-        env.progress.dead_lettered(held.token)
+        deps.progress.dead_lettered(held.token)
         self.log.error("batch.dead_lettered", events=len(events), path=str(path), error=error)
 
 

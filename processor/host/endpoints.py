@@ -80,10 +80,10 @@ class HostHealth:
             "error": life.error or None,
             "storeSilentSeconds": _rounded(self.store_silent_s()),
             "loopAgeSeconds": _rounded(self.loop_age_s()),
-            "events": self.progress.total_events,
-            "lagBytes": sum(x.bytes_left or 0 for x in self.progress.leases.values()),
-            "lagEvents": sum(x.lag_events() or 0 for x in self.progress.leases.values()),
-            "leases": self.progress.to_json(),
+            "events": self.progress.leases.total_events,
+            "lagBytes": sum(x.bytes_left or 0 for x in self.progress.leases.entries.values()),
+            "lagEvents": sum(x.lag_events() or 0 for x in self.progress.leases.entries.values()),
+            "leases": self.progress.leases.to_json(),
             **self.extra,
         }
         return dict(redact_value(doc))

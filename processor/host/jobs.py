@@ -23,12 +23,13 @@ import random
 from enum import Enum
 
 import structlog
+from prometheus_client import CollectorRegistry
 
 from leases import ExpiryTracker, HostId, Lease, LeaseError, LeaseTable, job_token
 from observers import JobRun, SingletonJob
 from processor.clock import Clock
 from processor.host.owner_writes import HeldLease
-from processor.host.progress import HostProgress
+from processor.host.progress import JobRecorder
 from processor.host.timings import JITTER_FRACTION, Timings
 from processor.waiting import wait_any
 
@@ -68,7 +69,7 @@ class JobRunner:
         me: HostId,
         timings: Timings,
         clock: Clock,
-        progress: HostProgress | None = None,
+        progress: JobRecorder | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.job = job
@@ -77,7 +78,7 @@ class JobRunner:
         self._me = me
         self._timings = timings
         self._clock = clock
-        self._progress = progress or HostProgress()
+        self._progress = progress or JobRecorder(CollectorRegistry())
         self._rng = rng or random.Random()
         self._held: HeldLease | None = None
         self._tracker = ExpiryTracker(timings.expiry_s)
@@ -199,11 +200,11 @@ class JobRunner:
         try:
             result = await self.job.run(self._continuation, final=final)
         except Exception as e:  # the job's own failure: logged, tried again next time
-            self._progress.job_runs.labels(self.job.name, "failed").inc()
+            self._progress.ran(self.job.name, ok=False)
             self.log.error("job.failed", error=f"{type(e).__name__}: {e}"[:2000], final=final)
             return
         self.runs += 1
-        self._progress.job_runs.labels(self.job.name, "ok").inc()
+        self._progress.ran(self.job.name, ok=True)
         self._continuation = result.continuation
         self.log.info(
             "job.ran",

@@ -13,7 +13,7 @@ import structlog
 
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedError, InvalidContinuation
-from processor.host.progress import HostProgress
+from processor.host.lease_recorder import LeaseRecorder
 from processor.reading.backlog import ListingCache, bytes_left
 from processor.reading.lease_position import LeasePosition, is_scan_token
 from processor.waiting import wait_any
@@ -24,7 +24,7 @@ LAG_SAMPLE_S = 10.0
 
 
 async def sample_lag(
-    progress: HostProgress, catalog: FeedCatalog, stop: asyncio.Event, *, every_s: float
+    progress: LeaseRecorder, catalog: FeedCatalog, stop: asyncio.Event, *, every_s: float
 ) -> None:
     """Refresh `bytes_left` of every lease in `progress` until `stop` is set."""
     cache: ListingCache = {}
@@ -34,7 +34,7 @@ async def sample_lag(
         except FeedError:
             continue  # the workers report the feed's problems; nothing to estimate now
         _forget_behind(cache, progress)
-        for entry in list(progress.leases.values()):
+        for entry in list(progress.entries.values()):
             if entry.caught_up:
                 entry.bytes_left = 0
                 continue
@@ -46,10 +46,10 @@ async def sample_lag(
                 entry.bytes_left = None
 
 
-def _forget_behind(cache: ListingCache, progress: HostProgress) -> None:
+def _forget_behind(cache: ListingCache, progress: LeaseRecorder) -> None:
     """Drop listings of segments every lease of this host is past (or all, with no lease)."""
     segments = []
-    for entry in progress.leases.values():
+    for entry in progress.entries.values():
         if is_scan_token(entry.token):
             continue  # a scan partition reads no segment
         try:

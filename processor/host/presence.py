@@ -15,8 +15,8 @@ import structlog
 
 from leases import HostId, HostReport, HostRows, LeaseError
 from processor.clock import Clock
+from processor.host.lease_recorder import LeaseRecorder
 from processor.host.lifecycle import HostState, Lifecycle
-from processor.host.progress import HostProgress
 from processor.waiting import wait_any
 
 log = structlog.get_logger("cfp.presence")
@@ -35,7 +35,7 @@ class Presence:
         *,
         name: HostId,
         lifecycle: Lifecycle,
-        progress: HostProgress,
+        leases: LeaseRecorder,
         clock: Clock,
         expiry_s: float,
         endpoint: str = "",
@@ -43,7 +43,7 @@ class Presence:
         self._store = store
         self._name = name
         self._lifecycle = lifecycle
-        self._progress = progress
+        self._leases = leases
         self._clock = clock
         self._expiry_s = expiry_s
         self.endpoint = endpoint
@@ -62,11 +62,11 @@ class Presence:
             state=self._lifecycle.state.value,
             since=self._since,
             seen=self._clock.wall(),
-            leases=len(self._progress.leases),
+            leases=len(self._leases.entries),
             expiry_s=self._expiry_s,
             error=self._lifecycle.error,
             endpoint=self.endpoint,
-            stuck={str(k): v for k, v in self._progress.stuck().items()},
+            stuck={str(k): v for k, v in self._leases.stuck().items()},
             note=self.note,
         )
 

@@ -13,13 +13,14 @@ checkpointed is the pure `CheckpointLedger` (ledger.py), writing it is `Checkpoi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 
-from leases import LeaseError, LeaseMove
+from leases import LeaseError
 from observers import CloseReason, ObserverCalls, PartitionContext
+from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import (
     FeedCorrupt,
     FeedUnavailable,
@@ -27,15 +28,17 @@ from processor.changefeed.errors import (
     MissingChunkError,
 )
 from processor.host.checkpointer import Checkpointer, after_batch
+from processor.host.config import Reading
 from processor.host.delivery import Delivery, check_still_ours
 from processor.host.feed_watcher import WAKE_ANYWAY_POLLS
-from processor.host.gaps import OnGap, position_after_gap
+from processor.host.gap_step import step_over_gap
+from processor.host.gaps import OnGap
 from processor.host.ledger import CheckpointLedger
 from processor.host.owner_writes import HeldLease
 from processor.host.worker_env import WorkerEnded, WorkerEnv
 from processor.reading.lease_position import LeasePosition
 from processor.reading.scan_stream import ScanReader
-from processor.reading.shard_stream import LeaseReader, Reader, Step
+from processor.reading.shard_stream import LeaseRead, LeaseReader, Reader, Step
 from processor.waiting import wait_any
 
 ReaderFactory = Callable[[str, LeasePosition], Reader]  # lease token, its position
@@ -47,9 +50,10 @@ class Worker:
     ) -> None:
         self.held = held
         self.env = env
-        self._make_reader = make_reader or self._reader  # the feed's, unless a test scripts one
+        # the feed's, unless a test scripts one
+        self._make_reader = make_reader or feed_reader(env.deps.catalog, env.policy.reading)
         self.log = structlog.get_logger("cfp.worker").bind(
-            host=env.host, lease=held.token, epoch=held.epoch
+            host=env.policy.host, lease=held.token, epoch=held.epoch
         )
         self.checkpoints: Checkpointer | None = None  # once the continuation is read
         self.delivery: Delivery | None = None
@@ -58,9 +62,9 @@ class Worker:
         held, env = self.held, self.env
         ctx = PartitionContext(
             lease_token=held.token,
-            host_name=env.host,
+            host_name=env.policy.host,
             epoch=held.epoch,
-            processor_name=env.processor,
+            processor_name=env.policy.processor,
             log=self.log,
             on_checkpoint=self._observer_checkpoint,
         )
@@ -72,7 +76,9 @@ class Worker:
             self.checkpoints = checkpoints
             reader = self._make_reader(held.token, position)
             try:
-                calls = ObserverCalls(env.observer_factory(), spec=env.observer_spec)
+                calls = ObserverCalls(
+                    env.deps.observer_factory(), spec=env.policy.delivery.observer.spec
+                )
                 await calls.open(ctx)
             except Exception as e:
                 raise WorkerEnded(CloseReason.OBSERVER_ERROR, f"observer open: {e!r}") from e
@@ -104,21 +110,6 @@ class Worker:
         assert self.checkpoints is not None, "made before the observer opens"
         await self.checkpoints.for_observer(mark)
 
-    def _reader(self, token: str, position: LeasePosition) -> Reader:
-        env = self.env
-        if position.scan is not None:
-            return ScanReader(
-                env.catalog.storage, position, batch_events=env.batch_events, change=env.change
-            )
-        return LeaseReader(
-            env.catalog,
-            shard=token,
-            position=position,
-            batch_events=env.batch_events,
-            is_ordered=env.is_ordered,
-            change=env.change,
-        )
-
     async def _loop(
         self,
         reader: Reader,
@@ -127,130 +118,114 @@ class Worker:
         checkpoints: Checkpointer,
         ahead: asyncio.TaskGroup,
     ) -> None:
-        held, env, ledger = self.held, self.env, checkpoints.ledger
         then = after_batch(calls, checkpoints)
+        feed_changed = self.env.signals.feed_changed
         while True:
-            # bad data known to lie ahead in the bytes in hand: stopping or handed over, the
-            # lease reads on to park in front of it (its next owner would only meet it again)
-            if reader.bad_data_ahead() is None or not env.running.is_set():
-                check_still_ours(held, env)
-            elif not held.is_usable():
-                raise WorkerEnded(CloseReason.LEASE_LOST)
-            if not env.running.is_set():  # paused: hold the lease idle, everything confirmed
-                env.progress.waiting(held.token)
-                await checkpoints.confirm_delivered()
-                await wait_any(
-                    env.stop, held.lost, held.handover, env.running, timeout_s=env.timings.poll_s
-                )
+            if not await self._may_read(reader, checkpoints):
                 continue
             # taken before reading: a change the watcher sees while we read or checkpoint
             # still wakes us (a fresh event taken after could miss it)
-            news = env.feed_changed() if env.feed_changed is not None else None
-            try:
-                step = await reader.read(may_enter=env.book.may_enter, read_ahead=ahead)
-            except FeedUnavailable as e:
-                self.log.warning("worker.feed_unavailable", error=str(e))
-                reader.reset()
-                await wait_any(env.stop, held.lost, held.handover, timeout_s=env.timings.poll_s)
-                continue
-            except MissingChunkError as e:
-                if env.on_gap is OnGap.STOP:
-                    raise  # parked in front of the gap, like other bad data
-                await self._step_over_gap(reader, e, checkpoints)
-                continue
-            if step.step is Step.BATCH and not (step.batch and len(step.batch)):
-                # every event filtered out: nothing for the observer, and nothing it could
-                # confirm (one that checkpoints itself would never), so a step without a batch
-                ledger.advanced(step.position)
+            news = feed_changed() if feed_changed is not None else None
+            step = await self._read(reader, checkpoints, ahead)
+            if step is not None:
+                await self._take(step, delivery, checkpoints, then, news)
+
+    async def _may_read(self, reader: Reader, checkpoints: Checkpointer) -> bool:
+        """Whether to read on: the lease is still ours, and the processor is not paused (held
+        idle then, everything confirmed; False after a wait)."""
+        held, env, running = self.held, self.env, self.env.signals.running
+        # bad data known to lie ahead in the bytes in hand: stopping or handed over, the
+        # lease reads on to park in front of it (its next owner would only meet it again)
+        if reader.bad_data_ahead() is None or not running.is_set():
+            check_still_ours(held, env)
+        elif not held.is_usable():
+            raise WorkerEnded(CloseReason.LEASE_LOST)
+        if running.is_set():
+            return True
+        env.deps.progress.waiting(held.token)
+        await checkpoints.confirm_delivered()
+        await self._wait(running, timeout_s=env.policy.timings.poll_s)
+        return False
+
+    async def _read(
+        self, reader: Reader, checkpoints: Checkpointer, ahead: asyncio.TaskGroup
+    ) -> LeaseRead | None:
+        """The next step of the lease's reader; None after a feed that did not answer (waited
+        out) or a retention gap (stepped over, with `--on-gap skip`)."""
+        try:
+            return await reader.read(may_enter=self.env.deps.book.may_enter, read_ahead=ahead)
+        except FeedUnavailable as e:
+            self.log.warning("worker.feed_unavailable", error=str(e))
+            reader.reset()
+            await self._wait(timeout_s=self.env.policy.timings.poll_s)
+        except MissingChunkError as e:
+            if self.env.policy.reading.on_gap is OnGap.STOP:
+                raise  # parked in front of the gap, like other bad data
+            await step_over_gap(
+                self.held, self.env, reader, e, checkpoints=checkpoints, log=self.log
+            )
+        return None
+
+    async def _take(
+        self,
+        step: LeaseRead,
+        delivery: Delivery,
+        checkpoints: Checkpointer,
+        then: Callable[[LeasePosition], Awaitable[None]],
+        news: asyncio.Event | None,
+    ) -> None:
+        """Act on one step: deliver a batch, move past what holds none, record caught up, or
+        wait at the segment barrier."""
+        ledger = checkpoints.ledger
+        if step.step is Step.BATCH and step.batch is not None and len(step.batch):
+            accepted = await delivery.deliver(step.batch, ledger.delivered, step.position)
+            if accepted is None:  # dead-lettered: checkpointed once the batches before are
+                ledger.dead_lettered(step.position)
                 await checkpoints.confirm_delivered()
-            elif step.step is Step.BATCH:
-                assert step.batch is not None
-                accepted = await delivery.deliver(step.batch, ledger.delivered, step.position)
-                if accepted is None:  # dead-lettered: checkpointed once the batches before are
-                    ledger.dead_lettered(step.position)
-                    await checkpoints.confirm_delivered()
-                    continue
-                ledger.accepted(
-                    step.position,
-                    events=accepted.events,
-                    event_bytes=accepted.event_bytes,
-                    last=accepted.last_event_time,
-                )
-                await then(step.position)
-            elif step.step is Step.ADVANCED:
-                ledger.advanced(step.position)
-                await checkpoints.confirm_delivered()
-            elif step.step is Step.CAUGHT_UP:
-                await self._caught_up(step.position, checkpoints, news)
-            else:  # at the barrier: others wait for our position too
-                env.progress.waiting(held.token)
-                await checkpoints.confirm_delivered()
-                await env.book.wait_for_change(
-                    stop=env.stop, timeout_s=env.timings.barrier_refresh_s
-                )
+                return
+            ledger.accepted(
+                step.position,
+                events=accepted.events,
+                event_bytes=accepted.event_bytes,
+                last=accepted.last_event_time,
+            )
+            await then(step.position)
+        elif step.step in (Step.BATCH, Step.ADVANCED):
+            # a batch whose every event was filtered out gives nothing the observer could
+            # confirm (one that checkpoints itself would never): a step without a batch
+            ledger.advanced(step.position)
+            await checkpoints.confirm_delivered()
+        elif step.step is Step.CAUGHT_UP:
+            await self._caught_up(step.position, checkpoints, news)
+        else:  # at the barrier: others wait for our position too
+            signals = self.env.signals
+            self.env.deps.progress.waiting(self.held.token)
+            await checkpoints.confirm_delivered()
+            await self.env.deps.book.wait_for_change(
+                stop=signals.stop, timeout_s=self.env.policy.timings.barrier_refresh_s
+            )
 
     async def _caught_up(
         self, position: LeasePosition, checkpoints: Checkpointer, news: asyncio.Event | None
     ) -> None:
-        """Record "caught up" (and "finished", at an end time or a scan's end) once every batch
-        is confirmed, then wait for news: the host's feed watcher (`news`, taken before the
-        read) at a segment's end, the shard itself inside a segment still being written."""
-        held, env, ledger = self.held, self.env, checkpoints.ledger
-        checkpoints.confirmed.clear()
-        finished = position.is_finished
-        recorded = checkpoints.is_caught_up_recorded and (
-            checkpoints.is_finished_recorded or not finished
-        )
-        if not recorded and ledger.all_confirmed():
-            await checkpoints.write(position, caught_up=True)
-        elif recorded and ledger.all_confirmed():
-            env.progress.caught_up(held.token)  # as the lease already said when we took it
-        if checkpoints.is_finished_recorded:
+        """Record "caught up" (and "finished"), then wait for news: the host's feed watcher
+        (`news`, taken before the read) at a segment's end, the shard itself inside a segment
+        still being written, or an observer still writing confirming its batches."""
+        if await checkpoints.caught_up(position):
             raise WorkerEnded(CloseReason.FINISHED)  # released; no host takes it again
-        # an observer still writing: record "caught up" as soon as it confirms
-        confirming = [] if ledger.all_confirmed() else [checkpoints.confirmed]
+        poll_s = self.env.policy.timings.poll_s
         at_edge = position.segment is None or position.is_segment_done
         if at_edge and news is not None:
-            wake, wait_s = [news], env.timings.poll_s * WAKE_ANYWAY_POLLS
+            wake, wait_s = [news], poll_s * WAKE_ANYWAY_POLLS
         else:
-            wake, wait_s = [], env.timings.poll_s
-        await wait_any(env.stop, held.lost, held.handover, *confirming, *wake, timeout_s=wait_s)
+            wake, wait_s = [], poll_s
+        await self._wait(*checkpoints.unconfirmed(), *wake, timeout_s=wait_s)
 
-    async def _step_over_gap(
-        self, reader: Reader, error: MissingChunkError, checkpoints: Checkpointer
-    ) -> None:
-        """Data at the lease's position was deleted (retention): record the gap in the lease and
-        continue from the earliest data still present. Checkpointed only once every batch before
-        it is confirmed, so nothing delivered before the gap is skipped with it."""
-        env, held, ledger = self.env, self.held, checkpoints.ledger
-        before = reader.position
-        after = await position_after_gap(env.catalog, held.token, before, error)
-        if not before.is_before(after):
-            raise error  # nowhere to go: park rather than loop
-        while not ledger.all_confirmed():
-            check_still_ours(held, env)
-            checkpoints.confirmed.clear()
-            await wait_any(
-                checkpoints.confirmed,
-                env.stop,
-                held.lost,
-                held.handover,
-                timeout_s=env.timings.poll_s,
-            )
-        gap = LeaseMove(
-            at=env.clock.wall(),
-            before=before.to_json(),
-            after=after.to_json(),
-            skipped_bytes=None,  # the data is gone: its size is unknown
-            reason="retention gap",
-            error=str(error),
-        )
-        self.log.error("lease.gap", missing=error.path, before=gap.before, after=gap.after)
-        env.progress.gaps.inc()
-        ledger.advanced(after)
-        await checkpoints.write(after, caught_up=False, gap=gap)
-        reader.position = after
-        reader.reset()
+    async def _wait(self, *also: asyncio.Event, timeout_s: float) -> None:
+        """Wait until the host stops, the lease is lost or handed over, one of `also` is set,
+        or `timeout_s` passes."""
+        held = self.held
+        await wait_any(self.env.signals.stop, held.lost, held.handover, *also, timeout_s=timeout_s)
 
     async def _finish(
         self,
@@ -270,19 +245,7 @@ class Worker:
             except Exception:
                 log.exception("observer.close_failed")
         if reason is not CloseReason.LEASE_LOST and not self.held.is_lost:
-            try:
-                async with asyncio.timeout(self.env.timings.request_timeout_s * 3):
-                    await asyncio.shield(
-                        self.held.write(
-                            lambda lease: (
-                                self.env.store.park(lease, error=error)
-                                if park
-                                else self.env.store.release(lease, error=error)
-                            )
-                        )
-                    )
-            except (LeaseError, TimeoutError) as e:
-                log.warning("lease.release_failed", error=str(e))
+            await _let_go(self.held, self.env, error=error, park=park, log=log)
         level: Any = log.error if error else log.info
         level(
             "worker.parked" if park else "worker.stopped",
@@ -292,13 +255,55 @@ class Worker:
         )
 
 
+def feed_reader(catalog: FeedCatalog, reading: Reading) -> ReaderFactory:
+    """A lease's reader: of its shard, or of its part of an initial scan."""
+
+    def make(token: str, position: LeasePosition) -> Reader:
+        if position.scan is not None:
+            return ScanReader(
+                catalog.storage,
+                position,
+                batch_events=reading.batch_events,
+                change=reading.change,
+            )
+        return LeaseReader(
+            catalog,
+            shard=token,
+            position=position,
+            batch_events=reading.batch_events,
+            is_ordered=reading.is_ordered,
+            change=reading.change,
+        )
+
+    return make
+
+
+async def _let_go(held: HeldLease, env: WorkerEnv, *, error: str, park: bool, log: Any) -> None:
+    """Release the lease (or park it) with its continuation kept; a store that refuses or does
+    not answer in time leaves it to expire."""
+    store = env.deps.store
+    try:
+        async with asyncio.timeout(env.policy.timings.request_timeout_s * 3):
+            await asyncio.shield(
+                held.write(
+                    lambda lease: (
+                        store.park(lease, error=error)
+                        if park
+                        else store.release(lease, error=error)
+                    )
+                )
+            )
+    except (LeaseError, TimeoutError) as e:
+        log.warning("lease.release_failed", error=str(e))
+
+
 async def run_worker(
     held: HeldLease, env: WorkerEnv, *, make_reader: ReaderFactory | None = None
 ) -> CloseReason:
-    env.progress.started(held.token, held.epoch, held.lease.continuation)
+    env.deps.progress.started(held.token, held.epoch, held.lease.continuation)
     reason = CloseReason.FEED_ERROR
     try:
         reason = await Worker(held, env, make_reader=make_reader).run()
         return reason
     finally:
-        env.progress.ended(held.token, reason)
+        env.deps.progress.ended(held.token, reason)

@@ -1,4 +1,6 @@
-"""What every worker of a host shares, and the one way a worker's run ends (`WorkerEnded`)."""
+"""What every worker of a host is given, in three parts: the services it uses, the policy the
+host's settings set, and the signals it waits on; and the one way a worker's run ends
+(`WorkerEnded`)."""
 
 from __future__ import annotations
 
@@ -9,44 +11,55 @@ from dataclasses import dataclass, field
 from leases import HostId, LeaseTable
 from observers import CloseReason, ObserverFactory
 from processor.changefeed.catalog import FeedCatalog
-from processor.changefeed.change_filter import ChangeFilter
-from processor.changefeed.position import DEFAULT_BATCH_EVENTS
 from processor.clock import Clock
-from processor.host.config import DEFAULT_OBSERVER_ATTEMPTS
-from processor.host.dead_letter import DeadLetterFolder, OnObserverError
-from processor.host.gaps import OnGap
-from processor.host.progress import HostProgress
+from processor.host.config import DeliveryPolicy, Reading
+from processor.host.dead_letter import DeadLetterFolder
+from processor.host.lease_recorder import LeaseRecorder
 from processor.host.timings import Timings
 from processor.reading.barrier_book import PositionBook
 from processor.waiting import running_event
 
 
 @dataclass(frozen=True, slots=True)
-class WorkerEnv:
+class WorkerDeps:
+    """The services every worker of the host shares."""
+
     store: LeaseTable
     catalog: FeedCatalog
-    book: PositionBook
+    book: PositionBook  # every lease's position, for the segment barrier
     observer_factory: ObserverFactory
+    clock: Clock
+    progress: LeaseRecorder  # for /status and /metrics
+    dead_letters: DeadLetterFolder | None = None  # with OnObserverError.DEAD_LETTER
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerPolicy:
+    """Who the worker works as, and the host's settings it follows (shared, never copied)."""
+
     host: HostId
     processor: str
     timings: Timings
-    clock: Clock
+    reading: Reading
+    delivery: DeliveryPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSignals:
+    """What a worker waits on or sets, shared with the host and its balancer."""
+
     stop: asyncio.Event  # the host is draining
-    batch_events: int = DEFAULT_BATCH_EVENTS
-    is_ordered: bool = True
-    observer_attempts: int = DEFAULT_OBSERVER_ATTEMPTS
-    observer_spec: str = ""
-    caught_up: asyncio.Event | None = None  # set when a lease records it is caught up
-    on_observer_error: OnObserverError = OnObserverError.RETRY
-    dead_letters: DeadLetterFolder | None = None  # with OnObserverError.DEAD_LETTER
-    on_gap: OnGap = OnGap.SKIP  # data at a lease's position deleted (retention)
-    progress: HostProgress = field(default_factory=HostProgress)  # for /status and /metrics
     running: asyncio.Event = field(default_factory=running_event)  # cleared: processor paused
-    change: ChangeFilter = field(
-        default_factory=ChangeFilter
-    )  # what the processor delivers (its identity)
+    caught_up: asyncio.Event | None = None  # set when a lease records it is caught up
     # the host's feed watcher: a lease caught up at a segment's end waits for it, not polling
     feed_changed: Callable[[], asyncio.Event] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerEnv:
+    deps: WorkerDeps
+    policy: WorkerPolicy
+    signals: WorkerSignals
 
 
 class WorkerEnded(Exception):

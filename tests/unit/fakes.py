@@ -8,8 +8,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from observers import ArrowBatch, ChangeEvent, PartitionContext
+from leases import HostId
+from observers import ArrowBatch, ChangeEvent, ObserverChoice, PartitionContext
 from processor.changefeed.position import ShardPosition
+from processor.host.config import DeliveryPolicy, HostConfig, Placement
+from processor.host.timings import Timings
 from processor.reading.lease_position import LeasePosition
 from processor.reading.shard_stream import LeaseRead, Step
 
@@ -129,3 +132,9 @@ class RecordingObserver:
         self.seen.append(ids)
         self.marks.append(ctx.mark())
         self.ctx = ctx
+
+
+def in_memory_config(name: str, observer: str, timings: Timings) -> HostConfig:
+    """A host of processor "p" over in-memory stores (no connection string is read)."""
+    placement = Placement("", "", lease_table="leases", processor_name="p", host_name=HostId(name))
+    return HostConfig(placement, DeliveryPolicy(ObserverChoice(observer)), timings)

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from leases import HostId, LoadRule
 from observers.formats import Format
+from processor.cli.host_settings import ConfigError, RunOptions, host_config
 from processor.cli.main import main
-from processor.cli.run_options import ConfigError, RunOptions, host_config
 from processor.connection import DEFAULT_CONNECTION_STRING
 from processor.host.config import HostConfig
 from processor.host.dead_letter import OnObserverError
@@ -43,12 +43,21 @@ def config(*argv: str) -> HostConfig:
 
 def test_the_defaults_make_a_host() -> None:
     c = config()
-    assert c.host_name == "me-1" and c.processor_name == "default"
-    assert c.lease_table == "cfpleases" and c.lease_connection_string == DEFAULT_CONNECTION_STRING
-    assert c.observer.spec == "log" and c.observer.fmt is Format.NATIVE
-    assert c.batch_events == 250 and c.observer_attempts == 5 and c.scan_partitions == 8
+    assert c.placement.host_name == "me-1" and c.placement.processor_name == "default"
+    assert (
+        c.placement.lease_table == "cfpleases"
+        and c.placement.lease_connection_string == DEFAULT_CONNECTION_STRING
+    )
+    assert c.delivery.observer.spec == "log" and c.delivery.observer.fmt is Format.NATIVE
+    assert (
+        c.reading.batch_events == 250
+        and c.delivery.attempts == 5
+        and c.new_leases.scan_partitions == 8
+    )
     assert c.timings.expiry_s == 30 and c.timings.renew_every_s == 10
-    assert c.start_time is None and c.is_ordered and not c.initial_scan
+    assert (
+        c.new_leases.start_time is None and c.reading.is_ordered and not c.new_leases.initial_scan
+    )
     assert c.by_load is None  # balancing by count
 
 
@@ -57,9 +66,11 @@ def test_flags_reach_the_config() -> None:
         "--host-name", "h7", "--observer", "jsonl:/tmp/x", "--format", "debezium",
         "--lease-expiration", "9", "--start-from-now", "--unordered", "--max-batch-events", "17",
     )  # fmt: skip
-    assert c.host_name == "h7" and c.observer.fmt is Format.DEBEZIUM
+    assert c.placement.host_name == "h7" and c.delivery.observer.fmt is Format.DEBEZIUM
     assert c.timings.expiry_s == 9 and c.timings.renew_every_s == 3
-    assert c.start_time == NOW and not c.is_ordered and c.batch_events == 17
+    assert (
+        c.new_leases.start_time == NOW and not c.reading.is_ordered and c.reading.batch_events == 17
+    )
 
 
 def test_balance_by_load_takes_its_tolerance() -> None:
@@ -72,8 +83,11 @@ def test_a_local_spark_output_gets_a_dead_letter_folder(tmp_path: Path) -> None:
     c = config(
         "--observer", "spark", "--output", str(tmp_path), "--on-observer-error", "dead-letter"
     )
-    assert c.observer.spark is not None and c.on_observer_error is OnObserverError.DEAD_LETTER
-    assert c.dead_letter_dir == str(tmp_path.resolve() / "dead-letter")
+    assert (
+        c.delivery.observer.spark is not None
+        and c.delivery.on_observer_error is OnObserverError.DEAD_LETTER
+    )
+    assert c.delivery.dead_letter_dir == str(tmp_path.resolve() / "dead-letter")
 
 
 @pytest.mark.parametrize(
@@ -96,19 +110,25 @@ def test_the_config_builder_reads_no_environment(monkeypatch: pytest.MonkeyPatch
     o = dataclasses.replace(parsed(), lease_connection_string=None)
     monkeypatch.setenv("CFP_CONNECTION_STRING", "AccountName=elsewhere;AccountKey=a2V5")
     c = host_config(o, conn=DEFAULT_CONNECTION_STRING, now=NOW, default_host=HostId("me-1"))
-    assert c.connection_string == c.lease_connection_string == DEFAULT_CONNECTION_STRING
+    assert (
+        c.placement.connection_string
+        == c.placement.lease_connection_string
+        == DEFAULT_CONNECTION_STRING
+    )
 
 
 def test_the_filter_options_make_one_canonical_filter_and_variables_take_several() -> None:
     c = config("--container", "raw", "--container", "logs-*", "--event-type", "BlobCreated")
-    assert c.change.containers == ("logs-*", "raw") and c.change.event_types == {"BlobCreated"}
+    assert c.reading.change.containers == ("logs-*", "raw") and c.reading.change.event_types == {
+        "BlobCreated"
+    }
     assert (
-        c.identity.text()
+        c.reading.identity.text()
         == config(
             "--event-type", "BlobCreated", "--container", "logs-*", "--container", "raw"
-        ).identity.text()
+        ).reading.identity.text()
     )
-    assert config().change.is_empty
+    assert config().reading.change.is_empty
     seen: list[RunOptions] = []
     command = main.commands["run"]
     original = command.callback
@@ -124,9 +144,9 @@ def test_the_filter_options_make_one_canonical_filter_and_variables_take_several
 
 def test_an_end_time_must_come_after_the_start() -> None:
     end = "2026-01-01T02:00:00Z"
-    assert config("--end-time", end).end_time == datetime(2026, 1, 1, 2, tzinfo=UTC)
+    assert config("--end-time", end).reading.end_time == datetime(2026, 1, 1, 2, tzinfo=UTC)
     with pytest.raises(ConfigError, match=r"--end-time .* is not after the start"):
         config("--start-time", "2026-01-01T03:00:00Z", "--end-time", end)
     with pytest.raises(ConfigError, match="not after the start"):
         config("--start-from-now", "--end-time", end)  # now is 2026-11-25
-    assert config("--stuck-after", "60").stuck_after_s == 60
+    assert config("--stuck-after", "60").delivery.stuck_after_s == 60

@@ -14,7 +14,8 @@ from leases import (
     ProcessorState,
     TakePlan,
 )
-from processor.host.balancer import nothing_left, overdue_requests, why_idle
+from processor.host.balancer import nothing_left, why_idle
+from processor.host.taking import overdue_requests
 from tests.unit.balancers import FixedFeed
 from tests.unit.balancers import balancer as make_balancer
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from leases import LeaseToken
 from observers import CloseReason
 from processor.host.endpoints import HostHealth, make_app
-from processor.host.host import store_health
 from processor.host.lifecycle import MOVES, HostState, Lifecycle, may_move
 from processor.host.progress import HostProgress
+from processor.host.tick_watch import store_health
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -85,16 +85,17 @@ async def test_endpoints_answer_with_the_probe_codes() -> None:
 
 def test_lag_is_event_time_behind_until_caught_up() -> None:
     now = [T0]
-    p = HostProgress(wall=lambda: now[0])
+    host = HostProgress(wall=lambda: now[0])
+    p = host.leases
     token = LeaseToken("00")
     p.started(token, 3, None)
-    assert p.leases[token].lag_seconds(T0) == 0  # nothing delivered yet
+    assert p.entries[token].lag_seconds(T0) == 0  # nothing delivered yet
     p.delivered(token, events=5, read_bytes=100, last_event_time=T0 - timedelta(seconds=90))
-    assert p.leases[token].lag_seconds(T0) == 90
+    assert p.entries[token].lag_seconds(T0) == 90
     p.checkpointed(token, "{}", caught_up=True, seconds=0.01)
-    assert p.leases[token].lag_seconds(T0) == 0 and p.leases[token].bytes_left == 0
+    assert p.entries[token].lag_seconds(T0) == 0 and p.entries[token].bytes_left == 0
     p.ended(token, CloseReason.HANDED_OVER)
-    assert p.leases == {}
+    assert p.entries == {}
     assert p.closed.labels("handed_over")._value.get() == 1
 
 
@@ -119,7 +120,8 @@ def test_status_estimates_events_left_and_time_lag_from_the_lease_row() -> None:
 
 
 def test_host_lag_in_events_uses_its_own_average() -> None:
-    p = HostProgress(wall=lambda: T0)
+    host = HostProgress(wall=lambda: T0)
+    p = host.leases
     token = LeaseToken("00")
     entry = p.started(token, 1, None)
     entry.bytes_left = 3000

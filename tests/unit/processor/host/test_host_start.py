@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from leases.memory_store import MemoryLeaseStore
-from observers import CloseReason, ObserverChoice
-from processor.host.config import HostConfig
+from observers import CloseReason
+from processor.host.assembly import build_host
 from processor.host.host import Host
 from processor.host.lifecycle import HostState
 from processor.host.timings import Timings
+from tests.unit.fakes import in_memory_config
 
 
 class OpensSlowly:
@@ -44,17 +45,10 @@ class OpensSlowly:
 
 def make_host(factory: OpensSlowly) -> tuple[Host, MemoryLeaseStore]:
     store = MemoryLeaseStore()
-    config = HostConfig(
-        connection_string="",
-        lease_connection_string="",
-        lease_table="leases",
-        processor_name="p",
-        host_name="h1",
-        observer=ObserverChoice("test"),
-        timings=Timings(expiry_s=10, renew_every_s=3, acquire_every_s=1, poll_s=1),
-    )
+    timings = Timings(expiry_s=10, renew_every_s=3, acquire_every_s=1, poll_s=1)
+    config = in_memory_config("h1", "test", timings)
     storage: Any = object()  # never read: no lease starts
-    return Host(config, store=store, storage=storage, observer_factory=factory), store
+    return build_host(config, store=store, storage=storage, observer_factory=factory), store
 
 
 async def test_stopped_while_the_observers_open_the_host_stops_holding_nothing() -> None:

@@ -10,14 +10,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from leases import HostId, LeaseToken, MemoryLeaseStore
-from observers import ObserverChoice, PartitionContext
-from processor.host.config import HostConfig
+from observers import PartitionContext
+from processor.host.assembly import build_host
 from processor.host.host import Host
 from processor.host.timings import derive_timings
 from processor.reading.lease_position import LeasePosition
 from processor.reading.shard_stream import LeaseRead, Reader, Step
 from tests.helpers import until
-from tests.unit.fakes import ScriptedReader, at, batch
+from tests.unit.fakes import ScriptedReader, at, batch, in_memory_config
 
 SHARDS = ("00", "01", "02", "03")
 EVENTS = 40  # per shard
@@ -56,16 +56,8 @@ def host(name: str, store: MemoryLeaseStore, seen: dict[str, list[str]], go: asy
         async def process_changes(self, ctx: PartitionContext, events: Any) -> None:
             seen[ctx.lease_token].extend(f"{e.id}@{ctx.host_name}" for e in events)
 
-    config = HostConfig(
-        connection_string="",
-        lease_connection_string="",
-        lease_table="leases",
-        processor_name="p",
-        host_name=HostId(name),
-        observer=ObserverChoice("recording"),
-        timings=derive_timings(1.5, poll_s=0.05),
-    )
-    return Host(
+    config = in_memory_config(name, "recording", derive_timings(1.5, poll_s=0.05))
+    return build_host(
         config,
         store=store,
         storage=NoFeed(),  # type: ignore[arg-type]

@@ -43,7 +43,7 @@ async def looks_per_publish(hosts: int, publishes: int) -> float:
         store,
         name=HostId("me"),
         lifecycle=Lifecycle(SystemClock()),
-        progress=HostProgress(),
+        leases=HostProgress().leases,
         clock=SystemClock(),
         expiry_s=30.0,
     )

@@ -30,7 +30,8 @@ def metrics(p: HostProgress) -> str:
 
 def test_an_observer_failing_for_stuck_after_makes_the_lease_stuck_until_a_success() -> None:
     wall = Wall()
-    p = HostProgress(wall=wall, stuck_after_s=60)
+    host = HostProgress(wall=wall, stuck_after_s=60)
+    p = host.leases
     p.started(A, 1, None)
     p.observer_failed(A)
     wall.pass_s(59)
@@ -38,15 +39,16 @@ def test_an_observer_failing_for_stuck_after_makes_the_lease_stuck_until_a_succe
     assert p.stuck() == {}
     wall.pass_s(1)
     assert p.stuck() == {A: "the observer has failed 2 times in a row for 60 s"}
-    assert 'cfp_lease_stuck{lease="00"} 1.0' in metrics(p)
-    assert 'cfp_observer_consecutive_failures{lease="00"} 2.0' in metrics(p)
+    assert 'cfp_lease_stuck{lease="00"} 1.0' in metrics(host)
+    assert 'cfp_observer_consecutive_failures{lease="00"} 2.0' in metrics(host)
     p.delivered(A, events=3, read_bytes=10, last_event_time=None)
-    assert p.stuck() == {} and 'cfp_observer_consecutive_failures{lease="00"} 0.0' in metrics(p)
+    assert p.stuck() == {} and 'cfp_observer_consecutive_failures{lease="00"} 0.0' in metrics(host)
 
 
 def test_no_progress_while_not_caught_up_is_stuck_waiting_is_not() -> None:
     wall = Wall()
-    p = HostProgress(wall=wall, stuck_after_s=60)
+    host = HostProgress(wall=wall, stuck_after_s=60)
+    p = host.leases
     p.started(A, 1, None)
     p.started(B, 1, None)
     p.checkpointed(B, "{}", caught_up=True, seconds=0.01)
@@ -56,8 +58,8 @@ def test_no_progress_while_not_caught_up_is_stuck_waiting_is_not() -> None:
     assert p.stuck() == {}
     wall.pass_s(1)
     assert p.stuck() == {A: "no progress for 60 s while not caught up"}  # B is caught up
-    assert 'cfp_seconds_since_checkpoint{lease="01"} 90.0' in metrics(p)
-    assert 'cfp_seconds_since_checkpoint{lease="00"} 90.0' in metrics(p)  # since taken
+    assert 'cfp_seconds_since_checkpoint{lease="01"} 90.0' in metrics(host)
+    assert 'cfp_seconds_since_checkpoint{lease="00"} 90.0' in metrics(host)  # since taken
     p.checkpointed(A, "{}", caught_up=False, seconds=0.01)
     assert p.stuck() == {}
     status = {x["lease"]: x for x in p.to_json()}
@@ -65,16 +67,17 @@ def test_no_progress_while_not_caught_up_is_stuck_waiting_is_not() -> None:
 
 
 def test_unowned_leases_are_reported_once_known() -> None:
-    p = HostProgress()
-    assert "\ncfp_leases_unowned " not in metrics(p)
-    p.unowned = 3
-    assert "\ncfp_leases_unowned 3.0" in metrics(p)
+    host = HostProgress()
+    assert "\ncfp_leases_unowned " not in metrics(host)
+    host.balancing.unowned = 3
+    assert "\ncfp_leases_unowned 3.0" in metrics(host)
 
 
 def test_a_lease_taken_caught_up_is_not_stuck_on_a_quiet_feed() -> None:
     """Its checkpoint already says caught up, so none is written: the worker says so."""
     wall = Wall()
-    p = HostProgress(wall=wall, stuck_after_s=60)
+    host = HostProgress(wall=wall, stuck_after_s=60)
+    p = host.leases
     p.started(A, 1, None)
     p.caught_up(A)
     wall.pass_s(3600)  # an hour without a new segment
@@ -83,19 +86,21 @@ def test_a_lease_taken_caught_up_is_not_stuck_on_a_quiet_feed() -> None:
 
 def test_a_dead_lettered_batch_ends_the_failures() -> None:
     wall = Wall()
-    p = HostProgress(wall=wall, stuck_after_s=60)
+    host = HostProgress(wall=wall, stuck_after_s=60)
+    p = host.leases
     p.started(A, 1, None)
     p.observer_failed(A)
     wall.pass_s(120)
     assert A in p.stuck()
     p.dead_lettered(A)
-    assert p.stuck() == {} and p.leases[A].failures == 0
-    assert "cfp_dead_letters_total 1.0" in metrics(p)
+    assert p.stuck() == {} and p.entries[A].failures == 0
+    assert "cfp_dead_letters_total 1.0" in metrics(host)
 
 
 def test_an_observer_that_never_returns_makes_a_caught_up_lease_stuck() -> None:
     wall = Wall()
-    p = HostProgress(wall=wall, stuck_after_s=60)
+    host = HostProgress(wall=wall, stuck_after_s=60)
+    p = host.leases
     p.started(A, 1, None)
     p.caught_up(A)
     wall.pass_s(7200)  # caught up for hours, then a new segment

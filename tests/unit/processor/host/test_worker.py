@@ -9,13 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from leases import HostId, Lease, LeaseToken, MemoryLeaseStore
-from observers import CloseReason
+from observers import CloseReason, ObserverChoice
 from processor.changefeed.errors import UndecodableBlockError
+from processor.host.config import DeliveryPolicy, Reading
 from processor.host.dead_letter import DeadLetterFolder, OnObserverError
 from processor.host.owner_writes import HeldLease
+from processor.host.progress import HostProgress
 from processor.host.timings import derive_timings
 from processor.host.worker import Worker
-from processor.host.worker_env import WorkerEnv
+from processor.host.worker_env import WorkerDeps, WorkerEnv, WorkerPolicy, WorkerSignals
 from processor.reading.barrier_book import PositionBook
 from processor.reading.lease_position import LeasePosition
 from processor.reading.shard_stream import LeaseRead, Step
@@ -64,20 +66,25 @@ async def start(
     assert lease is not None
     timings = derive_timings(30.0, poll_s=poll_s)
     env = WorkerEnv(
-        store=store,
-        catalog=None,  # type: ignore[arg-type]  # the scripted reader needs no feed
-        book=PositionBook(store.list_leases, refresh_s=1),
-        observer_factory=lambda: observer,
-        host=HostId("h1"),
-        processor="p",
-        timings=timings,
-        clock=clock,
-        stop=asyncio.Event(),
-        caught_up=asyncio.Event(),
-        on_observer_error=policy,
-        observer_attempts=1,
-        dead_letters=DeadLetterFolder(tmp_path) if tmp_path else None,
-        feed_changed=feed_changed,
+        WorkerDeps(
+            store=store,
+            catalog=None,  # type: ignore[arg-type]  # the scripted reader needs no feed
+            book=PositionBook(store.list_leases, refresh_s=1),
+            observer_factory=lambda: observer,
+            clock=clock,
+            progress=HostProgress().leases,
+            dead_letters=DeadLetterFolder(tmp_path) if tmp_path else None,
+        ),
+        WorkerPolicy(
+            host=HostId("h1"),
+            processor="p",
+            timings=timings,
+            reading=Reading(),
+            delivery=DeliveryPolicy(
+                ObserverChoice("recording"), on_observer_error=policy, attempts=1
+            ),
+        ),
+        WorkerSignals(stop=asyncio.Event(), caught_up=asyncio.Event(), feed_changed=feed_changed),
     )
     held = HeldLease(lease, clock=clock, fence_after_s=timings.fence_after_s)
     reader = ScriptedReader(steps, position=at(0), before_read=before_read)
@@ -86,9 +93,9 @@ async def start(
 
 
 async def until_caught_up(run: Running) -> CloseReason:
-    assert run.env.caught_up is not None
-    await asyncio.wait_for(run.env.caught_up.wait(), 10)
-    run.env.stop.set()
+    assert run.env.signals.caught_up is not None
+    await asyncio.wait_for(run.env.signals.caught_up.wait(), 10)
+    run.env.signals.stop.set()
     return await asyncio.wait_for(run.task, 10)
 
 
@@ -165,7 +172,7 @@ async def test_a_lease_stopped_in_front_of_known_bad_data_parks_there() -> None:
 
     async def host_stops(n: int) -> None:
         if n == 1:
-            run.env.stop.set()
+            run.env.signals.stop.set()
 
     run = await start(observer, [*batches(2, 2), bad], before_read=host_stops)
     assert await asyncio.wait_for(run.task, 10) is CloseReason.FEED_ERROR
@@ -182,7 +189,8 @@ async def test_an_observer_that_checkpoints_itself_moves_the_lease_only_as_it_co
     store, env = run.store, run.env
     await asyncio.wait_for(run.reader.idle.wait(), 10)  # all read; caught up, not confirmed
     assert observer.seen == [["e0", "e1"], ["e2", "e3"], ["e4", "e5"]]
-    assert store.written == [] and env.caught_up is not None and not env.caught_up.is_set()
+    caught_up = env.signals.caught_up
+    assert store.written == [] and caught_up is not None and not caught_up.is_set()
     assert observer.ctx is not None
     await observer.ctx.checkpoint(observer.marks[0])  # the first batch is durable
     await observer.ctx.checkpoint(observer.marks[0])  # again: nothing new, nothing written
@@ -233,5 +241,5 @@ async def test_a_change_seen_while_the_worker_reads_still_wakes_it() -> None:
         poll_s=60,  # a missed change would leave it waiting twelve minutes
     )
     await asyncio.wait_for(woken.wait(), 30)
-    run.env.stop.set()
+    run.env.signals.stop.set()
     await asyncio.wait_for(run.task, 10)
