@@ -1,17 +1,15 @@
 """`cfp processor reset`: rewind (or forward) a paused processor whose hosts are stopped.
 
-The decisions are `processor.admin.reset`'s; this reads the table, waits a lease expiry when
-leases still name an owner (to tell a live host from a dead one), and writes.
+The decisions are `processor.admin.reset`'s; `reset_job.py` reads the table, waits a lease expiry
+when leases still name an owner (to tell a live host from a dead one), and writes.
 """
 
 from __future__ import annotations
 
-import asyncio
-from datetime import UTC, datetime
+from datetime import datetime
 
 import click
 
-from leases import LeaseError
 from processor import connection
 from processor.cli.common import (
     IsoTime,
@@ -20,10 +18,8 @@ from processor.cli.common import (
     lease_table_option,
     processor_option,
     run_async,
-    say_error,
 )
 from processor.host.timings import DEFAULT_EXPIRY_S
-from processor.waiting import wait_any
 
 
 @click.group("processor")
@@ -62,89 +58,17 @@ def reset_command(
     reset is recorded in its moves. Refused (exit 2) unless the processor is paused (`cfp pause`)
     and no live host holds a lease: stop the hosts first (SIGTERM releases their leases), then
     start them again and `cfp resume`."""
-    if sum([start_time is not None, from_beginning, from_now]) != 1:
-        raise click.UsageError("give exactly one of --start-time, --from-beginning, --from-now")
-    from processor.admin.reset import ResetTo, plan_reset, still_held  # noqa: PLC0415
-    from processor.reading.identity import ProcessorIdentity  # noqa: PLC0415
+    from processor.cli.reset_job import ResetJob, reset_to  # noqa: PLC0415 - when run
 
-    to = ResetTo.START_TIME if start_time else ResetTo.BEGINNING if from_beginning else ResetTo.NOW
-    conn = connection.resolve(connection_string)
-
-    async def main(stop: asyncio.Event) -> int:
-        async with connection.lease_store(
-            connection.resolve_other(lease_connection_string, conn),
-            table=lease_table,
-            processor=processor_name,
-        ) as store:
-            if not (await store.processor_state()).paused:
-                say_error(
-                    f"processor {processor_name!r} is not paused: `cfp pause` it, stop its "
-                    "hosts, then reset"
-                )
-                return 2
-            first = await store.list_leases()
-            if not first:
-                say_error(f"processor {processor_name!r} has no leases in table {lease_table!r}")
-                return 2
-            last = first
-            if any(x.owner for x in first):
-                hosts = await store.list_hosts()
-                wait_s = lease_expiration or max(
-                    (h.expiry_s for h in hosts if h.expiry_s > 0), default=DEFAULT_EXPIRY_S
-                )
-                click.echo(
-                    f"leases still name an owner: watching them for {wait_s:g} s to tell a "
-                    "live host from a dead one",
-                    err=True,
-                )
-                if await wait_any(stop, timeout_s=wait_s * 1.1):
-                    say_error("interrupted while watching the leases: nothing was reset")
-                    return 130
-                last = await store.list_leases()
-                held = still_held(first, last)
-                if held:
-                    named = ", ".join(f"{x.token} by {x.owner}" for x in held)
-                    say_error(
-                        f"live hosts hold leases ({named}): stop the processor's hosts first "
-                        "(SIGTERM: they release their leases), then reset"
-                    )
-                    return 2
-            if not (await store.processor_state()).paused:
-                say_error(f"processor {processor_name!r} was resumed meanwhile: nothing was reset")
-                return 2
-            stored = await store.identity()
-            now = datetime.now(UTC)
-            try:  # an unreadable identity row, or a start after the end: ValueErrors both
-                end_time = (
-                    ProcessorIdentity.from_text(
-                        stored, where=f"processor {processor_name!r}"
-                    ).end_time
-                    if stored
-                    else None
-                )
-                plan = plan_reset(
-                    last, to, start_time=start_time, now=now, end_time=end_time, reason=reason
-                )
-            except ValueError as e:
-                say_error(e)
-                return 2
-            for lease in plan.leases:
-                done = await store.reset(lease, plan.position.to_json(), plan.move_of(lease, now))
-                if done is None:
-                    say_error(f"lease {lease.token} changed meanwhile: look and reset again")
-                    return 1
-                click.echo(f"lease {lease.token} reset (epoch {done.epoch})")
-        click.echo(
-            f"processor {processor_name!r}: {len(plan.leases)} lease(s) reset to "
-            f"{plan.describe()}; start its hosts and `cfp resume` to deliver from there"
-        )
-        return 0
-
-    async def reported(stop: asyncio.Event) -> int:
-        try:
-            return await main(stop)
-        except LeaseError as e:
-            say_error(e)
-            return 1
-
-    raise SystemExit(run_async(reported))
+    to = reset_to(start_time, from_beginning=from_beginning, from_now=from_now)
+    job = ResetJob(
+        conn=connection.resolve(connection_string),
+        lease_conn=lease_connection_string,
+        table=lease_table,
+        processor=processor_name,
+        to=to,
+        start_time=start_time,
+        reason=reason,
+        lease_expiration=lease_expiration,
+    )
+    raise SystemExit(run_async(job.run))

@@ -7,20 +7,16 @@ saves SDK tokens, so a read can be handed over to an SDK and back. The read itse
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
-from observers.formats import Format
-from processor import connection
-from processor.changefeed.errors import FeedError
 from processor.cli.common import (
     ByteSize,
     IsoTime,
     connection_option,
     decode_deadline_option,
-    fail,
     filter_options,
     format_option,
     options,
@@ -74,71 +70,18 @@ from processor.runtime import tune_gc, tune_memory
     help="Largest ranged GET per chunk read.",
 )
 @decode_deadline_option(None)
-def read_command(
-    connection_string: str | None,
-    start_time: datetime | None,
-    end_time: datetime | None,
-    containers: tuple[str, ...],
-    blob_prefix: str,
-    event_types: tuple[str, ...],
-    blob_types: tuple[str, ...],
-    continuation: str | None,
-    save_continuation: Path | None,
-    token_format: str,
-    max_events: int | None,
-    follow: bool,
-    poll_interval: float,
-    include_control: bool,
-    output_format: str,
-    read_size: int,
-    decode_deadline: float,
-) -> None:
+def read_command(**params: Any) -> None:
     """Print change feed events as JSON lines, in per-blob order.
 
     Exits 0 once everything consumable (up to lastConsumable) has been read, or keeps polling
     with --follow until SIGINT/SIGTERM. Errors go to stderr with a non-zero exit: 1 for bad
     data (the chunk and byte offset named), 3 when the native decoder got stuck.
     """
-    from processor.changefeed.change_filter import ChangeFilter  # noqa: PLC0415 - when run
-    from processor.changefeed.columnar import NATIVE  # noqa: PLC0415
-    from processor.changefeed.sdk_token import url_host  # noqa: PLC0415
-    from processor.changefeed.selection import EventFilter, TimeRange  # noqa: PLC0415
-    from processor.cli.read_job import ReadJob, TokenFormat, load_continuation  # noqa: PLC0415
+    from processor.changefeed.columnar import NATIVE  # noqa: PLC0415 - when run
+    from processor.cli.read_job import ReadOptions, read_job  # noqa: PLC0415
 
+    o = ReadOptions(**params)
     tune_gc()
     tune_memory()
-    NATIVE.deadline_s = decode_deadline
-    conn = connection.resolve(connection_string)
-    try:
-        info = connection.parse(conn)
-    except ValueError as e:
-        fail(str(e), 2)
-    host = url_host(info.blob_endpoint)
-    try:
-        resume = load_continuation(continuation, account=info.account, host=host)
-    except FeedError as e:
-        fail(str(e), 2)
-    job = ReadJob(
-        conn=conn,
-        account=info.account,
-        host=host,
-        resume=resume,
-        event_filter=EventFilter(
-            change=ChangeFilter.of(
-                containers=containers,
-                blob_prefix=blob_prefix,
-                event_types=event_types,
-                blob_types=blob_types,
-            ),
-            window=TimeRange(start_time, end_time or resume.end_time),
-            include_control=include_control,
-        ),
-        fmt=Format(output_format),
-        read_size=read_size,
-        follow=follow,
-        poll_interval=poll_interval,
-        max_events=max_events,
-        save_to=save_continuation,
-        token_format=TokenFormat(token_format),
-    )
-    raise SystemExit(run_async(job.run))
+    NATIVE.deadline_s = o.decode_deadline
+    raise SystemExit(run_async(read_job(o).run))

@@ -1,5 +1,5 @@
-"""What `cfp read` runs once its options are parsed: where it resumes from, and the read itself
-(the feed reader, the catalog, the Azure SDK), loaded only when a read starts."""
+"""What `cfp read` runs once its options are parsed (`ReadOptions`): where it resumes from, and
+the read itself (the feed reader, the catalog, the Azure SDK), loaded only when a read starts."""
 
 from __future__ import annotations
 
@@ -18,12 +18,14 @@ from typing import BinaryIO
 import click
 
 from observers.formats import Format
+from processor import connection
 from processor.changefeed.catalog import FeedCatalog
+from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.errors import FeedError
 from processor.changefeed.feed_reader import FeedReader, IncompleteRead, ShardFailure
 from processor.changefeed.position import FeedPosition, ShardBatch, ShardPosition
-from processor.changefeed.sdk_token import from_sdk_token, is_sdk_token, to_sdk_token
-from processor.changefeed.selection import EventFilter
+from processor.changefeed.sdk_token import from_sdk_token, is_sdk_token, to_sdk_token, url_host
+from processor.changefeed.selection import EventFilter, TimeRange
 from processor.changefeed.storage import FeedStorage
 from processor.cli.common import fail, say_error, unless_decoder_stuck
 from processor.cli.lines import formatted_lines
@@ -36,6 +38,29 @@ class TokenFormat(StrEnum):
 
     CFP = "cfp"
     SDK = "sdk"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """Every option of `cfp read` (read.py), as click parsed it."""
+
+    connection_string: str | None
+    start_time: datetime | None
+    end_time: datetime | None
+    containers: tuple[str, ...]
+    blob_prefix: str
+    event_types: tuple[str, ...]
+    blob_types: tuple[str, ...]
+    continuation: str | None
+    save_continuation: Path | None
+    token_format: str
+    max_events: int | None
+    follow: bool
+    poll_interval: float
+    include_control: bool
+    output_format: str
+    read_size: int
+    decode_deadline: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +89,50 @@ def load_continuation(value: str | None, *, account: str, host: str) -> Resume:
         cursor = from_sdk_token(text, host=host)
         return Resume(cursor.position, cursor.end_time)
     return Resume(FeedPosition.from_token(text, account=account))
+
+
+def read_job(o: ReadOptions) -> ReadJob:
+    """The read `o` asks for, from where its continuation says. Exits 2 (`fail`) when the
+    connection string or the continuation cannot be used: nothing was read yet."""
+    conn = connection.resolve(o.connection_string)
+    try:
+        info = connection.parse(conn)
+    except ValueError as e:
+        fail(str(e), 2)
+    host = url_host(info.blob_endpoint)
+    try:
+        resume = load_continuation(o.continuation, account=info.account, host=host)
+    except FeedError as e:
+        fail(str(e), 2)
+    return ReadJob(
+        conn=conn,
+        account=info.account,
+        host=host,
+        resume=resume,
+        event_filter=event_filter(o, resume),
+        fmt=Format(o.output_format),
+        read_size=o.read_size,
+        follow=o.follow,
+        poll_interval=o.poll_interval,
+        max_events=o.max_events,
+        save_to=o.save_continuation,
+        token_format=TokenFormat(o.token_format),
+    )
+
+
+def event_filter(o: ReadOptions, resume: Resume) -> EventFilter:
+    """What the read prints: the filter options, and the time window, which ends where an SDK
+    token said unless `--end-time` is given (a handed-over read keeps the SDK's bound)."""
+    return EventFilter(
+        change=ChangeFilter.of(
+            containers=o.containers,
+            blob_prefix=o.blob_prefix,
+            event_types=o.event_types,
+            blob_types=o.blob_types,
+        ),
+        window=TimeRange(o.start_time, o.end_time or resume.end_time),
+        include_control=o.include_control,
+    )
 
 
 def _write_atomically(path: Path, text: str) -> None:

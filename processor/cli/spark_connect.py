@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -69,38 +70,66 @@ def spark_connect_command(
         )
     except PluginLoadError as e:
         fail(str(e), 2)
+    server = _start_server(conf, master=spark_master, log_dir=log_dir)
+    stopping = threading.Event()  # read again at exit: a signal during the stop still counts
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda _signum, _frame: stopping.set())
+    _watch(server, host, port, stopping)
+    if server.poll() is not None:
+        fail(f"the Spark Connect server exited with status {server.returncode}")
+    _stop_group(server)
+    raise SystemExit(0 if stopping.is_set() else 1)
+
+
+def _start_server(
+    conf: dict[str, str], *, master: str, log_dir: Path | None
+) -> subprocess.Popen[bytes]:
+    """spark-submit of the server class, in its own process group so that SIGTERM reaches
+    spark-submit and the JVM together; its output to DIR/spark-connect.log or this terminal."""
     import pyspark  # noqa: PLC0415  (slow import, only here)
 
     home = Path(pyspark.__file__).parent
+    out: Any = None
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        out = (log_dir / "spark-connect.log").open("ab")
+    return subprocess.Popen(
+        _submit_command(home, master, conf),
+        env=_server_env(home),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def _submit_command(home: Path, master: str, conf: dict[str, str]) -> list[str]:
+    """The spark-submit command line of the server, with every setting as a `--conf`."""
     command = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS]
-    command += ["--name", "cfp Spark Connect server", "--master", spark_master]
+    command += ["--name", "cfp Spark Connect server", "--master", master]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
+    return command
+
+
+def _server_env(home: Path) -> dict[str, str]:
+    """This environment, with Spark's home and this Python for the server's Python workers."""
     env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
     # Spark registers the `pyspark_*` modules on its Python path in every session: with this
     # folder there, any client can read format("blobchangefeed")
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(AUTOLOAD), os.environ.get("PYTHONPATH", "")) if p
     )
-    out: Any = None
-    if log_dir is not None:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        out = (log_dir / "spark-connect.log").open("ab")
-    # its own process group: SIGTERM reaches spark-submit and the JVM together
-    server = subprocess.Popen(
-        command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    stopping = False
+    return env
 
-    def stop(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+def _watch(
+    server: subprocess.Popen[bytes], host: str, port: int, stopping: threading.Event
+) -> None:
+    """Wait until `stopping` is set, the server exits, or it has not listened within
+    `READY_TIMEOUT_S` (said on stderr); say once when it is ready, for whoever waits to connect."""
     is_ready = False
     deadline = time.monotonic() + READY_TIMEOUT_S
-    while not stopping and server.poll() is None:
+    while not stopping.is_set() and server.poll() is None:
         if not is_ready and _listening(host, port):
             is_ready = True
             click.echo(f"cfp: Spark Connect server ready at sc://{host}:{port}", err=True)
@@ -108,10 +137,6 @@ def spark_connect_command(
             say_error(f"the server did not listen on {host}:{port} in time")
             break
         time.sleep(0.2)
-    if server.poll() is not None:
-        fail(f"the Spark Connect server exited with status {server.returncode}")
-    _stop_group(server)
-    raise SystemExit(0 if stopping else 1)
 
 
 def _listening(host: str, port: int) -> bool:

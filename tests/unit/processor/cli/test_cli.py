@@ -180,3 +180,30 @@ def test_run_help_lists_every_option_once_in_its_section() -> None:
     heads = [line.rstrip(":") for line in text.splitlines() if line and not line[0].isspace()]
     assert heads[-len(RUN_SECTIONS) - 1 :] == [*RUN_SECTIONS, "Other options"]  # --help last
     assert text.count("--max-batch-events") == 1
+
+
+def test_read_options_make_the_job_and_an_sdk_end_time_bounds_it_unless_end_time_is_given() -> None:
+    from processor.changefeed.selection import TimeRange
+    from processor.cli.read_job import ReadOptions, Resume, event_filter, read_job
+
+    def parsed(*argv: str) -> ReadOptions:
+        seen: list[ReadOptions] = []
+        command = main.commands["read"]
+        original = command.callback
+        command.callback = lambda **params: seen.append(ReadOptions(**params))
+        try:
+            result = CliRunner().invoke(main, ["read", *argv])
+        finally:
+            command.callback = original
+        assert result.exit_code == 0, result.output
+        return seen[0]
+
+    sdk_end = datetime(2026, 1, 2, tzinfo=UTC)
+    o = parsed("--start-time", "2026-01-01T00:00:00Z", "--container", "logs-*", "--follow")
+    job = read_job(o)  # the default connection: local Azurite, nothing read yet
+    assert job.follow and job.resume == Resume()
+    assert job.event_filter.change.containers == ("logs-*",)
+    assert job.event_filter.window == TimeRange(o.start_time, None)
+    assert event_filter(o, Resume(end_time=sdk_end)).window.end == sdk_end
+    given = parsed("--end-time", "2026-01-01T12:00:00Z")
+    assert event_filter(given, Resume(end_time=sdk_end)).window.end == given.end_time
