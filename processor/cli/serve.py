@@ -48,7 +48,7 @@ async def serve_host(
         url = ""
         if endpoint is not None:
             try:
-                url = await _serve(stack, parts.health, endpoint)
+                url = await _serve(stack, host.health(), endpoint)
             except EndpointError as e:
                 say_error(e)
                 return 2

@@ -53,9 +53,10 @@ from processor.host.supervisor import WorkerSupervisor
 from processor.host.table_listing import Listed, TableListing
 from processor.host.taking import LeaseTaker
 from processor.host.timings import JITTER_FRACTION, Timings
+from processor.host.worker_env import WorkerSignals
 from processor.reading.barrier_book import PositionBook
 from processor.reading.lease_position import is_finished_lease
-from processor.waiting import running_event, wait_any
+from processor.waiting import wait_any
 
 log = structlog.get_logger("cfp.balancer")
 
@@ -116,9 +117,8 @@ class Balancer:
         limits: BalanceLimits | None = None,
         rng: random.Random | None = None,
         progress: BalancingRecorder | None = None,
-        running: asyncio.Event | None = None,  # cleared while the processor is paused
-        caught_up: asyncio.Event | None = None,  # set by a worker whose lease just caught up
-        on_caught_up: Callable[[], None] | None = None,  # --until-caught-up: nothing left
+        signals: WorkerSignals | None = None,  # shared with the workers
+        until_caught_up: bool = False,  # stop the host once nothing is left
         on_tick: Callable[[TickReport], None] | None = None,
         by_load: LoadRule | None = None,  # --balance-by load
     ) -> None:
@@ -129,9 +129,11 @@ class Balancer:
         self.limits = limits or BalanceLimits()
         self.rng = rng or random.Random()
         self.progress = progress or BalancingRecorder(CollectorRegistry())
-        self.running = running or running_event()
-        self.caught_up = caught_up or asyncio.Event()
-        self.on_caught_up, self.on_tick = on_caught_up, on_tick
+        signals = signals or WorkerSignals(stop=asyncio.Event())
+        self.running = signals.running  # cleared while the processor is paused
+        self.caught_up = signals.caught_up or asyncio.Event()  # a lease just caught up
+        self.on_caught_up = signals.stop.set if until_caught_up else None
+        self.on_tick = on_tick
         self.by_load = by_load
         self._listing = TableListing(store, me, expiry_s=timings.expiry_s, counts=self.progress)
         self.paused = False  # as of the last tick

@@ -37,6 +37,7 @@ from processor.changefeed.catalog import FeedCatalog
 from processor.clock import Clock
 from processor.host.balancer import Balancer
 from processor.host.config import HostConfig
+from processor.host.endpoints import HostHealth
 from processor.host.feed_watcher import FeedWatcher
 from processor.host.jobs import JobRunner
 from processor.host.lag import LAG_SAMPLE_S, sample_lag
@@ -49,6 +50,10 @@ from processor.host.tick_watch import TickWatch
 from processor.waiting import wait_any
 
 log = structlog.get_logger("cfp.host")
+
+# /healthz fails when no balancing tick completed for this long (ticks, at least this many s)
+STALL_AFTER_TICKS = 10
+STALL_AFTER_MIN_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +96,24 @@ class Host:
     def stop(self) -> None:
         """Begin a graceful shutdown; calling it again does nothing more."""
         self._stop.set()
+
+    def health(self) -> HostHealth:
+        """What the host's endpoints answer from (/healthz, /readyz, /metrics, /status)."""
+        config, t = self.config, self.config.timings
+        return HostHealth(
+            host_name=config.placement.host_name,
+            processor=config.placement.processor_name,
+            lifecycle=self.lifecycle,
+            progress=self.progress,
+            expiry_s=t.expiry_s,
+            stall_after_s=max(STALL_AFTER_MIN_S, STALL_AFTER_TICKS * t.acquire_every_s),
+            loop_age_s=self.ticks.loop_age_s,
+            store_silent_s=self.ticks.store_silent_s,
+            extra={
+                "leaseTable": config.placement.lease_table,
+                "observer": config.delivery.observer.spec,
+            },
+        )
 
     @property
     def ready(self) -> asyncio.Event:

@@ -24,6 +24,10 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import structlog
+
+log = structlog.get_logger("cfp.host")
+
 
 class HostState(enum.StrEnum):
     NOT_STARTED = "not started"
@@ -83,3 +87,16 @@ class Lifecycle:
 
     def seconds_in_state(self) -> float:
         return self.clock() - self.since
+
+
+def logged_lifecycle(now: Callable[[], float], record: Callable[[str], None]) -> Lifecycle:
+    """A lifecycle on the monotonic clock `now` whose every move is logged and `record`ed (the
+    `cfp_host_state` metric)."""
+    lifecycle = Lifecycle(clock=now, since=now())
+
+    def changed(state: HostState) -> None:
+        record(state.value)
+        log.info("host.state", state=state.value, error=lifecycle.error or None)
+
+    lifecycle.listeners.append(changed)
+    return lifecycle

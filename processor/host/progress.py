@@ -5,6 +5,7 @@ component, each the only thing that component is given to report through."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Enum
@@ -60,17 +61,15 @@ class JobRecorder:
 
 class HostProgress:
     """The host's registry and its recorders: `leases` for the workers, `balancing` for the
-    balancer, `jobs` for the job runners, `state` for the lifecycle. The clients' request
-    counts are read at scrape time from the live views given here."""
+    balancer, `jobs` for the job runners, `state` for the lifecycle; the clients' own counts
+    are read when scraped."""
 
     def __init__(
         self,
         *,
         wall: Callable[[], datetime] | None = None,
         stuck_after_s: float = DEFAULT_STUCK_AFTER_S,
-        storage_requests: Mapping[str, int] | None = None,  # the feed's requests, by kind
-        lease_requests: Mapping[str, int] | None = None,  # the lease table's, by kind
-        lease_rows_listed: Callable[[], int] = lambda: 0,
+        clients: ClientCounts | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.leases = LeaseRecorder(
@@ -84,14 +83,7 @@ class HostProgress:
             states=[s.value for s in HostState],
             registry=self.registry,
         )
-        # live views of the clients' counts (empty at first: `or` would cut them off)
-        self.registry.register(
-            _ClientCounts(
-                {} if storage_requests is None else storage_requests,
-                {} if lease_requests is None else lease_requests,
-                lease_rows_listed,
-            )
-        )
+        self.registry.register(_ClientCollector(clients or ClientCounts()))
 
 
 class _Unowned(Collector):
@@ -111,35 +103,38 @@ class _Unowned(Collector):
         yield unowned
 
 
-class _ClientCounts(Collector):
-    """The storage and lease-table clients' requests, and the native decoder's fallbacks, as
-    counted by the clients themselves (read when scraped)."""
+@dataclass(frozen=True, slots=True)
+class ClientCounts:
+    """Live views of what the host's clients count themselves, read when scraped."""
 
-    def __init__(
-        self,
-        storage_requests: Mapping[str, int],
-        lease_requests: Mapping[str, int],
-        lease_rows_listed: Callable[[], int],
-    ) -> None:
-        self._storage, self._lease, self._rows = storage_requests, lease_requests, lease_rows_listed
+    storage_requests: Mapping[str, int] = field(default_factory=dict)  # the feed's, by kind
+    lease_requests: Mapping[str, int] = field(default_factory=dict)  # the lease table's, by kind
+    lease_rows_listed: Callable[[], int] = lambda: 0
+
+
+class _ClientCollector(Collector):
+    """The storage and lease-table clients' requests, and the native decoder's fallbacks."""
+
+    def __init__(self, counts: ClientCounts) -> None:
+        self._counts = counts
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         yield _by_kind(
             "cfp_storage_requests",
             "HTTP requests to the change feed's storage (each attempt and listing page), by "
             "kind: list, get (manifests, chunk ranges), or another method.",
-            self._storage,
+            self._counts.storage_requests,
         )
         yield _by_kind(
             "cfp_lease_requests",
             "Requests to the lease table (each attempt and listing page), by kind: list, read "
             "(one row), write (renewals, checkpoints, host rows...), table.",
-            self._lease,
+            self._counts.lease_requests,
         )
         yield _count(
             "cfp_lease_rows_listed",
             "Rows the lease table returned to listings (entities read).",
-            self._rows(),
+            self._counts.lease_rows_listed(),
         )
         yield _count(
             "cfp_decode_fallbacks",

@@ -7,16 +7,11 @@ from __future__ import annotations
 
 import asyncio
 
-import structlog
-
 from leases import Lease
 from processor.clock import Clock
 from processor.host.balancer import TickReport
 from processor.host.lifecycle import HostState, Lifecycle
 from processor.host.presence import Presence
-from processor.host.progress import HostProgress
-
-log = structlog.get_logger("cfp.host")
 
 
 class TickWatch:
@@ -77,15 +72,3 @@ def store_health(
     if silent < expiry_s:
         return ok_at, None
     return ok_at, store_error or f"the lease store has not answered for {silent:.1f} s"
-
-
-def host_lifecycle(clock: Clock, progress: HostProgress) -> Lifecycle:
-    """A lifecycle whose every move is logged and shown in the `cfp_host_state` metric."""
-    lifecycle = Lifecycle(clock=clock.monotonic, since=clock.monotonic())
-
-    def changed(state: HostState) -> None:
-        progress.state.state(state.value)
-        log.info("host.state", state=state.value, error=lifecycle.error or None)
-
-    lifecycle.listeners.append(changed)
-    return lifecycle

@@ -11,7 +11,8 @@ import pytest
 
 from leases.memory_store import MemoryLeaseStore
 from observers import CloseReason
-from processor.host.assembly import build_host
+from processor.clock import SystemClock
+from processor.host.assembly import HostClients, assemble
 from processor.host.host import Host
 from processor.host.lifecycle import HostState
 from processor.host.timings import Timings
@@ -48,7 +49,9 @@ def make_host(factory: OpensSlowly) -> tuple[Host, MemoryLeaseStore]:
     timings = Timings(expiry_s=10, renew_every_s=3, acquire_every_s=1, poll_s=1)
     config = in_memory_config("h1", "test", timings)
     storage: Any = object()  # never read: no lease starts
-    return build_host(config, store=store, storage=storage, observer_factory=factory), store
+    clients = HostClients(store, storage)
+    host = assemble(config, SystemClock(), clients=clients, load_observer=lambda c, me: factory)
+    return host.host, store
 
 
 async def test_stopped_while_the_observers_open_the_host_stops_holding_nothing() -> None:

@@ -11,7 +11,8 @@ from typing import Any
 
 from leases import HostId, LeaseToken, MemoryLeaseStore
 from observers import PartitionContext
-from processor.host.assembly import build_host
+from processor.clock import SystemClock
+from processor.host.assembly import HostClients, assemble
 from processor.host.host import Host
 from processor.host.timings import derive_timings
 from processor.reading.lease_position import LeasePosition
@@ -57,13 +58,13 @@ def host(name: str, store: MemoryLeaseStore, seen: dict[str, list[str]], go: asy
             seen[ctx.lease_token].extend(f"{e.id}@{ctx.host_name}" for e in events)
 
     config = in_memory_config(name, "recording", derive_timings(1.5, poll_s=0.05))
-    return build_host(
+    return assemble(
         config,
-        store=store,
-        storage=NoFeed(),  # type: ignore[arg-type]
-        observer_factory=Recording,
+        SystemClock(),
+        clients=HostClients(store, NoFeed()),  # type: ignore[arg-type]
+        load_observer=lambda choice, me: Recording,
         make_reader=shard_reader(go),
-    )
+    ).host
 
 
 async def test_a_second_host_takes_half_by_hand_over_and_nothing_is_delivered_twice() -> None:
