@@ -11,9 +11,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-import numpy as np
-import pyarrow as pa
-
 from processor.changefeed.avro_chunk import (
     ChunkHeader,
     NeedMoreBytes,
@@ -251,7 +248,8 @@ class ShardReader:
                 )
             self._window = None
             return None
-        return self._take(w)  # bad data after the good blocks fails the next read
+        # bad data after the good blocks fails the next read
+        return w.take(self._batch_events, segment=self.segment, shard=self.prefix)
 
     def _decode(self, w: Window) -> DecodedWindow:
         """The window's records as columns, the filter's verdicts on them, and (when asked
@@ -262,52 +260,6 @@ class ShardReader:
         if self._with_json:
             decoded.json()
         return decoded
-
-    def _take(self, w: Window) -> ShardBatch:
-        """The window's next `batch_events` records (at least one): a slice of its columns,
-        filtered, with their position columns."""
-        decoded = w.decoded
-        assert decoded is not None
-        starts = decoded.starts
-        first_row = int(starts[w.next]) + w.within
-        stop_row = min(first_row + self._batch_events, int(starts[len(w.blocks)]))
-        last = int(np.searchsorted(starts, stop_row - 1, side="right")) - 1
-        blocks = w.blocks[w.next : last + 1]
-        start = ShardPosition(w.chunk, blocks[0].offset, w.within)
-        if stop_row == starts[last + 1]:
-            w.next, w.within = last + 1, 0
-            end = ShardPosition(w.chunk, blocks[-1].end, 0)
-        else:
-            w.next, w.within = last, stop_row - int(starts[last])
-            end = ShardPosition(w.chunk, blocks[-1].offset, w.within)
-        table = decoded.table.slice(first_row, stop_row - first_row)
-        offsets, indexes = decoded.rows(first_row, stop_row)
-        raw_count = stop_row - first_row
-        window_json = decoded.json
-        first_kept, kept = first_row, raw_count
-        if decoded.keep is not None and decoded.kept_before is not None:
-            chosen = decoded.keep[first_row:stop_row]
-            table = table.filter(pa.array(chosen))
-            offsets, indexes = offsets[chosen], indexes[chosen]
-            first_kept = int(decoded.kept_before[first_row])
-            kept = int(decoded.kept_before[stop_row]) - first_kept
-
-        def json_of_rows() -> pa.Array:
-            return window_json().slice(first_kept, kept)
-
-        return ShardBatch(
-            segment=self.segment,
-            shard=self.prefix,
-            chunk=w.chunk,
-            start=start,
-            end=end,
-            blocks=blocks,
-            table=table,
-            offsets=offsets,
-            indexes=indexes,
-            raw_count=raw_count,
-            json_of_rows=json_of_rows,
-        )
 
     async def _fetch(self, info: BlobInfo, start: int) -> Window:
         """Fetch bytes from `start` (growing the range until a whole block is in it), then start
