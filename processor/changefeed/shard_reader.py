@@ -11,12 +11,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from processor.changefeed.avro_chunk import (
-    ChunkHeader,
-    NeedMoreBytes,
-    header_or_truncated,
-    scan_blocks,
-)
 from processor.changefeed.columnar import DecodedWindow, decode_window
 from processor.changefeed.errors import (
     FeedCorrupt,
@@ -28,10 +22,10 @@ from processor.changefeed.layout import chunk_number, chunk_path, chunk_shard_pr
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS, ShardBatch, ShardPosition
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import BlobInfo, FeedStorage
-from processor.changefeed.windows import ReadAhead, Window
+from processor.changefeed.window_fetcher import WindowFetcher
+from processor.changefeed.windows import Window
 
 DEFAULT_READ_SIZE = 8 << 20
-HEADER_PROBE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,19 +71,14 @@ class ShardReader:
         if self.position.chunk is not None and chunk_shard_prefix(self.position.chunk) != prefix:
             raise PositionError(self.position.chunk, 0, f"position is not in shard {prefix}")
         self._filter = event_filter or EventFilter(include_control=True)
-        self._read_size = read_size
         self._batch_events = batch_events
         self._window: Window | None = None
-        self._ahead = ReadAhead(storage)
-        self._spare: tuple[str, bytes] | None = (
-            None  # chunk bytes from offset 0 read with its header
-        )
+        self._fetcher = WindowFetcher(storage, read_size=read_size)
         self._group: asyncio.TaskGroup | None = None
         self._chunks: list[BlobInfo] | None = None
-        self._headers: dict[str, ChunkHeader] = {}
 
     def cancel_read_ahead(self) -> None:
-        self._ahead.cancel()
+        self._fetcher.cancel_read_ahead()
 
     def bad_data_ahead(self) -> FeedCorrupt | None:
         """The bad data (a damaged block, bad framing) the bytes in hand show ahead of the
@@ -162,7 +151,7 @@ class ShardReader:
     async def _past_header(self, info: BlobInfo) -> ShardPosition:
         """The position, moved past the chunk's header when it pointed at the chunk's start."""
         if self.position.block_offset == 0 and info.size > 0:
-            header = await self._header(info)
+            header = await self._fetcher.header(info)
             self.position = ShardPosition(info.name, header.size, 0)
         return self.position
 
@@ -185,26 +174,6 @@ class ShardReader:
         raise MissingChunkError(
             chunk_path(self.prefix, expected), f"chunk is missing before {after} (retention?)"
         )
-
-    async def _header(self, info: BlobInfo) -> ChunkHeader:
-        cached = self._headers.get(info.name)
-        if cached is not None:
-            return cached
-        want = min(info.size, HEADER_PROBE)
-        buf = await self._ahead.read(info.name, 0, want)
-        if len(buf) > want:
-            self._spare = (info.name, buf)  # a read-ahead of the whole chunk start: keep it
-        while True:
-            try:
-                header = header_or_truncated(buf, chunk=info.name, blob_size=info.size)
-            except NeedMoreBytes as e:
-                want = min(info.size, max(e.needed, 2 * len(buf)))
-                buf = await self._storage.read_range(info.name, 0, want)
-                continue
-            if len(self._headers) > 16:
-                self._headers.clear()
-            self._headers[info.name] = header
-            return header
 
     async def _read_blocks(self, info: BlobInfo, *, is_final: bool) -> ShardBatch | None:
         """Records of complete blocks of `info` from the position; None when none is whole yet.
@@ -262,34 +231,8 @@ class ShardReader:
         return decoded
 
     async def _fetch(self, info: BlobInfo, start: int) -> Window:
-        """Fetch bytes from `start` (growing the range until a whole block is in it), then start
-        reading ahead: the rest of this chunk, or the next chunk from its first byte."""
-        header = await self._header(info)
-        length = min(self._read_size, info.size - start)
-        spare, self._spare = self._spare, None
-        if spare is not None and spare[0] == info.name and start < len(spare[1]):
-            buf, base = spare[1], 0
-        else:
-            buf, base = await self._ahead.read(info.name, start, length), start
-        while True:
-            view = memoryview(buf)[start - base :]
-            scan = scan_blocks(view, base=start, sync=header.sync, chunk=info.name)
-            end = base + len(buf)
-            if scan.blocks or end >= info.size or scan.error is not None:
-                break
-            length = min(2 * (end - start), info.size - start)  # a block larger than the read
-            buf, base = await self._storage.read_range(info.name, start, length), start
-        window = Window(info.name, header, buf, base, start, end, scan)
-        self._read_ahead_after(info, window)
-        return window
-
-    def _read_ahead_after(self, info: BlobInfo, window: Window) -> None:
-        if window.fetched_end < info.size:
-            nxt = window.scan.end
-            self._ahead.start(self._group, info.name, nxt, min(self._read_size, info.size - nxt))
-            return
+        """A window of `info` from `start`, reading ahead into the chunk after it, if listed."""
         chunks = self._chunks or []
-        names = [c.name for c in chunks]
-        if info.name in names and names.index(info.name) + 1 < len(chunks):
-            following = chunks[names.index(info.name) + 1]
-            self._ahead.start(self._group, following.name, 0, min(self._read_size, following.size))
+        at = next((i + 1 for i, c in enumerate(chunks) if c.name == info.name), len(chunks))
+        following = chunks[at] if at < len(chunks) else None
+        return await self._fetcher.fetch(info, start, following=following, read_ahead=self._group)
