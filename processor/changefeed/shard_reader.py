@@ -42,6 +42,20 @@ class ShardRead:
     is_complete: bool
 
 
+def first_missing_chunk(before: str | None, after: str) -> int | None:
+    """The number of the first chunk missing between `before` (None: the shard's start) and
+    `after`, listed next to each other; None when there is no gap.
+
+    Chunks are numbered from 00000 without gaps: a missing number is data gone (retention or
+    deletion), never to be stepped over silently.
+    """
+    try:
+        expected = 0 if before is None else chunk_number(before) + 1
+        return None if chunk_number(after) == expected else expected
+    except ValueError:
+        return None  # not a chunk name we know how to number: nothing to compare
+
+
 class ShardReader:
     """One shard prefix of one segment.
 
@@ -109,9 +123,8 @@ class ShardReader:
                         return ShardRead(None, True, is_finalized)
                     self._chunks = None
                     continue
-                if self._gap(None, chunks[0].name, relisted=relisted):
-                    continue
-                self.position = pos = ShardPosition(chunks[0].name, 0, 0)
+                self._step_into(None, chunks[0].name, relisted=relisted)
+                continue
             idx = next((i for i, c in enumerate(chunks) if c.name == pos.chunk), None)
             if idx is None:
                 if relisted:
@@ -129,9 +142,7 @@ class ShardReader:
                 continue
             if info.size in (pos.block_offset, 0):
                 if idx + 1 < len(chunks):
-                    if self._gap(info.name, chunks[idx + 1].name, relisted=relisted):
-                        continue
-                    self.position = ShardPosition(chunks[idx + 1].name, 0, 0)
+                    self._step_into(info.name, chunks[idx + 1].name, relisted=relisted)
                     continue
                 if relisted:
                     return ShardRead(None, True, is_finalized)
@@ -155,25 +166,22 @@ class ShardReader:
             self.position = ShardPosition(info.name, header.size, 0)
         return self.position
 
-    def _gap(self, before: str | None, after: str, *, relisted: bool) -> bool:
-        """Chunks are numbered from 00000 without gaps: a missing number is data gone (retention
-        or deletion), never to be stepped over silently. True: list again first, then decide.
+    def _step_into(self, before: str | None, after: str, *, relisted: bool) -> None:
+        """Move the position to the start of chunk `after`, listed right after `before`. A gap
+        between them is judged on a fresh listing only: a stale one is dropped, to list again.
 
         Raises:
             MissingChunkError: naming the first missing chunk, on a fresh listing.
         """
-        try:
-            expected = 0 if before is None else chunk_number(before) + 1
-            if chunk_number(after) == expected:
-                return False
-        except ValueError:
-            return False  # not a chunk name we know how to number: nothing to compare
-        if not relisted:
+        missing = first_missing_chunk(before, after)
+        if missing is None:
+            self.position = ShardPosition(after, 0, 0)
+        elif not relisted:
             self._chunks = None
-            return True
-        raise MissingChunkError(
-            chunk_path(self.prefix, expected), f"chunk is missing before {after} (retention?)"
-        )
+        else:
+            raise MissingChunkError(
+                chunk_path(self.prefix, missing), f"chunk is missing before {after} (retention?)"
+            )
 
     async def _read_blocks(self, info: BlobInfo, *, is_final: bool) -> ShardBatch | None:
         """Records of complete blocks of `info` from the position; None when none is whole yet.
