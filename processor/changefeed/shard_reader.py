@@ -11,15 +11,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-import numpy as np
-import pyarrow as pa
-
-from processor.changefeed.avro_chunk import (
-    ChunkHeader,
-    NeedMoreBytes,
-    header_or_truncated,
-    scan_blocks,
-)
 from processor.changefeed.columnar import DecodedWindow, decode_window
 from processor.changefeed.errors import (
     FeedCorrupt,
@@ -31,10 +22,10 @@ from processor.changefeed.layout import chunk_number, chunk_path, chunk_shard_pr
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS, ShardBatch, ShardPosition
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import BlobInfo, FeedStorage
-from processor.changefeed.windows import ReadAhead, Window
+from processor.changefeed.window_fetcher import WindowFetcher
+from processor.changefeed.windows import Window
 
 DEFAULT_READ_SIZE = 8 << 20
-HEADER_PROBE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +40,20 @@ class ShardRead:
     batch: ShardBatch | None
     is_caught_up: bool
     is_complete: bool
+
+
+def first_missing_chunk(before: str | None, after: str) -> int | None:
+    """The number of the first chunk missing between `before` (None: the shard's start) and
+    `after`, listed next to each other; None when there is no gap.
+
+    Chunks are numbered from 00000 without gaps: a missing number is data gone (retention or
+    deletion), never to be stepped over silently.
+    """
+    try:
+        expected = 0 if before is None else chunk_number(before) + 1
+        return None if chunk_number(after) == expected else expected
+    except ValueError:
+        return None  # not a chunk name we know how to number: nothing to compare
 
 
 class ShardReader:
@@ -80,19 +85,14 @@ class ShardReader:
         if self.position.chunk is not None and chunk_shard_prefix(self.position.chunk) != prefix:
             raise PositionError(self.position.chunk, 0, f"position is not in shard {prefix}")
         self._filter = event_filter or EventFilter(include_control=True)
-        self._read_size = read_size
         self._batch_events = batch_events
         self._window: Window | None = None
-        self._ahead = ReadAhead(storage)
-        self._spare: tuple[str, bytes] | None = (
-            None  # chunk bytes from offset 0 read with its header
-        )
+        self._fetcher = WindowFetcher(storage, read_size=read_size)
         self._group: asyncio.TaskGroup | None = None
         self._chunks: list[BlobInfo] | None = None
-        self._headers: dict[str, ChunkHeader] = {}
 
     def cancel_read_ahead(self) -> None:
-        self._ahead.cancel()
+        self._fetcher.cancel_read_ahead()
 
     def bad_data_ahead(self) -> FeedCorrupt | None:
         """The bad data (a damaged block, bad framing) the bytes in hand show ahead of the
@@ -123,9 +123,8 @@ class ShardReader:
                         return ShardRead(None, True, is_finalized)
                     self._chunks = None
                     continue
-                if self._gap(None, chunks[0].name, relisted=relisted):
-                    continue
-                self.position = pos = ShardPosition(chunks[0].name, 0, 0)
+                self._step_into(None, chunks[0].name, relisted=relisted)
+                continue
             idx = next((i for i, c in enumerate(chunks) if c.name == pos.chunk), None)
             if idx is None:
                 if relisted:
@@ -143,9 +142,7 @@ class ShardReader:
                 continue
             if info.size in (pos.block_offset, 0):
                 if idx + 1 < len(chunks):
-                    if self._gap(info.name, chunks[idx + 1].name, relisted=relisted):
-                        continue
-                    self.position = ShardPosition(chunks[idx + 1].name, 0, 0)
+                    self._step_into(info.name, chunks[idx + 1].name, relisted=relisted)
                     continue
                 if relisted:
                     return ShardRead(None, True, is_finalized)
@@ -165,49 +162,26 @@ class ShardReader:
     async def _past_header(self, info: BlobInfo) -> ShardPosition:
         """The position, moved past the chunk's header when it pointed at the chunk's start."""
         if self.position.block_offset == 0 and info.size > 0:
-            header = await self._header(info)
+            header = await self._fetcher.header(info)
             self.position = ShardPosition(info.name, header.size, 0)
         return self.position
 
-    def _gap(self, before: str | None, after: str, *, relisted: bool) -> bool:
-        """Chunks are numbered from 00000 without gaps: a missing number is data gone (retention
-        or deletion), never to be stepped over silently. True: list again first, then decide.
+    def _step_into(self, before: str | None, after: str, *, relisted: bool) -> None:
+        """Move the position to the start of chunk `after`, listed right after `before`. A gap
+        between them is judged on a fresh listing only: a stale one is dropped, to list again.
 
         Raises:
             MissingChunkError: naming the first missing chunk, on a fresh listing.
         """
-        try:
-            expected = 0 if before is None else chunk_number(before) + 1
-            if chunk_number(after) == expected:
-                return False
-        except ValueError:
-            return False  # not a chunk name we know how to number: nothing to compare
-        if not relisted:
+        missing = first_missing_chunk(before, after)
+        if missing is None:
+            self.position = ShardPosition(after, 0, 0)
+        elif not relisted:
             self._chunks = None
-            return True
-        raise MissingChunkError(
-            chunk_path(self.prefix, expected), f"chunk is missing before {after} (retention?)"
-        )
-
-    async def _header(self, info: BlobInfo) -> ChunkHeader:
-        cached = self._headers.get(info.name)
-        if cached is not None:
-            return cached
-        want = min(info.size, HEADER_PROBE)
-        buf = await self._ahead.read(info.name, 0, want)
-        if len(buf) > want:
-            self._spare = (info.name, buf)  # a read-ahead of the whole chunk start: keep it
-        while True:
-            try:
-                header = header_or_truncated(buf, chunk=info.name, blob_size=info.size)
-            except NeedMoreBytes as e:
-                want = min(info.size, max(e.needed, 2 * len(buf)))
-                buf = await self._storage.read_range(info.name, 0, want)
-                continue
-            if len(self._headers) > 16:
-                self._headers.clear()
-            self._headers[info.name] = header
-            return header
+        else:
+            raise MissingChunkError(
+                chunk_path(self.prefix, missing), f"chunk is missing before {after} (retention?)"
+            )
 
     async def _read_blocks(self, info: BlobInfo, *, is_final: bool) -> ShardBatch | None:
         """Records of complete blocks of `info` from the position; None when none is whole yet.
@@ -251,7 +225,8 @@ class ShardReader:
                 )
             self._window = None
             return None
-        return self._take(w)  # bad data after the good blocks fails the next read
+        # bad data after the good blocks fails the next read
+        return w.take(self._batch_events, segment=self.segment, shard=self.prefix)
 
     def _decode(self, w: Window) -> DecodedWindow:
         """The window's records as columns, the filter's verdicts on them, and (when asked
@@ -263,81 +238,9 @@ class ShardReader:
             decoded.json()
         return decoded
 
-    def _take(self, w: Window) -> ShardBatch:
-        """The window's next `batch_events` records (at least one): a slice of its columns,
-        filtered, with their position columns."""
-        decoded = w.decoded
-        assert decoded is not None
-        starts = decoded.starts
-        first_row = int(starts[w.next]) + w.within
-        stop_row = min(first_row + self._batch_events, int(starts[len(w.blocks)]))
-        last = int(np.searchsorted(starts, stop_row - 1, side="right")) - 1
-        blocks = w.blocks[w.next : last + 1]
-        start = ShardPosition(w.chunk, blocks[0].offset, w.within)
-        if stop_row == starts[last + 1]:
-            w.next, w.within = last + 1, 0
-            end = ShardPosition(w.chunk, blocks[-1].end, 0)
-        else:
-            w.next, w.within = last, stop_row - int(starts[last])
-            end = ShardPosition(w.chunk, blocks[-1].offset, w.within)
-        table = decoded.table.slice(first_row, stop_row - first_row)
-        offsets, indexes = decoded.rows(first_row, stop_row)
-        raw_count = stop_row - first_row
-        window_json = decoded.json
-        first_kept, kept = first_row, raw_count
-        if decoded.keep is not None and decoded.kept_before is not None:
-            chosen = decoded.keep[first_row:stop_row]
-            table = table.filter(pa.array(chosen))
-            offsets, indexes = offsets[chosen], indexes[chosen]
-            first_kept = int(decoded.kept_before[first_row])
-            kept = int(decoded.kept_before[stop_row]) - first_kept
-
-        def json_of_rows() -> pa.Array:
-            return window_json().slice(first_kept, kept)
-
-        return ShardBatch(
-            segment=self.segment,
-            shard=self.prefix,
-            chunk=w.chunk,
-            start=start,
-            end=end,
-            blocks=blocks,
-            table=table,
-            offsets=offsets,
-            indexes=indexes,
-            raw_count=raw_count,
-            json_of_rows=json_of_rows,
-        )
-
     async def _fetch(self, info: BlobInfo, start: int) -> Window:
-        """Fetch bytes from `start` (growing the range until a whole block is in it), then start
-        reading ahead: the rest of this chunk, or the next chunk from its first byte."""
-        header = await self._header(info)
-        length = min(self._read_size, info.size - start)
-        spare, self._spare = self._spare, None
-        if spare is not None and spare[0] == info.name and start < len(spare[1]):
-            buf, base = spare[1], 0
-        else:
-            buf, base = await self._ahead.read(info.name, start, length), start
-        while True:
-            view = memoryview(buf)[start - base :]
-            scan = scan_blocks(view, base=start, sync=header.sync, chunk=info.name)
-            end = base + len(buf)
-            if scan.blocks or end >= info.size or scan.error is not None:
-                break
-            length = min(2 * (end - start), info.size - start)  # a block larger than the read
-            buf, base = await self._storage.read_range(info.name, start, length), start
-        window = Window(info.name, header, buf, base, start, end, scan)
-        self._read_ahead_after(info, window)
-        return window
-
-    def _read_ahead_after(self, info: BlobInfo, window: Window) -> None:
-        if window.fetched_end < info.size:
-            nxt = window.scan.end
-            self._ahead.start(self._group, info.name, nxt, min(self._read_size, info.size - nxt))
-            return
+        """A window of `info` from `start`, reading ahead into the chunk after it, if listed."""
         chunks = self._chunks or []
-        names = [c.name for c in chunks]
-        if info.name in names and names.index(info.name) + 1 < len(chunks):
-            following = chunks[names.index(info.name) + 1]
-            self._ahead.start(self._group, following.name, 0, min(self._read_size, following.size))
+        at = next((i + 1 for i, c in enumerate(chunks) if c.name == info.name), len(chunks))
+        following = chunks[at] if at < len(chunks) else None
+        return await self._fetcher.fetch(info, start, following=following, read_ahead=self._group)

@@ -1,15 +1,18 @@
-"""The bytes a shard reader holds of one chunk (`Window`), and the one ranged GET it may have
-running ahead of itself (`ReadAhead`)."""
+"""The bytes a shard reader holds of one chunk (`Window`) and the batches it hands out of them,
+and the one ranged GET it may have running ahead of itself (`ReadAhead`)."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+
 from processor.changefeed.avro_chunk import BlockScan, BlockSpan, ChunkHeader
 from processor.changefeed.columnar import DecodedWindow
 from processor.changefeed.errors import FeedCorrupt
-from processor.changefeed.position import ShardPosition
+from processor.changefeed.position import ShardBatch, ShardPosition
 from processor.changefeed.storage import FeedStorage
 
 
@@ -61,6 +64,52 @@ class Window:
             return pos.block_offset == end and pos.event_index == 0
         block = self.blocks[self.next]
         return pos.block_offset == block.offset and pos.event_index == self.within
+
+    def take(self, limit: int, *, segment: str, shard: str) -> ShardBatch:
+        """The next `limit` records (at least one) of the decoded window: a slice of its
+        columns, filtered, with their position columns; the window moves past them."""
+        decoded = self.decoded
+        assert decoded is not None
+        starts = decoded.starts
+        first_row = int(starts[self.next]) + self.within
+        stop_row = min(first_row + limit, int(starts[len(self.blocks)]))
+        last = int(np.searchsorted(starts, stop_row - 1, side="right")) - 1
+        blocks = self.blocks[self.next : last + 1]
+        start = ShardPosition(self.chunk, blocks[0].offset, self.within)
+        if stop_row == starts[last + 1]:
+            self.next, self.within = last + 1, 0
+            end = ShardPosition(self.chunk, blocks[-1].end, 0)
+        else:
+            self.next, self.within = last, stop_row - int(starts[last])
+            end = ShardPosition(self.chunk, blocks[-1].offset, self.within)
+        table = decoded.table.slice(first_row, stop_row - first_row)
+        offsets, indexes = decoded.rows(first_row, stop_row)
+        raw_count = stop_row - first_row
+        window_json = decoded.json
+        first_kept, kept = first_row, raw_count
+        if decoded.keep is not None and decoded.kept_before is not None:
+            chosen = decoded.keep[first_row:stop_row]
+            table = table.filter(pa.array(chosen))
+            offsets, indexes = offsets[chosen], indexes[chosen]
+            first_kept = int(decoded.kept_before[first_row])
+            kept = int(decoded.kept_before[stop_row]) - first_kept
+
+        def json_of_rows() -> pa.Array:
+            return window_json().slice(first_kept, kept)
+
+        return ShardBatch(
+            segment=segment,
+            shard=shard,
+            chunk=self.chunk,
+            start=start,
+            end=end,
+            blocks=blocks,
+            table=table,
+            offsets=offsets,
+            indexes=indexes,
+            raw_count=raw_count,
+            json_of_rows=json_of_rows,
+        )
 
 
 class ReadAhead:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import random
 import time
 import zlib
@@ -20,9 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import structlog
-from azure.core.exceptions import ResourceExistsError
-from azure.storage.blob import BlobProperties, ContentSettings, StandardBlobTier
-from azure.storage.blob.aio import BlobClient, BlobServiceClient
+from azure.storage.blob.aio import BlobServiceClient
 
 from processor.changefeed.errors import UnsafeEndpoint
 from processor.changefeed.layout import (
@@ -34,10 +31,11 @@ from processor.changefeed.layout import (
     segment_time,
 )
 from processor.connection import is_loopback_endpoint
+from processor.emulator.account_blobs import AccountBlobs
 from processor.emulator.feed_writer import FeedWriter
-from processor.emulator.records import Outcome, RecordFactory
+from processor.emulator.records import RecordFactory
 from processor.emulator.schemas import SUPPORTED_VERSIONS
-from processor.emulator.workload import BlobModel, Op, OpKind, Workload
+from processor.emulator.workload import Op, Workload
 
 log = structlog.get_logger("cfp.emulator")
 
@@ -99,23 +97,6 @@ def shard_of(container: str, name: str, shards: int) -> int:
     return zlib.crc32(f"{container}/{name}".encode()) % shards
 
 
-def _etag(value: object) -> str:
-    return str(value or "").strip('"')
-
-
-def _leaves(op: Op) -> tuple[int, str]:
-    """The size and content type of the blob as `op` leaves it (a deleted one: 0 bytes)."""
-    if op.kind is OpKind.CREATE:
-        return op.size, op.content_type
-    prev = op.previous
-    assert prev is not None
-    if op.kind is OpKind.DELETE:
-        return 0, prev.content_type
-    if op.kind is OpKind.SET_PROPERTIES:
-        return prev.size, op.content_type
-    return prev.size, prev.content_type
-
-
 class Emulator:
     """Drives a workload against one Azurite account and writes its change feed.
 
@@ -146,14 +127,12 @@ class Emulator:
             rng=self._rng,
         )
         self.containers = [f"cfp-emu-{i}" for i in range(config.containers)]
+        self._blobs = AccountBlobs(service, self.containers, feed_only=config.feed_only)
         self.workload: Workload | None = None
         self.summary = EmulationSummary()
         self._counter = 0
         self._segment_index = 0
         self._since_control = 0
-        # one client per blob: building one costs about as much CPU as the request it sends
-        self._blobs: dict[tuple[str, str], BlobClient] = {}
-        self._made_up_etags = itertools.count(1)
 
     async def setup(self) -> datetime:
         """Create containers and the feed; return the begin time of the first new segment.
@@ -162,10 +141,7 @@ class Emulator:
         leftover of an interrupted live run is finalized first).
         """
         await self.writer.ensure_feed()
-        for name in self.containers:
-            with contextlib.suppress(ResourceExistsError):
-                await self._service.create_container(name)
-        existing = await self._existing_blobs()
+        existing = await self._blobs.prepare()
         self.workload = Workload(
             self._rng,
             containers=self.containers,
@@ -179,19 +155,6 @@ class Emulator:
         if last is not None and last + SEGMENT_INTERVAL > start:
             start = last + SEGMENT_INTERVAL
         return start.replace(minute=0, second=0, microsecond=0)
-
-    async def _existing_blobs(self) -> dict[tuple[str, str], BlobModel]:
-        blobs: dict[tuple[str, str], BlobModel] = {}
-        for name in self.containers:
-            client = self._service.get_container_client(name)
-            props: BlobProperties
-            async for props in client.list_blobs(include=["tags"]):
-                ctype = props.content_settings.content_type or "application/octet-stream"
-                tier = str(props.blob_tier or "Hot")
-                blobs[(name, props.name)] = BlobModel(
-                    ctype, props.size, tier, dict(props.tags or {})
-                )
-        return blobs
 
     async def _last_segment(self) -> datetime | None:
         container = self._service.get_container_client(CONTAINER)
@@ -232,7 +195,7 @@ class Emulator:
 
     async def _run_window(self, ops: list[Op], times: Sequence[datetime]) -> None:
         async with asyncio.TaskGroup() as tg:
-            tasks = [tg.create_task(self._apply(op)) for op in ops]
+            tasks = [tg.create_task(self._blobs.apply(op, counter=self._counter)) for op in ops]
         seg = self.writer.segment
         assert seg is not None
         for op, task, at in zip(ops, tasks, times, strict=True):
@@ -252,64 +215,6 @@ class Emulator:
         await self.writer.add(pick, self.records.control_event(at=at, counter=self._counter))
         self.summary.control_records += 1
         self._since_control = 0
-
-    async def _apply(self, op: Op) -> Outcome:
-        if self.config.feed_only:
-            etag, request_id, snapshot = self._made_up(op)
-        else:
-            etag, request_id, snapshot = await self._perform(op)
-        size, content_type = _leaves(op)
-        return Outcome(etag, size, content_type, request_id, snapshot=snapshot)
-
-    async def _perform(self, op: Op) -> tuple[str, str, str | None]:
-        """Run `op` on its blob: the ETag, request id and snapshot storage answered with."""
-        blob = self._blobs.get((op.container, op.name))
-        if blob is None:
-            blob = self._blobs[op.container, op.name] = self._service.get_blob_client(
-                op.container, op.name
-            )
-        if op.kind is OpKind.CREATE:
-            r = await blob.upload_blob(
-                self._rng_bytes(op),
-                overwrite=True,
-                content_settings=ContentSettings(content_type=op.content_type),
-            )
-            return _etag(r.get("etag")), str(r.get("request_id", "")), None
-        if op.kind is OpKind.DELETE:
-            props = await blob.get_blob_properties()
-            await blob.delete_blob(delete_snapshots="include")
-            return _etag(props.etag), "", None
-        if op.kind is OpKind.SET_METADATA:
-            r = await blob.set_blob_metadata(dict(op.metadata))
-            return _etag(r.get("etag")), "", None
-        if op.kind is OpKind.SET_PROPERTIES:
-            r = await blob.set_http_headers(ContentSettings(content_type=op.content_type))
-            return _etag(r.get("etag")), "", None
-        if op.kind is OpKind.SNAPSHOT:
-            r = await blob.create_snapshot()
-            return _etag(r.get("etag")), "", str(r.get("snapshot") or "") or None
-        if op.kind is OpKind.SET_TIER:
-            await blob.set_standard_blob_tier(StandardBlobTier(op.tier))
-        else:
-            await blob.set_blob_tags(dict(op.tags))
-        props = await blob.get_blob_properties()
-        return _etag(props.etag), "", None
-
-    def _made_up(self, op: Op) -> tuple[str, str, str | None]:
-        """What storage would have answered, without asking it (`feed_only`): a new ETag in the
-        service's shape, a request id for a create (as the service's reply has), a snapshot
-        time for a snapshot."""
-        n = next(self._made_up_etags)
-        request_id = f"00000000-0000-4000-8000-{n:012x}" if op.kind is OpKind.CREATE else ""
-        snapshot = (
-            f"2026-01-01T00:00:00.{n % 10_000_000:07d}Z" if op.kind is OpKind.SNAPSHOT else None
-        )
-        return f"0x8DE{n:013X}", request_id, snapshot
-
-    def _rng_bytes(self, op: Op) -> bytes:
-        # cheap deterministic content: the blob's name repeated to its size
-        seed = f"{op.container}/{op.name}#{self._counter}".encode()
-        return (seed * (op.size // max(len(seed), 1) + 1))[: op.size]
 
     async def flush(self) -> None:
         await self.writer.flush()

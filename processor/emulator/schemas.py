@@ -72,6 +72,31 @@ def writer_schema(version: int) -> dict[str, Any]:
     """The record schema the emulator writes for `version` (1, 3, 4, 5 or 6)."""
     if version not in SUPPORTED_VERSIONS:
         raise ValueError(f"schema version {version} is not one of {SUPPORTED_VERSIONS}")
+    return {
+        "type": "record",
+        "name": "BlobChangeEvent",
+        "namespace": "Microsoft.Storage",
+        "fields": [
+            {"name": "schemaVersion", "type": "long", "default": version},
+            _str("topic"),
+            _str("subject"),
+            {"name": "eventType", "type": _enum("EventTypeEnum", event_types(version))},
+            _str("eventTime"),
+            _str("id"),
+            {
+                "name": "data",
+                "type": {
+                    "type": "record",
+                    "name": "BlobChangeEventData",
+                    "fields": _data_schema_fields(version),
+                },
+            },
+        ],
+    }
+
+
+def _data_schema_fields(version: int) -> list[dict[str, Any]]:
+    """The fields of the record's `data`: the part that grows with each schema version."""
     api = _enum("ApiEnum", apis(version))
     data: list[dict[str, Any]] = [
         {"name": "api", "type": api, "default": api["default"]},
@@ -121,23 +146,7 @@ def writer_schema(version: int) -> dict[str, Any]:
     data.append(
         {"name": "storageDiagnostics", "type": {"type": "map", "values": "string"}, "default": {}}
     )
-    return {
-        "type": "record",
-        "name": "BlobChangeEvent",
-        "namespace": "Microsoft.Storage",
-        "fields": [
-            {"name": "schemaVersion", "type": "long", "default": version},
-            _str("topic"),
-            _str("subject"),
-            {"name": "eventType", "type": _enum("EventTypeEnum", event_types(version))},
-            _str("eventTime"),
-            _str("id"),
-            {
-                "name": "data",
-                "type": {"type": "record", "name": "BlobChangeEventData", "fields": data},
-            },
-        ],
-    }
+    return data
 
 
 def data_fields(version: int) -> set[str]:
