@@ -197,6 +197,17 @@ processor_option = click.option(
 )
 
 
+Options = tuple[Callable[[Any], Any], ...]
+
+# which processor, in which lease table (every command that works on a processor's leases)
+PROCESSOR_OPTIONS: Options = (
+    connection_option,
+    lease_connection_option,
+    lease_table_option,
+    processor_option,
+)
+
+
 def options(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
     """Several click options as one decorator, applied in the order they are listed (so that
     `--help` lists them in that order)."""

@@ -20,10 +20,8 @@ from processor import connection
 from processor.admin.lease_moves import Past, plan_move
 from processor.changefeed.errors import FeedError
 from processor.cli.common import (
-    connection_option,
-    lease_connection_option,
-    lease_table_option,
-    processor_option,
+    PROCESSOR_OPTIONS,
+    options,
     run_async,
     say_error,
 )
@@ -57,10 +55,7 @@ def _store(conn: str, lease_conn: str | None, table: str, processor: str) -> Tab
 
 
 @lease_group.command("move")
-@connection_option
-@lease_connection_option
-@lease_table_option
-@processor_option
+@options(*PROCESSOR_OPTIONS)
 @click.argument("token")
 @click.option(
     "--past",
@@ -128,10 +123,7 @@ def move_command(
 
 
 @lease_group.command("resume")
-@connection_option
-@lease_connection_option
-@lease_table_option
-@processor_option
+@options(*PROCESSOR_OPTIONS)
 @click.argument("tokens", nargs=-1)
 @click.option("--all-parked", is_flag=True, help="Every parked lease of the processor.")
 def resume_command(

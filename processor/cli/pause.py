@@ -16,10 +16,8 @@ import click
 from leases import LeaseError, ProcessorState
 from processor import connection
 from processor.cli.common import (
-    connection_option,
-    lease_connection_option,
-    lease_table_option,
-    processor_option,
+    PROCESSOR_OPTIONS,
+    options,
     run_async,
     say_error,
 )
@@ -61,10 +59,7 @@ def _set(
 
 
 @click.command("pause")
-@connection_option
-@lease_connection_option
-@lease_table_option
-@processor_option
+@options(*PROCESSOR_OPTIONS)
 @click.option("--reason", default="", help="Why, shown by `cfp status` and logged by the hosts.")
 def pause_command(
     connection_string: str | None,
@@ -80,10 +75,7 @@ def pause_command(
 
 
 @click.command("resume")
-@connection_option
-@lease_connection_option
-@lease_table_option
-@processor_option
+@options(*PROCESSOR_OPTIONS)
 def resume_command(
     connection_string: str | None,
     lease_connection_string: str | None,

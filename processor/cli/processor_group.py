@@ -12,11 +12,9 @@ import click
 
 from processor import connection
 from processor.cli.common import (
+    PROCESSOR_OPTIONS,
     IsoTime,
-    connection_option,
-    lease_connection_option,
-    lease_table_option,
-    processor_option,
+    options,
     run_async,
 )
 from processor.host.timings import DEFAULT_EXPIRY_S
@@ -28,10 +26,7 @@ def processor_group() -> None:
 
 
 @processor_group.command("reset")
-@connection_option
-@lease_connection_option
-@lease_table_option
-@processor_option
+@options(*PROCESSOR_OPTIONS)
 @click.option("--start-time", type=IsoTime(), help="Deliver again from this time on.")
 @click.option("--from-beginning", is_flag=True, help="Deliver again from the start of the feed.")
 @click.option("--from-now", is_flag=True, help="Skip everything before now.")

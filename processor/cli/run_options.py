@@ -3,9 +3,6 @@ in host_settings.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import click
 
 from leases import LoadRule
@@ -18,15 +15,13 @@ from observers.spark.session import (
 )
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS
 from processor.cli.common import (
+    PROCESSOR_OPTIONS,
     IsoTime,
-    connection_option,
+    Options,
     decode_deadline_option,
     filter_options,
     format_option,
-    lease_connection_option,
-    lease_table_option,
     output_connection_option,
-    processor_option,
     spark_conf_option,
     spark_master_option,
     spark_remote_option,
@@ -45,14 +40,9 @@ from processor.host.timings import (
     DEFAULT_STUCK_AFTER_S,
 )
 
-Options = tuple[Callable[[Any], Any], ...]
-
 # which processor, in which lease table, as which host
 WHERE_OPTIONS: Options = (
-    connection_option,
-    lease_connection_option,
-    lease_table_option,
-    processor_option,
+    *PROCESSOR_OPTIONS,
     click.option(
         "--host-name",
         envvar="CFP_HOST_NAME",

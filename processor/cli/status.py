@@ -11,10 +11,8 @@ import click
 
 from processor import connection
 from processor.cli.common import (
-    connection_option,
-    lease_connection_option,
-    lease_table_option,
-    processor_option,
+    PROCESSOR_OPTIONS,
+    options,
     run_async,
     say_error,
 )
@@ -25,10 +23,7 @@ if TYPE_CHECKING:
 
 
 @click.command("status")
-@connection_option
-@lease_connection_option
-@lease_table_option
-@processor_option
+@options(*PROCESSOR_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document for machines.")
 @click.option(
     "--sdk-token",
