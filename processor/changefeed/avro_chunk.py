@@ -9,6 +9,7 @@ so every error can name the exact byte offset inside the chunk.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,8 @@ from processor.changefeed.errors import (
     BadSyncMarkerError,
     TruncatedHeaderError,
 )
+
+HEADER_PROBE = 4096  # bytes first read for a chunk header: enough unless the schema is large
 
 MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
@@ -133,6 +136,21 @@ def header_or_truncated(buf: bytes, *, chunk: str, blob_size: int) -> ChunkHeade
                 chunk, len(buf), f"blob is {blob_size} bytes, header needs at least {e.needed}"
             ) from None
         raise
+
+
+async def read_header(
+    read: Callable[[int], Awaitable[bytes]], *, chunk: str, blob_size: int
+) -> ChunkHeader:
+    """The header of a chunk whose first bytes `read(n)` returns (n or more, unless the blob is
+    shorter): a probe of `HEADER_PROBE` bytes first, then as many as the header says it needs.
+    Errors: `FeedCorrupt` subclasses for a bad header, and whatever `read` raises."""
+    want = min(blob_size, HEADER_PROBE)
+    while True:
+        buf = await read(want)
+        try:
+            return header_or_truncated(buf, chunk=chunk, blob_size=blob_size)
+        except NeedMoreBytes as e:
+            want = min(blob_size, max(e.needed, 2 * len(buf)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,14 +11,12 @@ import asyncio
 
 from processor.changefeed.avro_chunk import (
     ChunkHeader,
-    NeedMoreBytes,
-    header_or_truncated,
+    read_header,
     scan_blocks,
 )
 from processor.changefeed.storage import BlobInfo, FeedStorage
 from processor.changefeed.windows import ReadAhead, Window
 
-HEADER_PROBE = 4096
 CACHED_HEADERS = 16
 
 
@@ -45,21 +43,23 @@ class WindowFetcher:
         cached = self._headers.get(info.name)
         if cached is not None:
             return cached
-        want = min(info.size, HEADER_PROBE)
-        buf = await self._ahead.read(info.name, 0, want)
-        if len(buf) > want:
-            self._spare = (info.name, buf)  # a read-ahead of the whole chunk start: keep it
-        while True:
-            try:
-                header = header_or_truncated(buf, chunk=info.name, blob_size=info.size)
-            except NeedMoreBytes as e:
-                want = min(info.size, max(e.needed, 2 * len(buf)))
-                buf = await self._storage.read_range(info.name, 0, want)
-                continue
-            if len(self._headers) > CACHED_HEADERS:
-                self._headers.clear()
-            self._headers[info.name] = header
-            return header
+        first = True
+
+        async def start(want: int) -> bytes:
+            nonlocal first
+            if not first:
+                return await self._storage.read_range(info.name, 0, want)
+            first = False
+            buf = await self._ahead.read(info.name, 0, want)
+            if len(buf) > want:
+                self._spare = (info.name, buf)  # a read-ahead of the whole chunk start: keep it
+            return buf
+
+        header = await read_header(start, chunk=info.name, blob_size=info.size)
+        if len(self._headers) > CACHED_HEADERS:
+            self._headers.clear()
+        self._headers[info.name] = header
+        return header
 
     async def fetch(
         self,

@@ -10,15 +10,13 @@ from dataclasses import dataclass, field
 from processor.changefeed.avro_chunk import (
     BlockSpan,
     ChunkHeader,
-    NeedMoreBytes,
-    header_or_truncated,
     scan_blocks,
 )
+from processor.changefeed.avro_chunk import read_header as read_chunk_header
 from processor.changefeed.errors import TruncatedBlockError
 from processor.changefeed.storage import FeedStorage
 
 SCAN_BYTES = 4 << 20
-HEADER_PROBE = 4096
 CACHED_CHUNKS = 512
 
 
@@ -34,13 +32,9 @@ class ChunkBlocks:
 
 async def read_header(storage: FeedStorage, chunk: str, size: int) -> ChunkHeader:
     """A chunk's header, read in as many ranges as it takes (`size`: the blob's)."""
-    want = min(size, HEADER_PROBE)
-    while True:
-        buf = await storage.read_range(chunk, 0, want)
-        try:
-            return header_or_truncated(buf, chunk=chunk, blob_size=size)
-        except NeedMoreBytes as e:
-            want = min(size, max(e.needed, 2 * want))
+    return await read_chunk_header(
+        lambda n: storage.read_range(chunk, 0, n), chunk=chunk, blob_size=size
+    )
 
 
 class BlockIndex:
