@@ -208,6 +208,17 @@ PROCESSOR_OPTIONS: Options = (
 )
 
 
+def option_names(group: Options) -> tuple[str, ...]:
+    """The parameter names `group`'s options declare, in order (for `--help` sections)."""
+
+    def command() -> None: ...
+
+    for decorate in reversed(group):
+        decorate(command)
+    params: list[click.Parameter] = getattr(command, "__click_params__", [])
+    return tuple(p.name for p in reversed(params) if p.name is not None)
+
+
 def options(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
     """Several click options as one decorator, applied in the order they are listed (so that
     `--help` lists them in that order)."""

@@ -10,51 +10,41 @@ import click
 from click.core import ParameterSource
 
 from processor import connection, faults
-from processor.cli.common import SectionedCommand, fail, options, run_async
+from processor.cli.common import (
+    Options,
+    SectionedCommand,
+    fail,
+    option_names,
+    options,
+    run_async,
+)
 from processor.cli.host_settings import RunOptions, host_config
 from processor.cli.run_options import (
-    FAILURES_OPTIONS,
-    FILTER_OPTIONS,
+    DELIVERY_OPTIONS,
     HTTP_OPTIONS,
-    OBSERVER_OPTIONS,
-    START_OPTIONS,
-    TIMINGS_OPTIONS,
+    LEASE_OPTIONS,
+    READING_OPTIONS,
+    SPARK_OPTIONS,
     WHERE_OPTIONS,
 )
 from processor.clock import SystemClock
 from processor.host.config import default_host_name
 from processor.runtime import tune_gc, tune_memory
 
-RUN_SECTIONS: dict[str, tuple[str, ...]] = {
-    "Connection and identity": (
-        "connection_string", "lease_connection_string", "lease_table", "processor_name",
-        "host_name",
-    ),
-    "Leases and timing": (
-        "lease_expiration", "renew_interval", "acquire_interval", "lease_partitions",
-        "balance_by", "load_tolerance",
-    ),
-    "Reading and filters": (
-        "poll_interval", "decode_deadline", "max_batch_events", "containers", "blob_prefix",
-        "event_types", "blob_types", "start_time", "start_from_now", "end_time", "initial_scan",
-        "scan_partitions", "until_caught_up", "unordered",
-    ),
-    "Delivery": (
-        "observer", "output_format", "on_observer_error", "on_gap", "observer_attempts",
-        "dead_letter_dir", "stuck_after",
-    ),
-    "Spark (--observer spark)": (
-        "output", "output_connection_string", "spark_master", "spark_remote", "spark_conf_pairs",
-        "state_interval", "spark_max_rows", "spark_max_wait", "spark_warm_up_rows",
-    ),
-    "Endpoints": ("http_on", "http_host", "http_port"),
-}  # fmt: skip
-"""`cfp run --help`'s sections, by concern (tests/unit/processor/cli: each option in one)."""
+RUN_OPTIONS: dict[str, Options] = {
+    "Connection and identity": WHERE_OPTIONS,
+    "Leases and timing": LEASE_OPTIONS,
+    "Reading and filters": READING_OPTIONS,
+    "Delivery": DELIVERY_OPTIONS,
+    "Spark (--observer spark)": SPARK_OPTIONS,
+    "Endpoints": HTTP_OPTIONS,
+}
+"""`cfp run`'s options by concern: `--help`'s sections, in this order."""
+RUN_SECTIONS = {title: option_names(group) for title, group in RUN_OPTIONS.items()}
 
 
 @click.command("run", cls=SectionedCommand, sections=RUN_SECTIONS)
-@options(*WHERE_OPTIONS, *OBSERVER_OPTIONS, *FAILURES_OPTIONS)
-@options(*TIMINGS_OPTIONS, *FILTER_OPTIONS, *START_OPTIONS, *HTTP_OPTIONS)
+@options(*(option for group in RUN_OPTIONS.values() for option in group))
 def run_command(**params: Any) -> None:
     """Run one host: take a fair share of the processor's leases and process their shards.
 

@@ -49,110 +49,8 @@ WHERE_OPTIONS: Options = (
         help="This host's identity in the lease table (default: host name + pid; must be unique).",
     ),
 )
-# what receives the batches (and, for Spark, where its tables go)
-OBSERVER_OPTIONS: Options = (
-    click.option(
-        "--observer",
-        envvar="CFP_OBSERVER",
-        default="log",
-        show_default=True,
-        help="log, jsonl:DIR, spark, or module:Name (a class or zero-argument factory).",
-    ),
-    format_option(
-        "CFP_FORMAT",
-        "--observer jsonl:DIR: the JSON shape of its lines (the record with who delivered it, the "
-        "normalised envelope, a Debezium change event, or a YDB changefeed record).",
-    ),
-    click.option(
-        "--output",
-        envvar="CFP_OUTPUT",
-        help="--observer spark: where the Delta tables go (OUTPUT/changes, OUTPUT/state): a local "
-        "folder, or abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH.",
-    ),
-    output_connection_option,
-    spark_master_option,
-    spark_remote_option,
-    spark_conf_option,
-    click.option(
-        "--state-interval",
-        envvar="CFP_STATE_INTERVAL",
-        type=click.FloatRange(min=0.1),
-        default=DEFAULT_STATE_EVERY_S,
-        show_default=True,
-        help="--observer spark: seconds between runs of the state job (one host runs it: the one "
-        "holding its lease), which MERGEs the new change-log commits into the state table.",
-    ),
-    click.option(
-        "--spark-max-rows",
-        envvar="CFP_SPARK_MAX_ROWS",
-        type=click.IntRange(min=1),
-        default=DEFAULT_MAX_ROWS,
-        show_default=True,
-        help="--observer spark: most rows in one Spark write (all leases of the host together).",
-    ),
-    click.option(
-        "--spark-max-wait",
-        envvar="CFP_SPARK_MAX_WAIT",
-        type=click.FloatRange(min=0),
-        default=DEFAULT_MAX_WAIT_S,
-        show_default=True,
-        help="--observer spark: longest a batch waits for others to share a Spark write (seconds).",
-    ),
-    click.option(
-        "--spark-warm-up-rows",
-        envvar="CFP_SPARK_WARM_UP_ROWS",
-        type=click.IntRange(min=0),
-        default=DEFAULT_WARM_UP_ROWS,
-        show_default=True,
-        help="--observer spark: made-up rows written three times before the first real write "
-        "(embedded Spark; 0: none).",
-    ),
-)
-# a batch the observer keeps failing on, data deleted under a lease
-FAILURES_OPTIONS: Options = (
-    click.option(
-        "--on-observer-error",
-        envvar="CFP_ON_OBSERVER_ERROR",
-        type=click.Choice([p.value for p in OnObserverError]),
-        default=OnObserverError.RETRY.value,
-        show_default=True,
-        help="A batch the observer keeps failing on: retry it for ever, stop the lease (parked "
-        "until `cfp lease resume/move`), or write it to --dead-letter-dir and go on.",
-    ),
-    click.option(
-        "--on-gap",
-        envvar="CFP_ON_GAP",
-        type=click.Choice([g.value for g in OnGap]),
-        default=OnGap.SKIP.value,
-        show_default=True,
-        help="A lease's data deleted by retention before it was read: record the gap in the lease "
-        "and go on from the earliest data still present, or stop the lease (parked).",
-    ),
-    click.option(
-        "--observer-attempts",
-        envvar="CFP_OBSERVER_ATTEMPTS",
-        type=click.IntRange(min=1),
-        default=DEFAULT_OBSERVER_ATTEMPTS,
-        show_default=True,
-        help="Attempts of one batch before `stop` or `dead-letter` gives up on it.",
-    ),
-    click.option(
-        "--dead-letter-dir",
-        envvar="CFP_DEAD_LETTER_DIR",
-        help="Folder of dead-lettered batches (default with --observer spark: OUTPUT/dead-letter).",
-    ),
-    click.option(
-        "--stuck-after",
-        envvar="CFP_STUCK_AFTER",
-        type=click.FloatRange(min=1),
-        default=DEFAULT_STUCK_AFTER_S,
-        show_default=True,
-        help="Seconds a lease's observer may keep failing, or a lease not caught up may go without "
-        "progress, before it is reported STUCK (cfp_lease_stuck, `cfp status`, /status).",
-    ),
-)
-# leases and polling
-TIMINGS_OPTIONS: Options = (
+# leases and balancing
+LEASE_OPTIONS: Options = (
     click.option(
         "--lease-expiration",
         envvar="CFP_LEASE_EXPIRATION",
@@ -200,6 +98,10 @@ TIMINGS_OPTIONS: Options = (
         help="With --balance-by load: leases move only once a host carries more than (1 + this) "
         "or less than (1 - this) times its fair share of the read rate.",
     ),
+)
+# what is read and how: polling, batches, the filter and the end time (the processor's
+# identity), where new leases start, when the host stops
+READING_OPTIONS: Options = (
     click.option(
         "--poll-interval",
         envvar="CFP_POLL_INTERVAL",
@@ -217,11 +119,7 @@ TIMINGS_OPTIONS: Options = (
         show_default=True,
         help="Most events handed to an observer at once.",
     ),
-)
-# what the processor delivers: fixed when it is created (its identity in the lease table)
-FILTER_OPTIONS: Options = filter_options(env=True)
-# where new leases start, and when the host stops
-START_OPTIONS: Options = (
+    *filter_options(env=True),
     click.option(
         "--start-time",
         envvar="CFP_START_TIME",
@@ -267,6 +165,108 @@ START_OPTIONS: Options = (
         envvar="CFP_UNORDERED",
         is_flag=True,
         help="Drop the segment barrier: faster catch-up, no per-blob order across segments.",
+    ),
+)
+# what receives the batches, and what a batch it keeps failing on does to its lease
+DELIVERY_OPTIONS: Options = (
+    click.option(
+        "--observer",
+        envvar="CFP_OBSERVER",
+        default="log",
+        show_default=True,
+        help="log, jsonl:DIR, spark, or module:Name (a class or zero-argument factory).",
+    ),
+    format_option(
+        "CFP_FORMAT",
+        "--observer jsonl:DIR: the JSON shape of its lines (the record with who delivered it, the "
+        "normalised envelope, a Debezium change event, or a YDB changefeed record).",
+    ),
+    click.option(
+        "--on-observer-error",
+        envvar="CFP_ON_OBSERVER_ERROR",
+        type=click.Choice([p.value for p in OnObserverError]),
+        default=OnObserverError.RETRY.value,
+        show_default=True,
+        help="A batch the observer keeps failing on: retry it for ever, stop the lease (parked "
+        "until `cfp lease resume/move`), or write it to --dead-letter-dir and go on.",
+    ),
+    click.option(
+        "--on-gap",
+        envvar="CFP_ON_GAP",
+        type=click.Choice([g.value for g in OnGap]),
+        default=OnGap.SKIP.value,
+        show_default=True,
+        help="A lease's data deleted by retention before it was read: record the gap in the lease "
+        "and go on from the earliest data still present, or stop the lease (parked).",
+    ),
+    click.option(
+        "--observer-attempts",
+        envvar="CFP_OBSERVER_ATTEMPTS",
+        type=click.IntRange(min=1),
+        default=DEFAULT_OBSERVER_ATTEMPTS,
+        show_default=True,
+        help="Attempts of one batch before `stop` or `dead-letter` gives up on it.",
+    ),
+    click.option(
+        "--dead-letter-dir",
+        envvar="CFP_DEAD_LETTER_DIR",
+        help="Folder of dead-lettered batches (default with --observer spark: OUTPUT/dead-letter).",
+    ),
+    click.option(
+        "--stuck-after",
+        envvar="CFP_STUCK_AFTER",
+        type=click.FloatRange(min=1),
+        default=DEFAULT_STUCK_AFTER_S,
+        show_default=True,
+        help="Seconds a lease's observer may keep failing, or a lease not caught up may go without "
+        "progress, before it is reported STUCK (cfp_lease_stuck, `cfp status`, /status).",
+    ),
+)
+# --observer spark: where its tables go, its session, its writes and its state job
+SPARK_OPTIONS: Options = (
+    click.option(
+        "--output",
+        envvar="CFP_OUTPUT",
+        help="--observer spark: where the Delta tables go (OUTPUT/changes, OUTPUT/state): a local "
+        "folder, or abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH.",
+    ),
+    output_connection_option,
+    spark_master_option,
+    spark_remote_option,
+    spark_conf_option,
+    click.option(
+        "--state-interval",
+        envvar="CFP_STATE_INTERVAL",
+        type=click.FloatRange(min=0.1),
+        default=DEFAULT_STATE_EVERY_S,
+        show_default=True,
+        help="--observer spark: seconds between runs of the state job (one host runs it: the one "
+        "holding its lease), which MERGEs the new change-log commits into the state table.",
+    ),
+    click.option(
+        "--spark-max-rows",
+        envvar="CFP_SPARK_MAX_ROWS",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_ROWS,
+        show_default=True,
+        help="--observer spark: most rows in one Spark write (all leases of the host together).",
+    ),
+    click.option(
+        "--spark-max-wait",
+        envvar="CFP_SPARK_MAX_WAIT",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_MAX_WAIT_S,
+        show_default=True,
+        help="--observer spark: longest a batch waits for others to share a Spark write (seconds).",
+    ),
+    click.option(
+        "--spark-warm-up-rows",
+        envvar="CFP_SPARK_WARM_UP_ROWS",
+        type=click.IntRange(min=0),
+        default=DEFAULT_WARM_UP_ROWS,
+        show_default=True,
+        help="--observer spark: made-up rows written three times before the first real write "
+        "(embedded Spark; 0: none).",
     ),
 )
 # the host's endpoints
