@@ -2,7 +2,8 @@
 
 Layout: `record` (the Lease record), `hosts` (what a host and the processor report of
 themselves), `store` (the LeaseStore protocol and the shared write policy), `table_store` and
-`memory_store` (the two implementations), `rows` (every row of the table, both ways), `expiry`
+`memory_store` (the two implementations; the table one composes `table_calls`, `table_lease_rows`
+and `table_processor_rows`), `rows` (every row of the table, both ways), `expiry`
 (judging expiry on our own clock), `balancing` (the pure balancing decision, by count or, with
 `load_balancing`, by read rate), `watching` (what a settled host lists at a quiet tick), `errors`,
 `table_settings` (names and defaults of a lease table). Nothing here knows about the change

@@ -18,7 +18,7 @@ _BAD_KEY_CHARS = re.compile(r"[/\\#?\x00-\x1f\x7f-\x9f]")
 DEFAULT_TABLE = "cfpleases"
 
 # Table partitions a new processor's leases are spread over (fixed when it is created: see
-# `leases.table_store`). Four keep 1,000 hosts of 10 leases each within one partition's target.
+# `leases.table_lease_rows`). Four keep 1,000 hosts of 10 leases each within one partition's target.
 DEFAULT_LEASE_PARTITIONS = 4
 MAX_LEASE_PARTITIONS = 64
 _PARTITION_SUFFIX = re.compile(r"~\d+$")

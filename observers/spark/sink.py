@@ -1,11 +1,10 @@
 """One change-log commit for many leases' batches, then their checkpoints.
 
-A Spark job costs a fixed overhead, so the host's leases share writes: while Spark is busy with
-one write, batches queue for the next (up to `max_rows` rows or `max_bytes`); an idle Spark gets
-what is pending once `min_rows` rows are there or the oldest batch has waited `max_wait_s`. Each
-write is one DataFrame per lease made from its Arrow rows, unioned, and one Delta MERGE that
-inserts the events the change log lacks (`ChangeLog.insert_unseen`: exactly once, whoever else
-writes). Only then is each batch's lease checkpointed. Spark writes run one at a time, in a
+A Spark job costs a fixed overhead, so the host's leases share writes: batches queue for the
+next one (`write_queue` says how much a write takes, and when it is due). Each write is one
+DataFrame per lease made from its Arrow rows, unioned, and one Delta MERGE that inserts the
+events the change log lacks (`ChangeLog.insert_unseen`: exactly once, whoever else writes).
+Only then is each batch's lease checkpointed. Spark writes run one at a time, in a
 thread (Spark calls block); a write's checkpoints run beside the next Spark write, and each
 waits for the one before, so a lease's checkpoints follow the order of its batches.
 
@@ -24,7 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,6 +35,7 @@ from observers.spark.output import parse_output
 from observers.spark.records import made_up_changes
 from observers.spark.session import SparkOptions, new_session, open_session
 from observers.spark.tables import create_tables
+from observers.spark.write_queue import Pending, WriteQueue
 
 log = structlog.get_logger("cfp.spark")
 
@@ -70,16 +70,6 @@ class Writer(Protocol):
     """Commits one write of several leases' rows (blocking); the Spark one is `ChangeLog`."""
 
     def insert_unseen(self, session: Any, tables: Mapping[str, pa.Table]) -> Inserted: ...
-
-
-@dataclass(slots=True)
-class Pending:
-    lease: str
-    table: pa.Table
-    on_commit: Callable[[], Awaitable[None]]
-    done: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
 
 
 @dataclass(slots=True)
@@ -119,13 +109,7 @@ class SparkSink:
         if warm_up is None and self._own_session and options.remote is None:
             warm_up = self._warm_up if options.warm_up_rows > 0 else None
         self._warming = warm_up
-        self._pending: list[Pending] = []
-        self._rows = 0
-        self._bytes = 0
-        self._first_at = 0.0
-        self._wake = asyncio.Event()
-        self._room = asyncio.Condition()
-        self._closing = False
+        self._queue = WriteQueue(options)
         self._failed: dict[str, BaseException] = {}  # lease -> why its last write failed
         self._flusher: asyncio.Task[None] | None = None
         self._settling: asyncio.Task[None] | None = None
@@ -154,8 +138,7 @@ class SparkSink:
         took["total_s"] = time.monotonic() - started
 
     async def __aexit__(self, *exc: object) -> None:
-        self._closing = True
-        self._wake.set()
+        self._queue.close()
         if self._flusher is not None:
             await self._flusher
         if self._settling is not None:
@@ -179,7 +162,8 @@ class SparkSink:
             create_tables(self.session, scratch)
             writer = ChangeLog(scratch.changes)
             for n in range(WARM_UP_WRITES):  # new positions each time: every write inserts
-                if self._closing:  # a host stopped while warming up waits for one write at most
+                # a host stopped while warming up waits for one write at most
+                if self._queue.is_closed:
                     return
                 leases = {
                     lease: made_up_changes(half, shard=lease, start=n * half) for lease in "ab"
@@ -198,43 +182,9 @@ class SparkSink:
     ) -> asyncio.Future[None]:
         """Queue one batch; the future resolves once it is committed and `on_commit` ran.
         Waits while twice a write's worth is pending (back-pressure on the readers)."""
-        async with self._room:
-            await self._room.wait_for(self._has_room)
         item = Pending(lease, table, on_commit)
-        if not self._pending:
-            self._first_at = time.monotonic()
-        self._pending.append(item)
-        self._rows += table.num_rows
-        self._bytes += table.nbytes
-        self._wake.set()
+        await self._queue.put(item)
         return item.done
-
-    def _has_room(self) -> bool:
-        o = self.options
-        return self._rows < 2 * o.max_rows and self._bytes < 2 * o.max_bytes
-
-    def _is_full(self) -> bool:
-        """Worth a write now: a write's worth is pending, or enough to keep an idle Spark busy
-        (the flush loop only asks between writes; rows that came during a write are many)."""
-        o = self.options
-        return self._rows >= min(o.min_rows, o.max_rows) or self._bytes >= o.max_bytes
-
-    def _take_write(self) -> tuple[list[Pending], int, int]:
-        """The oldest pending batches, up to a write's worth (at least one)."""
-        o, rows, size, n = self.options, 0, 0, 0
-        for item in self._pending:
-            if n and (
-                rows + item.table.num_rows > o.max_rows or size + item.table.nbytes > o.max_bytes
-            ):
-                break
-            rows, size, n = rows + item.table.num_rows, size + item.table.nbytes, n + 1
-        items, self._pending = self._pending[:n], self._pending[n:]
-        self._rows -= rows
-        self._bytes -= size
-        if self._pending:
-            self._first_at = time.monotonic()
-            self._wake.set()  # the rest is due as soon as this write is done
-        return items, rows, size
 
     async def _flush_loop(self) -> None:
         # warmed up while the host already takes its leases and reads ahead: their first
@@ -245,27 +195,14 @@ class SparkSink:
             except Exception as e:  # costs only slower first writes; real ones report real errors
                 log.warning("spark.warm_up_failed", error=repr(e))
         while True:
-            await self._wake.wait()
-            self._wake.clear()
-            if self._pending and not self._closing:
-                due = self._first_at + self.options.max_wait_s - time.monotonic()
-                if not self._is_full() and due > 0:
-                    try:
-                        async with asyncio.timeout(due):
-                            while not self._is_full() and not self._closing:
-                                await self._wake.wait()
-                                self._wake.clear()
-                    except TimeoutError:
-                        pass
-            if self._pending:
+            await self._queue.wait_for_write()
+            if self._queue.has_pending:
                 await self._flush()
-            elif self._closing:
+            elif self._queue.is_closed:
                 return
 
     async def _flush(self) -> None:
-        items, rows, size = self._take_write()
-        async with self._room:
-            self._room.notify_all()
+        items, rows, size = await self._queue.take_write()
         items = self._drop_failed(items)
         if not items:
             return

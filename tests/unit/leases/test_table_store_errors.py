@@ -8,8 +8,9 @@ import pytest
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
 
 from leases.errors import LeaseStoreMisconfigured, LeaseStoreUnavailable
+from leases.table_calls import _translate
+from leases.table_lease_rows import lease_partition, partition_keys
 from leases.table_settings import check_names
-from leases.table_store import _translate, lease_partition, partition_keys
 
 
 def test_the_lease_store_names_its_endpoint_too() -> None:
