@@ -4,9 +4,8 @@ serves the host's health, and runs it; tests assemble hosts over in-memory clien
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -16,34 +15,27 @@ from observers import (
     ObserverChoice,
     ObserverFactory,
     load_observer_factory,
-    needs_segment_order,
     singleton_jobs,
 )
 from processor import connection
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.storage import FeedStorage
 from processor.clock import Clock
-from processor.host.balancer import Balancer
+from processor.host.balancer import host_balancer
 from processor.host.config import HostConfig, Placement
-from processor.host.dead_letter import DeadLetterFolder
 from processor.host.feed_watcher import CATALOG_AGE_POLLS, FeedWatcher
 from processor.host.host import Host, HostParts
 from processor.host.jobs import JobRunner
-from processor.host.lease_creation import LeaseCreator
-from processor.host.lease_recorder import LeaseRecorder
-from processor.host.lifecycle import Lifecycle, logged_lifecycle
+from processor.host.lifecycle import logged_lifecycle
 from processor.host.owner_writes import HeldLease
 from processor.host.presence import Presence
-from processor.host.progress import BalancingRecorder, ClientCounts, HostProgress
+from processor.host.progress import ClientCounts, HostProgress
 from processor.host.renewer import Renewer
 from processor.host.supervisor import WorkerSupervisor
 from processor.host.tick_watch import TickWatch
 from processor.host.worker import ReaderFactory, run_worker
-from processor.host.worker_env import WorkerDeps, WorkerEnv, WorkerPolicy, WorkerSignals
-from processor.reading.barrier_book import PositionBook
+from processor.host.worker_env import WorkerEnv
 from processor.reading.identity import claim_identity
-from processor.reading.lease_position import LeasePosition
-from processor.waiting import running_event
 
 log = structlog.get_logger("cfp.host")
 
@@ -111,157 +103,43 @@ def assemble(
     load_observer: ObserverLoader = lambda choice, me: load_observer_factory(choice, host_name=me),
     make_reader: ReaderFactory | None = None,  # tests: scripted shards
 ) -> AssembledHost:
-    """Every part of a host (no request is sent yet): the clients, the observer, the numbers
-    and the lifecycle, the feed's catalog, the workers' environment, then the loops. Errors:
-    `PluginLoadError` for an observer that cannot be loaded."""
-    clients = clients or HostClients.of(config.placement, config.timings.request_timeout_s)
-    factory = load_observer(config.delivery.observer, config.placement.host_name)
-    progress = HostProgress(
-        wall=clock.wall, stuck_after_s=config.delivery.stuck_after_s, clients=clients.counts
-    )
+    """Every part of a host, in one pass (no request is sent yet). Errors: `PluginLoadError`
+    for an observer that cannot be loaded."""
+    t, me = config.timings, config.placement.host_name
+    clients = clients or HostClients.of(config.placement, t.request_timeout_s)
+    store, factory = clients.store, load_observer(config.delivery.observer, me)
+    stuck_after_s = config.delivery.stuck_after_s
+    progress = HostProgress(wall=clock.wall, stuck_after_s=stuck_after_s, clients=clients.counts)
     lifecycle = logged_lifecycle(clock.monotonic, progress.state.state)
-    poll_s = config.timings.poll_s
-    catalog = FeedCatalog(clients.storage, refresh_s=poll_s * CATALOG_AGE_POLLS, clock=clock)
-    watcher = FeedWatcher(catalog, every_s=poll_s)
-    store = clients.store
-    env = _worker_env(
-        config, store, catalog, watcher=watcher, factory=factory, clock=clock,
-        leases=progress.leases,
+    catalog = FeedCatalog(clients.storage, refresh_s=t.poll_s * CATALOG_AGE_POLLS, clock=clock)
+    watcher = FeedWatcher(catalog, every_s=t.poll_s)
+    env = WorkerEnv.for_host(
+        config, store=store, catalog=catalog, factory=factory, clock=clock,
+        leases=progress.leases, feed_changed=watcher.changed,
     )  # fmt: skip
-    parts = _host_parts(
-        config, store, env, watcher=watcher, lifecycle=lifecycle, progress=progress,
-        make_reader=make_reader,
-    )  # fmt: skip
-    return AssembledHost(config, Host(parts), clients)
-
-
-def _worker_env(
-    config: HostConfig,
-    store: LeaseStore,
-    catalog: FeedCatalog,
-    *,
-    watcher: FeedWatcher,
-    factory: ObserverFactory,
-    clock: Clock,
-    leases: LeaseRecorder,
-) -> WorkerEnv:
-    """What every worker of the host shares: its services, its policy, its signals."""
-    t, folder = config.timings, config.delivery.dead_letter_dir
-    book = PositionBook(store.list_leases, refresh_s=t.barrier_refresh_s, clock=clock)
-    deps = WorkerDeps(
-        store,
-        catalog,
-        book,
-        factory,
-        clock,
-        leases,
-        dead_letters=DeadLetterFolder(folder) if folder else None,
-    )
-    # an observer that orders by sequencer itself (Spark) does not need the barrier
-    ordered = config.reading.is_ordered and needs_segment_order(factory)
-    reading = replace(config.reading, is_ordered=ordered)
-    placement = config.placement
-    policy = WorkerPolicy(
-        placement.host_name, placement.processor_name, t, reading, config.delivery
-    )
-    signals = WorkerSignals(
-        stop=asyncio.Event(),
-        running=running_event(),  # the balancer clears it while the processor is paused
-        caught_up=asyncio.Event() if config.until_caught_up else None,
-        feed_changed=watcher.changed,
-    )
-    return WorkerEnv(deps, policy, signals)
-
-
-def _host_parts(
-    config: HostConfig,
-    store: LeaseStore,
-    env: WorkerEnv,
-    *,
-    watcher: FeedWatcher,
-    lifecycle: Lifecycle,
-    progress: HostProgress,
-    make_reader: ReaderFactory | None,
-) -> HostParts:
-    """The host's loops over the workers' environment: supervisor, presence, balancer, jobs,
-    renewer."""
-    t, me, deps = config.timings, config.placement.host_name, env.deps
 
     async def work(held: HeldLease) -> CloseReason:
         return await run_worker(held, env, make_reader=make_reader)
 
-    supervisor = WorkerSupervisor(work, clock=deps.clock, fence_after_s=t.fence_after_s)
+    supervisor = WorkerSupervisor(work, clock=clock, fence_after_s=t.fence_after_s)
     presence = Presence(
-        store,
-        name=me,
-        lifecycle=lifecycle,
-        leases=progress.leases,
-        clock=deps.clock,
+        store, name=me, lifecycle=lifecycle, leases=progress.leases, clock=clock,
         expiry_s=t.expiry_s,
+    )  # fmt: skip
+    ticks = TickWatch(lifecycle, presence, clock, expiry_s=t.expiry_s)
+    balancer = host_balancer(
+        config, env, supervisor, store=store, ticks=ticks, counts=progress.balancing
     )
-    ticks = TickWatch(lifecycle, presence, deps.clock, expiry_s=t.expiry_s)
-    balancer = _balancer(config, store, env, supervisor, ticks=ticks, counts=progress.balancing)
     jobs = [
-        JobRunner(job, store=store, me=me, timings=t, clock=deps.clock, progress=progress.jobs)
-        for job in singleton_jobs(deps.observer_factory)
+        JobRunner(job, store=store, me=me, timings=t, clock=clock, progress=progress.jobs)
+        for job in singleton_jobs(factory)
     ]
     renewer = Renewer(
-        store,
-        lambda: [*supervisor.held(), *(held for job in jobs for held in job.held())],
-        every_s=t.renew_every_s,
-        clock=deps.clock,
-        bytes_read=progress.leases.read_so_far,
-    )
-    return HostParts(
-        config=config,
-        clock=deps.clock,
-        lifecycle=lifecycle,
-        progress=progress,
-        observer_factory=deps.observer_factory,
-        catalog=deps.catalog,
-        watcher=watcher,
-        supervisor=supervisor,
-        balancer=balancer,
-        ticks=ticks,
-        presence=presence,
-        jobs=jobs,
-        renewer=renewer,
-        stop=env.signals.stop,
-    )
-
-
-def _balancer(
-    config: HostConfig,
-    store: LeaseStore,
-    env: WorkerEnv,
-    supervisor: WorkerSupervisor,
-    *,
-    ticks: TickWatch,
-    counts: BalancingRecorder,
-) -> Balancer:
-    deps, new = env.deps, config.new_leases
-    start, end = new.start_time, config.reading.end_time
-    creator = LeaseCreator(
-        store,
-        deps.catalog,
-        deps.clock,
-        initial_continuation=None
-        if start is None and end is None
-        else LeasePosition(start_time=start, end_time=end).to_json(),
-        scan_partitions=new.scan_partitions if new.initial_scan else 0,
-    )
-    return Balancer(
-        store,
-        deps.catalog,
-        supervisor,
-        deps.book,
-        me=config.placement.host_name,
-        timings=config.timings,
-        clock=deps.clock,
-        creator=creator,
-        progress=counts,
-        signals=env.signals,
-        until_caught_up=config.until_caught_up,
-        on_tick=ticks,
-        by_load=config.by_load,
-    )
+        store, lambda: [*supervisor.held(), *(held for job in jobs for held in job.held())],
+        every_s=t.renew_every_s, clock=clock, bytes_read=progress.leases.read_so_far,
+    )  # fmt: skip
+    parts = HostParts(
+        config, env, lifecycle, progress, watcher, supervisor, balancer, ticks, presence, jobs,
+        renewer,
+    )  # fmt: skip
+    return AssembledHost(config, Host(parts), clients)

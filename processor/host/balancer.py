@@ -47,15 +47,16 @@ from leases.watching import (
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, FeedError
 from processor.clock import Clock
+from processor.host.config import HostConfig
 from processor.host.lease_creation import LeaseCreator
 from processor.host.progress import BalancingRecorder
 from processor.host.supervisor import WorkerSupervisor
 from processor.host.table_listing import Listed, TableListing
 from processor.host.taking import LeaseTaker
 from processor.host.timings import JITTER_FRACTION, Timings
-from processor.host.worker_env import WorkerSignals
+from processor.host.worker_env import WorkerEnv, WorkerSignals
 from processor.reading.barrier_book import PositionBook
-from processor.reading.lease_position import is_finished_lease
+from processor.reading.lease_position import LeasePosition, is_finished_lease
 from processor.waiting import wait_any
 
 log = structlog.get_logger("cfp.balancer")
@@ -293,6 +294,45 @@ class Balancer:
             due=self._listing.view.tracker.next_expiry(self.me),
             now=self.clock.monotonic(),
         )
+
+
+def host_balancer(
+    config: HostConfig,
+    env: WorkerEnv,
+    supervisor: WorkerSupervisor,
+    *,
+    store: LeaseStore,
+    ticks: Callable[[TickReport], None],
+    counts: BalancingRecorder,
+) -> Balancer:
+    """The balancer of the host `config` describes, starting its workers in `supervisor`;
+    new leases start where `config` says."""
+    deps, new = env.deps, config.new_leases
+    start, end = new.start_time, config.reading.end_time
+    creator = LeaseCreator(
+        store,
+        deps.catalog,
+        deps.clock,
+        initial_continuation=None
+        if start is None and end is None
+        else LeasePosition(start_time=start, end_time=end).to_json(),
+        scan_partitions=new.scan_partitions if new.initial_scan else 0,
+    )
+    return Balancer(
+        store,
+        deps.catalog,
+        supervisor,
+        deps.book,
+        me=config.placement.host_name,
+        timings=config.timings,
+        clock=deps.clock,
+        creator=creator,
+        progress=counts,
+        signals=env.signals,
+        until_caught_up=config.until_caught_up,
+        on_tick=ticks,
+        by_load=config.by_load,
+    )
 
 
 def _is_finished(lease: Lease) -> bool:

@@ -32,9 +32,6 @@ from typing import Any
 import structlog
 
 from leases import Lease
-from observers import ObserverFactory
-from processor.changefeed.catalog import FeedCatalog
-from processor.clock import Clock
 from processor.host.balancer import Balancer
 from processor.host.config import HostConfig
 from processor.host.endpoints import HostHealth
@@ -47,6 +44,7 @@ from processor.host.progress import HostProgress
 from processor.host.renewer import Renewer
 from processor.host.supervisor import WorkerSupervisor
 from processor.host.tick_watch import TickWatch
+from processor.host.worker_env import WorkerEnv
 from processor.waiting import wait_any
 
 log = structlog.get_logger("cfp.host")
@@ -61,11 +59,9 @@ class HostParts:
     """Every part of a host, made and wired by `processor.host.assembly`."""
 
     config: HostConfig
-    clock: Clock
+    env: WorkerEnv  # the services, policy and signals every worker shares
     lifecycle: Lifecycle
     progress: HostProgress
-    observer_factory: ObserverFactory
-    catalog: FeedCatalog
     watcher: FeedWatcher
     supervisor: WorkerSupervisor
     balancer: Balancer
@@ -73,16 +69,15 @@ class HostParts:
     presence: Presence
     jobs: list[JobRunner]
     renewer: Renewer
-    stop: asyncio.Event  # set to drain: balancing stops, workers finish, leases are released
 
 
 class Host:
     def __init__(self, parts: HostParts) -> None:
         self.config = parts.config
-        self.clock = parts.clock
+        self.clock = parts.env.deps.clock
         self.lifecycle = parts.lifecycle
         self.progress = parts.progress
-        self.catalog = parts.catalog
+        self.catalog = parts.env.deps.catalog
         self.watcher = parts.watcher
         self.supervisor = parts.supervisor
         self.balancer = parts.balancer
@@ -90,8 +85,8 @@ class Host:
         self.presence = parts.presence
         self.jobs = parts.jobs
         self.renewer = parts.renewer
-        self._observer_factory = parts.observer_factory
-        self._stop = parts.stop
+        self._observer_factory = parts.env.deps.observer_factory
+        self._stop = parts.env.signals.stop  # set to drain: balancing stops, workers finish
 
     def stop(self) -> None:
         """Begin a graceful shutdown; calling it again does nothing more."""

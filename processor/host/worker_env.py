@@ -1,18 +1,18 @@
 """What every worker of a host is given, in three parts: the services it uses, the policy the
-host's settings set, and the signals it waits on; and the one way a worker's run ends
-(`WorkerEnded`)."""
+host's settings set, and the signals it waits on (made once per host by `WorkerEnv.for_host`);
+and the one way a worker's run ends (`WorkerEnded`)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from leases import HostId, LeaseTable
-from observers import CloseReason, ObserverFactory
+from observers import CloseReason, ObserverFactory, needs_segment_order
 from processor.changefeed.catalog import FeedCatalog
 from processor.clock import Clock
-from processor.host.config import DeliveryPolicy, Reading
+from processor.host.config import DeliveryPolicy, HostConfig, Reading
 from processor.host.dead_letter import DeadLetterFolder
 from processor.host.lease_recorder import LeaseRecorder
 from processor.host.timings import Timings
@@ -60,6 +60,44 @@ class WorkerEnv:
     deps: WorkerDeps
     policy: WorkerPolicy
     signals: WorkerSignals
+
+    @classmethod
+    def for_host(
+        cls,
+        config: HostConfig,
+        *,
+        store: LeaseTable,
+        catalog: FeedCatalog,
+        factory: ObserverFactory,
+        clock: Clock,
+        leases: LeaseRecorder,
+        feed_changed: Callable[[], asyncio.Event],
+    ) -> WorkerEnv:
+        """What every worker of the host `config` describes shares."""
+        t, folder, placement = config.timings, config.delivery.dead_letter_dir, config.placement
+        book = PositionBook(store.list_leases, refresh_s=t.barrier_refresh_s, clock=clock)
+        deps = WorkerDeps(
+            store,
+            catalog,
+            book,
+            factory,
+            clock,
+            leases,
+            dead_letters=DeadLetterFolder(folder) if folder else None,
+        )
+        # an observer that orders by sequencer itself (Spark) does not need the barrier
+        ordered = config.reading.is_ordered and needs_segment_order(factory)
+        reading = replace(config.reading, is_ordered=ordered)
+        policy = WorkerPolicy(
+            placement.host_name, placement.processor_name, t, reading, config.delivery
+        )
+        signals = WorkerSignals(
+            stop=asyncio.Event(),
+            running=running_event(),  # the balancer clears it while the processor is paused
+            caught_up=asyncio.Event() if config.until_caught_up else None,
+            feed_changed=feed_changed,
+        )
+        return cls(deps, policy, signals)
 
 
 class WorkerEnded(Exception):
