@@ -136,6 +136,7 @@ class SparkStateJob:
                 self.sink.job_session,
                 changes=self._options.changes,
                 state_table=self._options.state,
+                history_table=self._options.history,
                 optimize_every_s=OPTIMIZE_EVERY_S,
                 wall=self._options.wall,
             )

@@ -56,6 +56,10 @@ class Output:
     def state(self) -> str:
         return self.table("state")
 
+    @property
+    def history(self) -> str:
+        return self.table("history")
+
     def table(self, name: str) -> str:
         return f"{self.uri.rstrip('/')}/{name}"
 

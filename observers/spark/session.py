@@ -116,6 +116,7 @@ class SparkOptions:
     max_wait_s: float = DEFAULT_MAX_WAIT_S  # longest a batch waits for others to share a write
     warm_up_rows: int = DEFAULT_WARM_UP_ROWS  # made-up rows written three times at start (0: none)
     state_every_s: float = DEFAULT_STATE_EVERY_S  # between runs of the state job
+    keep_history: bool = True  # the state job keeps OUTPUT/history too
     app_name: str = "cfp"
     # run on every session opened (cfp registers its `blobchangefeed` source with them)
     on_session: tuple[Callable[[Any], None], ...] = ()
@@ -129,6 +130,11 @@ class SparkOptions:
     @property
     def state(self) -> str:
         return self.output.state
+
+    @property
+    def history(self) -> str | None:
+        """The history table, when the state job keeps one."""
+        return self.output.history if self.keep_history else None
 
     def storage_settings(self) -> dict[str, str]:
         return hadoop_settings(self.output, self.access)

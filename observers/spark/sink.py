@@ -132,7 +132,12 @@ class SparkSink:
         started = time.monotonic()
         self.session = open_session(self.options)
         took["session_s"] = time.monotonic() - started
-        create_tables(self.session, self.options.output, is_local_spark=self.options.remote is None)
+        create_tables(
+            self.session,
+            self.options.output,
+            is_local_spark=self.options.remote is None,
+            history=self.options.keep_history,
+        )
         took["tables_s"] = time.monotonic() - started - took["session_s"]
         self.job_session = new_session(self.session, self.options)
         took["total_s"] = time.monotonic() - started

@@ -64,6 +64,18 @@ def _strings(values: tuple[str, ...] | frozenset[str]) -> str:
     return ", ".join(sql_string(v) for v in sorted(values))
 
 
+def blob_events(source: str) -> str:
+    """SQL: the change log rows of view `source` that are about a base blob (not a snapshot,
+    not a Control record), with what the folds need: `deleted`, and `resets` (tier and tags
+    back to their defaults)."""
+    return f"""SELECT container, blob, event_type, event_time, id AS event_id, sequencer, etag,
+    content_length, content_type, blob_type, version, tier, tags,
+    event_type IN ({_strings(DELETE_EVENTS)}) AS deleted,
+    event_type IN ({_strings(RESETS)}) AS resets
+  FROM {source}
+  WHERE container <> '' AND blob <> '' AND snapshot IS NULL AND event_type <> 'Control'"""
+
+
 def newest_per_blob(source: str) -> str:
     """SQL: the change log rows of view `source` as one `STATE_SCHEMA` row per blob."""
     order = "struct(sequencer, event_id)"
@@ -74,12 +86,7 @@ def newest_per_blob(source: str) -> str:
     )
     columns = ",\n  ".join(_folded_column(name) for name in STATE_SCHEMA.names)
     return f"""WITH events AS (
-  SELECT container, blob, event_type, event_time, id AS event_id, sequencer, etag,
-    content_length, content_type, blob_type, version, tier, tags,
-    event_type IN ({_strings(DELETE_EVENTS)}) AS deleted,
-    event_type IN ({_strings(RESETS)}) AS resets
-  FROM {source}
-  WHERE container <> '' AND blob <> '' AND snapshot IS NULL AND event_type <> 'Control'
+  {blob_events(source)}
 ), folded AS (
   SELECT container, blob,
     max_by(struct({", ".join(NEWEST)}), {order}) AS b,

@@ -13,7 +13,10 @@ every `--state-interval` seconds. A run:
    Delta write: `txnAppId` `cfp-state` with `txnVersion` = the change-log version applied,
    recorded in the same commit. Delta skips a write whose version is not above the last one
    recorded, so a run repeated after a crash, or by a paused host that wakes up late, changes
-   nothing.
+   nothing;
+4. folds the same rows into the history table (`history.py`) the same way, as `cfp-history`.
+   Each table records the version it applied; a run starts after the older of the two, which
+   both folds allow: applying an event again changes neither table.
 
 Every `optimize_every_s` it also compacts the small files of both tables (`OPTIMIZE`).
 """
@@ -31,13 +34,14 @@ from typing import Any
 
 import structlog
 
-from observers.spark import state
+from observers.spark import history, state
 from observers.spark.changelog import conflict_retrying
 from observers.spark.sql import table_ref
 
 log = structlog.get_logger("cfp.spark.state")
 
 APP_ID = "cfp-state"
+HISTORY_APP_ID = "cfp-history"
 MAX_VERSIONS = 200  # change-log commits applied by one run (each holds up to a Spark write)
 HISTORY_LOOKBACK = 100  # state commits searched for the version applied, before all of them
 META_KEY = "cfpChangesVersion"
@@ -114,6 +118,7 @@ class StateJob:
         changes: str,
         state_table: str,
         optimize_every_s: float,
+        history_table: str | None = None,  # None: no history kept
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),  # the host's clock
     ) -> None:
         self.session = session
@@ -121,6 +126,7 @@ class StateJob:
             session.conf.set(key, value)
         self.changes = changes
         self.state_table = state_table
+        self.history_table = history_table
         self.optimize_every_s = optimize_every_s
         self.optimized_at: datetime | None = None  # kept in the job's lease for the next holder
         self._wall = wall
@@ -150,7 +156,12 @@ class StateJob:
         )
 
     def applied_version(self) -> int:
-        table = table_ref(self.state_table)
+        """The change-log version both tables hold (-1: none)."""
+        tables = [self.state_table, *([self.history_table] if self.history_table else [])]
+        return min(self._applied_to(uri) for uri in tables)
+
+    def _applied_to(self, uri: str) -> int:
+        table = table_ref(uri)
         recent = self._sql(f"DESCRIBE HISTORY {table} LIMIT {HISTORY_LOOKBACK}")
         found = applied_version(recent)
         if found is None and len(recent) >= HISTORY_LOOKBACK:
@@ -195,28 +206,43 @@ class StateJob:
             )
         name = uuid.uuid4().hex
         changes_view, source_view = f"cfp_changes_{name}", f"cfp_state_{name}"
+        history_view = f"cfp_history_{name}"
         rows.createOrReplaceTempView(changes_view)
         self.session.sql(state.newest_per_blob(changes_view)).createOrReplaceTempView(source_view)
-        conf = self.session.conf
         try:
-            for attempt in conflict_retrying():
-                with attempt:
-                    conf.set("spark.databricks.delta.write.txnAppId", APP_ID)
-                    conf.set("spark.databricks.delta.write.txnVersion", str(end))
-                    conf.set("spark.databricks.delta.commitInfo.userMetadata", commit_metadata(end))
-                    try:
-                        result = self._sql(state.merge_statement(self.state_table, source_view))
-                    finally:
-                        conf.unset("spark.databricks.delta.commitInfo.userMetadata")
-                        conf.unset("spark.databricks.delta.write.txnAppId")
-                        conf.unset("spark.databricks.delta.write.txnVersion")
+            result = self._idempotent(
+                APP_ID, end, state.merge_statement(self.state_table, source_view)
+            )
+            if self.history_table is not None:
+                folded = history.tail_folded(self.history_table, changes_view)
+                self.session.sql(folded).createOrReplaceTempView(history_view)
+                self._idempotent(
+                    HISTORY_APP_ID, end, history.merge_statement(self.history_table, history_view)
+                )
         finally:
-            self.session.catalog.dropTempView(source_view)
-            self.session.catalog.dropTempView(changes_view)
+            for view in (history_view, source_view, changes_view):
+                self.session.catalog.dropTempView(view)
         if not result:
             return None
         row = result[0]
         return int(row["num_inserted_rows"]), int(row["num_updated_rows"])
+
+    def _idempotent(self, app_id: str, version: int, statement: str) -> list[Any]:
+        """Run `statement` as write `version` of `app_id`, recorded in its commit (Delta skips
+        it, returning no rows, when that version or a later one was recorded already)."""
+        conf = self.session.conf
+        for attempt in conflict_retrying():
+            with attempt:
+                conf.set("spark.databricks.delta.write.txnAppId", app_id)
+                conf.set("spark.databricks.delta.write.txnVersion", str(version))
+                conf.set("spark.databricks.delta.commitInfo.userMetadata", commit_metadata(version))
+                try:
+                    return self._sql(statement)
+                finally:
+                    conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+                    conf.unset("spark.databricks.delta.write.txnAppId")
+                    conf.unset("spark.databricks.delta.write.txnVersion")
+        raise AssertionError("conflict_retrying reraises")  # pragma: no cover
 
     def _optimize_if_due(self) -> bool:
         now = self._wall()

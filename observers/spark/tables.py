@@ -1,11 +1,12 @@
-"""The two Delta tables under `--output`: how they are made, and a clear error for an old layout.
+"""The Delta tables under `--output`: how they are made, and a clear error for an old layout.
 
 `OUTPUT/changes` (the change log) is partitioned by `shard`: a writer's MERGE reads and may only
 conflict with the partitions of the leases it writes, so hosts writing other leases never fail
 each other's commits. Change data feed is on: the state job reads the rows each commit added.
-`OUTPUT/state` (one row per blob) has deletion vectors on, so that a MERGE writes the rows it
-changes rather than rewriting whole files. Both are made with `CREATE TABLE IF NOT EXISTS`; two
-hosts making one at the same moment may see theirs refused until the other's exists.
+`OUTPUT/state` (one row per blob) and `OUTPUT/history` (one per version of a blob) have
+deletion vectors on, so that a MERGE writes the rows it changes rather than rewriting whole
+files. Each is made with `CREATE TABLE IF NOT EXISTS`; two hosts making one at the same moment
+may see theirs refused until the other's exists.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_rand
 from observers.changes import CHANGES_SCHEMA
 from observers.errors import PluginLoadError
 from observers.spark.changelog import is_conflict
+from observers.spark.history import HISTORY_SCHEMA
 from observers.spark.output import Output
 from observers.spark.sql import sql_string, table_ref
 from observers.spark.state import STATE_SCHEMA
@@ -36,6 +38,12 @@ CHANGES_PROPERTIES = {
 STATE_PROPERTIES = {
     "delta.enableDeletionVectors": "true",
     "delta.dataSkippingStatsColumns": "container,blob,event_time,sequencer",
+}
+HISTORY_PROPERTIES = {
+    "delta.enableDeletionVectors": "true",
+    "delta.dataSkippingStatsColumns": (
+        "container,blob,valid_from,valid_from_sequencer,valid_to,valid_to_sequencer"
+    ),
 }
 OLD_LAYOUT = (
     "holds tables of an older cfp (a change log of hard-linked Parquet files under "
@@ -104,16 +112,22 @@ def _is_old_entry(path: Path) -> bool:
     return path.name.startswith("lease=") or path.suffix == ".parquet"
 
 
-def create_tables(session: Any, output: Output, *, is_local_spark: bool = True) -> None:
-    """Make both tables unless they exist (blocking). Errors: `PluginLoadError` for an old
-    layout (looked for only when Spark runs here: a local path of a Spark Connect server is on
-    the server); Spark's own for storage it cannot reach."""
+def create_tables(
+    session: Any, output: Output, *, is_local_spark: bool = True, history: bool = True
+) -> None:
+    """Make the tables unless they exist (blocking): the change log, the state, and the history
+    unless it is not kept. Errors: `PluginLoadError` for an old layout (looked for only when
+    Spark runs here: a local path of a Spark Connect server is on the server); Spark's own for
+    storage it cannot reach."""
     if is_local_spark:
         check_layout(output)
-    for uri, schema, properties, partition in (
+    made = [
         (output.changes, CHANGES_SCHEMA, CHANGES_PROPERTIES, "shard"),
         (output.state, STATE_SCHEMA, STATE_PROPERTIES, ""),
-    ):
+    ]
+    if history:
+        made.append((output.history, HISTORY_SCHEMA, HISTORY_PROPERTIES, ""))
+    for uri, schema, properties, partition in made:
         create_table(
             session, uri, create_statement(uri, schema, properties, partitioned_by=partition)
         )

@@ -55,6 +55,7 @@ class RunOptions:
     spark_max_rows: int
     spark_max_wait: float
     spark_warm_up_rows: int
+    keep_history: bool
     on_observer_error: str
     on_gap: str
     observer_attempts: int
@@ -184,4 +185,5 @@ def _spark(o: RunOptions, conn: str) -> SparkOptions:
         max_rows=o.spark_max_rows,
         max_wait_s=o.spark_max_wait,
         state_every_s=o.state_interval,
+        keep_history=o.keep_history,
     )

@@ -268,6 +268,15 @@ SPARK_OPTIONS: Options = (
         help="--observer spark: made-up rows written three times before the first real write "
         "(embedded Spark; 0: none).",
     ),
+    click.option(
+        "--history/--no-history",
+        "keep_history",
+        envvar="CFP_HISTORY",
+        default=True,
+        show_default=True,
+        help="--observer spark: the state job also keeps OUTPUT/history, one row per version of "
+        "each blob with the event times it was valid from and to (the account as of any time).",
+    ),
 )
 # the host's endpoints
 HTTP_OPTIONS: Options = (

@@ -99,10 +99,12 @@ def verify_command(
 
     Every blob of every container (except the `$`-prefixed system ones, and the output's own
     container when the tables live in this account) must be a live row of the state table with
-    the same ETag, size and content type, and every live row a blob. Reads the Delta table with
-    the `deltalake` package (no Spark). Exit status 0 only when they are equal; 1 when they
-    differ or cannot be read.
+    the same ETag, size and content type, and every live row a blob. When the history table is
+    kept, each blob's open version must be its state row. Reads the Delta tables with the
+    `deltalake` package (no Spark). Exit status 0 only when all are equal; 1 when they differ
+    or cannot be read.
     """
+    from processor.admin.history_check import check_history  # noqa: PLC0415
     from processor.admin.verify import VerifyError, compare, list_account, read_state  # noqa: PLC0415
 
     where, access, feed = _where(output, connection_string, output_connection_string)
@@ -110,21 +112,24 @@ def verify_command(
     left_out = excluded_container(where, access, feed)
 
     async def main(stop: asyncio.Event) -> int:
+        options = delta_rs_options(where, access)
         try:
-            state, tombstones = await asyncio.to_thread(
-                read_state, where.state, delta_rs_options(where, access)
-            )
+            state, tombstones = await asyncio.to_thread(read_state, where.state, options)
             account = await list_account(conn, leave_out={left_out} if left_out else set())
+            history = await asyncio.to_thread(check_history, where.history, where.state, options)
         except (VerifyError, ValueError) as e:  # ValueError: a malformed connection string
             say_error(e)
             return 1
         result = compare(state, account)
         if as_json:
             doc = _verify_doc(result, tombstones, where.state, left_out)
+            doc["history"] = {"table": where.history, "kept": history is not None,
+                              "differences": history or []}  # fmt: skip
             click.echo(json.dumps(doc, indent=2))
         else:
             _print_verify(result, tombstones, where.state, left_out, show)
-        return 0 if result.is_equal else 1
+            _print_history(history, where.history, show)
+        return 0 if result.is_equal and not history else 1
 
     raise SystemExit(run_async(main))
 
@@ -169,6 +174,17 @@ def _print_verify(
         click.echo(f"  {d.describe()}")
     if len(result.differences) > show:
         click.echo(f"  ... and {len(result.differences) - show:,} more (--show N)")
+
+
+def _print_history(differences: list[str] | None, table: str, show: int) -> None:
+    if differences is None:
+        click.echo("history      none kept (the hosts run with --no-history)")
+    elif not differences:
+        click.echo(f"history      {table}: EQUAL: each blob's open version is its state row")
+    else:
+        click.echo(f"history      {table}: DIFFERENT from the state for {len(differences):,} blobs")
+        for line in differences[:show]:
+            click.echo(f"  {line}")
 
 
 ENVELOPE_VIEW = """SELECT stream_name, read_method, container AS object, blob AS key, op,
@@ -252,24 +268,31 @@ def sql_command(
     """Run a Spark SQL QUERY over the tables for a quick look.
 
     Views: `changes` (the change log), `envelope` (the change log with the envelope's field
-    names), `state` (every blob, tombstones too), `live` (the state's live blobs),
-    `changes_history` and `state_history` (the tables' commits, as DESCRIBE HISTORY gives them,
-    which Spark does not take as a subquery), and `feed` (the change feed itself, read by the
-    `blobchangefeed` source now: compare it with the change log). `{changes}` and `{state}`
-    in QUERY stand for the Delta tables themselves, for what a view cannot do: `SELECT ...
-    FROM {changes} VERSION AS OF 3`. Runs in an embedded Spark session, or on --spark-remote.
+    names), `state` (every blob, tombstones too), `live` (the state's live blobs), `history`
+    (every version of every blob, by event time), `changes_history` and `state_history` (the
+    tables' commits, as DESCRIBE HISTORY gives them, which Spark does not take as a subquery),
+    and `feed` (the change feed itself, read by the `blobchangefeed` source now: compare it
+    with the change log). `{changes}`, `{state}` and `{history}` in QUERY stand for the Delta
+    tables themselves, for what a view cannot do: `SELECT ... FROM {changes} VERSION AS OF 3`.
+    Runs in an embedded Spark session, or on --spark-remote.
     """
     where, access, _ = _where(output, connection_string, output_connection_string)
     conn = connection.resolve(connection_string)
     options = _spark_options(where, access, spark_master, spark_remote, spark_conf_pairs)
-    text = query.replace("{changes}", table_ref(where.changes)).replace(
-        "{state}", table_ref(where.state)
-    )
+    text = query
+    for name, uri in (
+        ("changes", where.changes),
+        ("state", where.state),
+        ("history", where.history),
+    ):
+        text = text.replace(f"{{{name}}}", table_ref(uri))
     found: list[Any] = []
 
     def work(spark: Any) -> None:
         for name, uri in (("changes", where.changes), ("state", where.state)):
             spark.read.format("delta").load(uri).createOrReplaceTempView(name)
+        if mentions(query, "history"):  # a view of it only when asked for: it may not be kept
+            spark.read.format("delta").load(where.history).createOrReplaceTempView("history")
         spark.sql("SELECT * FROM state WHERE NOT deleted").createOrReplaceTempView("live")
         spark.sql(ENVELOPE_VIEW).createOrReplaceTempView("envelope")
         for name, uri in (("changes_history", where.changes), ("state_history", where.state)):

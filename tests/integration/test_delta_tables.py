@@ -30,6 +30,8 @@ from hypothesis import strategies as st
 
 from observers.changes import records_table
 from observers.spark.changelog import ChangeLog, Inserted
+from observers.spark.history import merge_statement as history_merge
+from observers.spark.history import tail_folded
 from observers.spark.output import Output, parse_output
 from observers.spark.session import SparkOptions, new_session
 from observers.spark.sql import table_ref
@@ -47,7 +49,16 @@ from tests.spark_cluster import (
     feed,
     spark_cluster,
 )
-from tests.state_model import SEGMENT, Event, changes, feeds, model, seen
+from tests.state_model import (
+    SEGMENT,
+    Event,
+    busy_feeds,
+    changes,
+    history_model,
+    model,
+    seen,
+    seen_history,
+)
 
 pytestmark = pytest.mark.timeout(600)
 __all__ = ["feed"]  # the embedded hosts' feed, a fixture of this module
@@ -145,32 +156,41 @@ def merge_state(spark: Any, state_uri: str, change_rows: pa.Table) -> Any:
     return spark.sql(merge_statement(state_uri, "cfp_test_source")).collect()
 
 
+def merge_history(spark: Any, history_uri: str, change_rows: pa.Table) -> Any:
+    spark.createDataFrame(change_rows).createOrReplaceTempView("cfp_test_changes")
+    folded = tail_folded(history_uri, "cfp_test_changes")
+    spark.sql(folded).createOrReplaceTempView("cfp_test_history")
+    return spark.sql(history_merge(history_uri, "cfp_test_history")).collect()
+
+
 def state_rows(spark: Any, uri: str) -> list[dict[str, Any]]:
     table = spark.sql(f"SELECT * FROM {table_ref(uri)}").toArrow()
     return table.to_pylist()
 
 
 Scenario = tuple[list[Event], random.Random, int]
-scenarios = st.tuples(feeds, st.randoms(use_true_random=False), st.integers(1, 4))
+# at least a dozen events each: hypothesis tries the simplest example first (no event at all)
+scenarios = st.tuples(busy_feeds, st.randoms(use_true_random=False), st.integers(1, 4))
 
 
 @settings(
-    max_examples=1,
+    max_examples=3,
     deadline=None,
     phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking: Spark is slow
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(st.lists(scenarios, min_size=24, max_size=24))
-def test_the_state_merge_gives_the_model_whatever_the_order_cut_and_replays(
+def test_the_state_and_history_merges_give_the_models_whatever_the_order_cut_and_replays(
     tmp_path: Path, delta_spark: Any, batch: list[Scenario]
 ) -> None:
     """Twenty-four scenarios at once, each on blobs of its own (containers prefixed with its number),
-    so that one MERGE per pass serves them all: each scenario's events, some twice, shuffled,
-    cut into up to four passes."""
+    so that one MERGE per table and pass serves them all: each scenario's events, some twice,
+    shuffled, cut into up to four passes. The history's open versions are the state."""
     output = parse_output(str(tmp_path / f"tables-{uuid.uuid4().hex}"))  # one per example
     create_tables(delta_spark, output)
     passes: list[list[pa.Table]] = [[] for _ in range(4)]
     expected: dict[tuple[str, str], Any] = {}
+    expected_history: dict[tuple[str, str, str], Any] = {}
     for n, (events, rng, cuts) in enumerate(batch):
         prefix = f"s{n}-"
         delivered = events + rng.sample(events, k=len(events) // 2)  # some events come twice
@@ -179,21 +199,41 @@ def test_the_state_merge_gives_the_model_whatever_the_order_cut_and_replays(
         for k, (lo, hi) in enumerate(zip([0, *bounds], [*bounds, len(delivered)], strict=True)):
             passes[k % 4].append(changes(delivered[lo:hi], container_prefix=prefix))
         expected.update(model(events, prefix))
+        expected_history.update(history_model(events, prefix))
     for tables_of_pass in passes:
         if tables_of_pass:
             merge_state(delta_spark, output.state, pa.concat_tables(tables_of_pass))
+            merge_history(delta_spark, output.history, pa.concat_tables(tables_of_pass))
     before = state_rows(delta_spark, output.state)
     assert seen(before) == expected
+    versions = state_rows(delta_spark, output.history)
+    assert seen_history(versions) == expected_history
+    assert_history_ends_in_the_state(versions, before)
     everything = pa.concat_tables(
         [changes(events, container_prefix=f"s{n}-") for n, (events, _, _) in enumerate(batch)]
     )
     [again] = merge_state(delta_spark, output.state, everything)  # a full replay
+    assert (again["num_updated_rows"], again["num_inserted_rows"]) == (0, 0)
+    [again] = merge_history(delta_spark, output.history, everything)
     assert (again["num_updated_rows"], again["num_inserted_rows"]) == (0, 0)
     live, tombstones = read_state(output.state, {})  # delta-rs, deletion vectors and all
     assert len(live) + tombstones == len(expected)
     assert {(b.container, b.name) for b in live} == {
         k for k, v in expected.items() if not v["deleted"]
     }
+
+
+def assert_history_ends_in_the_state(
+    versions: list[dict[str, Any]], state: list[dict[str, Any]]
+) -> None:
+    """Each blob's open version is its state row."""
+    open_versions = {(v["container"], v["blob"]): v for v in versions if v["valid_to"] is None}
+    assert open_versions.keys() == {(r["container"], r["blob"]) for r in state}
+    for r in state:
+        v = open_versions[(r["container"], r["blob"])]
+        assert v["valid_from_sequencer"] == r["sequencer"] and v["valid_from"] == r["event_time"]
+        for column in ("deleted", "etag", "content_length", "tier", "tags", "tier_sequencer"):
+            assert v[column] == r[column], column
 
 
 def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
@@ -209,10 +249,18 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
         positions = pa.array([f"p{start + i:06d}" for i in range(table.num_rows)])
         log.insert_unseen(delta_spark, {"00": table.set_column(18, "position", positions)})
 
-    def job() -> StateJob:
+    def job(*, history: bool = True) -> StateJob:
         session = new_session(delta_spark, options)
         return StateJob(session, changes=output.changes, state_table=output.state,
+                        history_table=output.history if history else None,
                         optimize_every_s=3600)  # fmt: skip
+
+    def assert_tables(events: list[Event]) -> None:
+        state = state_rows(delta_spark, output.state)
+        versions = state_rows(delta_spark, output.history)
+        assert seen(state) == model(events)
+        assert seen_history(versions) == history_model(events)
+        assert_history_ends_in_the_state(versions, state)
 
     commit(feed[:3], 0)
     commit(feed[3:6], 3)
@@ -224,18 +272,27 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
     second = job().run_once()
     assert (second.applied, second.updated, second.whole) == (3, 3, False)
     assert zombie._merge(1, 2, rebuild=False) is None  # Delta skips the stale version
-    assert seen(state_rows(delta_spark, output.state)) == model(feed)
+    assert_tables(feed)
 
-    commit([Event(0, 4, "deleted", 0)], 9)  # version 4, then compacted and vacuumed away
+    # a run that stopped between its two commits: the state holds version 4, the history not
+    feed.append(Event(1, 4, "tier", 7))
+    commit(feed[-1:], 9)
+    assert job(history=False).run_once().applied == 4
+    behind = job()
+    assert behind.applied_version() == 3  # the older of the two tables
+    assert behind.run_once().applied == 4
+    assert_tables(feed)
+
+    commit([Event(0, 5, "deleted", 0)], 10)  # version 5, then compacted and vacuumed away
     delta_spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
     try:
         optimize(delta_spark, output.changes)
         delta_spark.sql(f"VACUUM {table_ref(output.changes)} RETAIN 0 HOURS").collect()
     finally:
         delta_spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
-    third = job().run_once()  # the rows of version 4 are gone from its files: read them all
+    third = job().run_once()  # the rows of version 5 are gone from its files: read them all
     assert third.whole and third.is_caught_up
-    assert seen(state_rows(delta_spark, output.state)) == model([*feed, Event(0, 4, "deleted", 0)])
+    assert_tables([*feed, Event(0, 5, "deleted", 0)])
 
 
 def test_a_sas_reaches_the_tables_on_azurite_through_abfs(
