@@ -22,7 +22,7 @@ help:
 	@echo "make bench-decode     CPU per record: fastavro vs the columnar decoder"
 	@echo "make bench-spark      one host into the Delta change log vs appending the same rows"
 	@echo "make bench-stream     the Spark source (readStream into Delta) vs a host into the change log"
-	@echo "make bench-state      the state table's MERGE at 100k, 1M and 10M blobs"
+	@echo "make bench-state      the state job's MERGEs at 100k, 1M and 10M blobs, history off and on"
 	@echo "make bench-rebalance  real hosts: kill -9, SIGTERM, scale-out (time, ticks, duplicates)"
 	@echo "make bench-balance    the pure balancer at 1,000 hosts x 10,000 leases"
 	@echo "make bench-formats    what --format and the change log's envelope columns cost"

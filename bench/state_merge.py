@@ -1,21 +1,24 @@
-"""The state job's MERGE at 100k, 1M and 10M blobs, against one host's ingest rate.
+"""The state job's MERGEs at 100k, 1M and 10M blobs, with the history table off and on, against
+one host's ingest rate.
 
     python -m bench.state_merge [--sizes 100000,1000000,10000000] [--master local[2]]
 
-For each size, a state table of that many live blobs (made once with Spark and kept in
-.bench/state_merge/) takes, in turn, runs of 50,000 and of 500,000 changes, with deletion
-vectors on and then off; the table is restored to its first version after each run. A run is
-what the state job does with the change-log rows it reads: the fold of the changes into one row
-per blob (`observers.spark.state.newest_per_blob`) and the MERGE into the table
-(`merge_statement`), the same SQL on the same session settings. The changes are a mix a storage
+For each size, a state table of that many live blobs and a history table of one version each
+(made once with Spark and kept in .bench/state_merge/) take, in turn, runs of 50,000 and of
+500,000 changes, without the history and then with it; the tables are restored to their first
+version after each run. A run is what the state job does with the change-log rows it reads:
+the fold of the changes into one row per blob (`observers.spark.state.newest_per_blob`) and the
+MERGE into the state (`merge_statement`), then, with the history, the fold of the blobs' tails
+(`observers.spark.history.tail_folded`) and its MERGE: the same SQL on the same session
+settings. The changes are a mix a storage
 account sees: 20% creates of new blobs, 30% overwrites, 10% deletes, 20% tier changes and 20%
 tag changes of existing blobs, each with a sequencer newer than the blob's.
 
 Then one host's ingest rate into the change log is measured in the same run
 (`bench.spark_ingest.ingest_rate`, the 180,000 events of bench/spark_ingest.py), and the ratio
-of the state's rate (500,000 changes at the largest size, deletion vectors on) to it is printed
-(target >= 1.0: the state keeps up with a host writing at full speed), with how the time per
-run grows with the table (target: 10M against 100k well under 100x). The MERGEs run after a
+of the state job's rate (500,000 changes at the largest size, with the history) to it is
+printed (target >= 1.0: the job keeps up with a host writing at full speed), with how the time
+per run grows with the table (target: 10M against 100k well under 100x). The MERGEs run after a
 warm-up on a small table, on a session with the state job's settings (`state_job.JOB_CONF`).
 """
 
@@ -29,12 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.spark_ingest import ingest_rate
+from observers.spark import history
 from observers.spark.output import parse_output
 from observers.spark.session import SparkOptions, new_session, open_session
 from observers.spark.sql import table_ref
 from observers.spark.state import STATE_SCHEMA, merge_statement, newest_per_blob
 from observers.spark.state_job import JOB_CONF
-from observers.spark.tables import STATE_PROPERTIES, create_statement
+from observers.spark.tables import (
+    HISTORY_PROPERTIES,
+    STATE_PROPERTIES,
+    create_statement,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKDIR = ROOT / ".bench" / "state_merge"
@@ -42,6 +50,23 @@ RUNS = (50_000, 500_000)
 
 BLOB = "concat('dir/', CAST(b % 1000 AS STRING), '/blob-', lpad(CAST(b AS STRING), 10, '0'))"
 CONTAINER = "concat('c', CAST(b % 8 AS STRING))"
+
+
+def build_history(spark: Any, uri: str, state_uri: str) -> None:
+    """A history table of one open version per blob of the state table at `state_uri`."""
+    spark.sql(create_statement(uri, history.HISTORY_SCHEMA, HISTORY_PROPERTIES)).collect()
+    columns = ", ".join(
+        {
+            "valid_from": "event_time AS valid_from",
+            "valid_from_sequencer": "sequencer AS valid_from_sequencer",
+            "valid_to": "CAST(NULL AS TIMESTAMP) AS valid_to",
+            "valid_to_sequencer": "CAST(NULL AS STRING) AS valid_to_sequencer",
+        }.get(name, name)
+        for name in history.HISTORY_SCHEMA.names
+    )
+    spark.sql(
+        f"INSERT INTO {table_ref(uri)} SELECT {columns} FROM {table_ref(state_uri)}"
+    ).collect()
 
 
 def build_state(spark: Any, uri: str, blobs: int) -> None:
@@ -80,52 +105,62 @@ def changes_view(spark: Any, blobs: int, count: int) -> str:
     return name
 
 
-def timed_run(spark: Any, uri: str, view: str) -> float:
+def timed_run(spark: Any, uri: str, view: str, history_uri: str | None = None) -> float:
     source = f"{view}_folded"
     spark.sql(newest_per_blob(view)).createOrReplaceTempView(source)
     started = time.perf_counter()
     spark.sql(merge_statement(uri, source)).collect()
+    if history_uri is not None:
+        versions = f"{view}_versions"
+        spark.sql(history.tail_folded(history_uri, view)).createOrReplaceTempView(versions)
+        spark.sql(history.merge_statement(history_uri, versions)).collect()
     return time.perf_counter() - started
 
 
 def warm_up(spark: Any) -> None:
     """Runs on a small table first: a fresh JVM runs its first MERGEs several times slower
     (classes loaded, code compiled), which would count against the smallest size."""
-    uri = parse_output(str(WORKDIR / "warm-up")).state
+    output = parse_output(str(WORKDIR / "warm-up"))
     shutil.rmtree(WORKDIR / "warm-up", ignore_errors=True)
-    build_state(spark, uri, 20_000)
+    build_state(spark, output.state, 20_000)
+    build_history(spark, output.history, output.state)
     for _ in range(3):
-        timed_run(spark, uri, changes_view(spark, 20_000, 10_000))
+        timed_run(spark, output.state, changes_view(spark, 20_000, 10_000), output.history)
     shutil.rmtree(WORKDIR / "warm-up", ignore_errors=True)
 
 
 def measure(spark: Any, blobs: int) -> dict[tuple[bool, int], float]:
-    uri = parse_output(str(WORKDIR / f"state-{blobs}")).state
-    marker = WORKDIR / f"state-{blobs}.done"
+    output = parse_output(str(WORKDIR / f"tables-{blobs}"))
+    marker = WORKDIR / f"tables-{blobs}.done"
     if not marker.exists():
         started = time.perf_counter()
-        build_state(spark, uri, blobs)
+        build_state(spark, output.state, blobs)
+        build_history(spark, output.history, output.state)
         marker.touch()
-        print(f"  made the table of {blobs:,} blobs in {time.perf_counter() - started:.0f} s")
-    history = spark.sql(f"DESCRIBE HISTORY {table_ref(uri)}").collect()
-    base = min(int(r["version"]) for r in history if r["operation"] == "WRITE")
+        print(f"  made the tables of {blobs:,} blobs in {time.perf_counter() - started:.0f} s")
+    bases = {uri: first_write(spark, uri) for uri in (output.state, output.history)}
     out = {}
-    for dv in (True, False):
+    for with_history in (False, True):
         for count in RUNS:
-            spark.sql(f"RESTORE TABLE {table_ref(uri)} TO VERSION AS OF {base}").collect()
-            if not dv:
-                spark.sql(
-                    f"ALTER TABLE {table_ref(uri)} SET TBLPROPERTIES "
-                    "('delta.enableDeletionVectors' = 'false')"
-                ).collect()
-            out[(dv, count)] = timed_run(spark, uri, changes_view(spark, blobs, count))
+            for uri, base in bases.items():
+                spark.sql(f"RESTORE TABLE {table_ref(uri)} TO VERSION AS OF {base}").collect()
+            view = changes_view(spark, blobs, count)
+            seconds = timed_run(spark, output.state, view, output.history if with_history else None)
+            out[(with_history, count)] = seconds
             print(
-                f"  {blobs:>10,} blobs  dv {'on ' if dv else 'off'}  {count:>7,} changes  "
-                f"{out[(dv, count)]:6.1f} s  {count / out[(dv, count)]:>9,.0f} changes/s",
+                f"  {blobs:>10,} blobs  history {'on ' if with_history else 'off'}  "
+                f"{count:>7,} changes  {seconds:6.1f} s  {count / seconds:>9,.0f} changes/s",
                 flush=True,
             )
-    spark.sql(f"RESTORE TABLE {table_ref(uri)} TO VERSION AS OF {base}").collect()
+    for uri, base in bases.items():
+        spark.sql(f"RESTORE TABLE {table_ref(uri)} TO VERSION AS OF {base}").collect()
     return out
+
+
+def first_write(spark: Any, uri: str) -> int:
+    """The version that holds the table as it was made."""
+    commits = spark.sql(f"DESCRIBE HISTORY {table_ref(uri)}").collect()
+    return min(int(r["version"]) for r in commits if r["operation"] == "WRITE")
 
 
 async def main() -> None:
@@ -153,18 +188,20 @@ async def main() -> None:
     finally:
         first.stop()
     # the host's rate on the feed bench/spark_ingest.py reads (cached there), catching up
-    rows, seconds, detail = await ingest_rate(args.master)
+    rows, seconds, _, detail = await ingest_rate(args.master)
     ingest = rows / seconds
     largest, smallest = sizes[-1], sizes[0]
-    state = RUNS[-1] / results[largest][(True, RUNS[-1])]
     print(
         f"host ingest into the change log: {ingest:,.0f} events/s ({rows:,} in {seconds:.1f} s, "
         f"{detail})"
     )
-    print(
-        f"state at {largest:,} blobs, {RUNS[-1]:,} changes, dv on: {state:,.0f} changes/s = "
-        f"{state / ingest:.2f}x the ingest rate (target >= 1.0)"
-    )
+    for with_history in (False, True):
+        rate = RUNS[-1] / results[largest][(with_history, RUNS[-1])]
+        print(
+            f"state job at {largest:,} blobs, {RUNS[-1]:,} changes, history "
+            f"{'on' if with_history else 'off'}: {rate:,.0f} changes/s = {rate / ingest:.2f}x the "
+            f"ingest rate{' (target >= 1.0)' if with_history else ''}"
+        )
     for count in RUNS:
         growth = results[largest][(True, count)] / results[smallest][(True, count)]
         print(
