@@ -18,7 +18,7 @@ every `--state-interval` seconds. A run:
    Each table records the version it applied; a run starts after the older of the two, which
    both folds allow: applying an event again changes neither table.
 
-Every `optimize_every_s` it also compacts the small files of both tables (`OPTIMIZE`).
+Every `optimize_every_s` it also compacts the small files of the tables (`OPTIMIZE`).
 """
 
 from __future__ import annotations
@@ -251,7 +251,8 @@ class StateJob:
             return False
         if (now - self.optimized_at).total_seconds() < self.optimize_every_s:
             return False
-        optimize(self.session, self.changes, self.state_table)
+        kept = [self.history_table] if self.history_table else []
+        optimize(self.session, self.changes, self.state_table, *kept)
         self.optimized_at = now
         return True
 

@@ -353,24 +353,28 @@ def optimize_command(
     spark_conf_pairs: tuple[str, ...],
     vacuum_hours: int | None,
 ) -> None:
-    """Compact the small files of both tables now (OPTIMIZE; the state job also does it every
+    """Compact the small files of the tables now (OPTIMIZE; the state job also does it every
     15 minutes), and with --vacuum delete the files old versions no longer need."""
     where, access, _ = _where(output, connection_string, output_connection_string)
     options = _spark_options(where, access, spark_master, spark_remote, spark_conf_pairs)
 
     from observers.spark.state_job import optimize  # noqa: PLC0415
+    from observers.spark.tables import is_delta_table  # noqa: PLC0415
 
     def work(spark: Any) -> None:
+        kept = [where.history] if is_delta_table(spark, where.history) else []
+        tables = [where.changes, where.state, *kept]
+
         def files() -> dict[str, int]:
             return {
                 uri: int(spark.sql(f"DESCRIBE DETAIL {table_ref(uri)}").collect()[0]["numFiles"])
-                for uri in (where.changes, where.state)
+                for uri in tables
             }
 
         before = files()
-        optimize(spark, where.changes, where.state)
+        optimize(spark, *tables)
         if vacuum_hours is not None:
-            for uri in (where.changes, where.state):
+            for uri in tables:
                 spark.sql(f"VACUUM {table_ref(uri)} RETAIN {vacuum_hours} HOURS").collect()
         for uri, n in files().items():
             click.echo(f"{uri}: {before[uri]:,} files before, {n:,} after")

@@ -39,7 +39,8 @@ from observers.spark.state import merge_statement, newest_per_blob
 from observers.spark.state_job import StateJob, optimize
 from observers.spark.tables import create_tables
 from processor.admin.verify import read_state
-from tests.helpers import Feed
+from processor.connection import DEFAULT_CONNECTION_STRING
+from tests.helpers import Feed, run_cfp
 from tests.spark_cluster import (
     SparkCluster,
     assert_exactly_once,
@@ -292,6 +293,14 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
         delta_spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
     third = job().run_once()  # the rows of version 5 are gone from its files: read them all
     assert third.whole and third.is_caught_up
+    assert_tables([*feed, Event(0, 5, "deleted", 0)])
+
+    # `cfp optimize` compacts every table, the history too (several MERGEs made its files)
+    done = run_cfp(DEFAULT_CONNECTION_STRING, "optimize", "--output", output.uri, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    compacted = {line.split(": ")[0]: line for line in done.stdout.splitlines()}
+    assert compacted.keys() == {output.changes, output.state, output.history}, done.stdout
+    assert compacted[output.history].endswith(" 1 after"), done.stdout
     assert_tables([*feed, Event(0, 5, "deleted", 0)])
 
 
