@@ -55,15 +55,10 @@ CONTAINER = "concat('c', CAST(b % 8 AS STRING))"
 def build_history(spark: Any, uri: str, state_uri: str) -> None:
     """A history table of one open version per blob of the state table at `state_uri`."""
     spark.sql(create_statement(uri, history.HISTORY_SCHEMA, HISTORY_PROPERTIES)).collect()
-    columns = ", ".join(
-        {
-            "valid_from": "event_time AS valid_from",
-            "valid_from_sequencer": "sequencer AS valid_from_sequencer",
-            "valid_to": "CAST(NULL AS TIMESTAMP) AS valid_to",
-            "valid_to_sequencer": "CAST(NULL AS STRING) AS valid_to_sequencer",
-        }.get(name, name)
-        for name in history.HISTORY_SCHEMA.names
-    )
+    made_from = {new: f"{old} AS {new}" for old, new in history.RENAMED.items()}
+    made_from["valid_to"] = "CAST(NULL AS TIMESTAMP) AS valid_to"
+    made_from["valid_to_sequencer"] = "CAST(NULL AS STRING) AS valid_to_sequencer"
+    columns = ", ".join(made_from.get(name, name) for name in history.HISTORY_SCHEMA.names)
     spark.sql(
         f"INSERT INTO {table_ref(uri)} SELECT {columns} FROM {table_ref(state_uri)}"
     ).collect()
