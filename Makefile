@@ -117,7 +117,7 @@ chaos: install
 	$(PY) -m tests.chaos.runner --seed $(or $(SEED),1) --duration $(or $(DURATION),60) --hosts $(or $(HOSTS),4)
 
 chaos-ci: install
-	$(PY) -m tests.chaos.runner --seed 20261123 --duration 60 --hosts 4
+	$(PY) -m tests.chaos.runner --seed 20261550 --duration 60 --hosts 4
 
 azurite: $(AZURITE)
 	mkdir -p $(AZURITE_DIR)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -89,4 +90,32 @@ def rest_problems(leases: list[Lease], hosts: set[str]) -> list[str]:
     counts = [load.get(h, 0) for h in hosts]
     if counts and max(counts) - min(counts) > 1:
         problems.append(f"unbalanced at rest: {dict(sorted(load.items()))}")
+    return problems
+
+
+def job_stalls(
+    samples: Iterable[tuple[float, Lease]], *, since: float, until: float, limit_s: float
+) -> list[str]:
+    """A singleton job stuck after the faults ended (`since`): its row, sampled in time order,
+    went unwritten (no renewal, no checkpoint, by any holder) for more than `limit_s` before
+    `until` (when the hosts were told to stop), or its continuation never moved again, the
+    holder's last run as it stopped included (held, but never ran to a checkpoint)."""
+    rows = sorted(samples, key=lambda s: s[0])
+    start = next((row for t, row in reversed(rows) if t < since), None)
+    writes: list[tuple[float, Lease]] = []  # each change of the row after `since`
+    etag = start.etag if start else None
+    for t, row in rows:
+        if t >= since and row.etag != etag:
+            writes.append((t, row))
+            etag = row.etag
+    edges = [since, *(t for t, _ in writes if t <= until), until]
+    problems = [
+        f"job: its row unwritten from t={a:.1f} to t={b:.1f} (limit {limit_s:g}s)"
+        for a, b in itertools.pairwise(edges)
+        if b - a > limit_s
+    ]
+    if not any(start is None or row.continuation != start.continuation for _, row in writes):
+        problems.append(
+            f"job: its continuation did not move after the faults ended (t={since:.1f})"
+        )
     return problems

@@ -4,10 +4,14 @@
 
 Starts Azurite (on a data folder that survives its restarts), a `FaultyProxy` in front of its blob
 and table ports (the hosts see only the proxy), a live emulated workload (new segments, shard
-counts cycling through `--shards`, each segment `Publishing` then finalized), and the hosts. Then
-it applies the schedule of `schedule.make_schedule(seed)`, stops the faults, lets the hosts catch
-up, and checks the invariants of `invariants.py`, the state table with `cfp verify`, and the
-lease table at rest. The lease table is sampled every 0.25 s for the whole run. It prints a summary
+counts cycling through `--shards`, each segment `Publishing` then finalized), and the hosts. The
+hosts write the Delta tables into Azurite's blob storage through ABFS (`abfs://`, through the
+proxy: the faults reach the change log's commits, its checkpoints and the state job's MERGEs;
+`--tables local` writes them to a folder instead). Then it applies the schedule of
+`schedule.make_schedule(seed)`, stops the faults, lets the hosts catch up, and checks the
+invariants of `invariants.py` (the change log read with delta-rs), the state and history tables
+with `cfp verify`, and the lease table at rest. The lease table and the state job's row are
+sampled every 0.25 s for the whole run. It prints a summary
 (faults, events, duplicates delivered to observers, takeover times); a failing run prints the
 seed and the fault timeline, and exits 1.
 """
@@ -29,21 +33,25 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from azure.storage.blob.aio import BlobServiceClient
 from deltalake import DeltaTable, QueryBuilder
+from deltalake.exceptions import TableNotFoundError
 
-from leases import Lease, LeaseError, TableLeaseStore
+from leases import Lease, LeaseError, TableLeaseStore, job_token
+from observers.spark.output import Output, delta_rs_options, parse_output
 from processor.changefeed.errors import FeedError
 from processor.changefeed.layout import SEGMENT_INTERVAL
-from processor.connection import ENV_VAR, azurite_connection_string
+from processor.connection import ENV_VAR, azurite_connection_string, storage_access
 from processor.emulator.azurite import ROOT, Azurite
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from tests.chaos.invariants import (
     Delivery,
     backward_moves,
     exactly_once,
+    job_stalls,
     late_deliveries,
     rest_problems,
 )
@@ -55,6 +63,8 @@ from tests.helpers import read_all
 PROCESSOR = "chaos"
 TABLE = "chaosleases"
 SAMPLE_EVERY_S = 0.25
+STATE_JOB = job_token("state")
+TABLES = f"abfs://chaos-tables@devstoreaccount1.dfs.core.windows.net/{PROCESSOR}"
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,12 @@ class ChaosConfig:
     rate: float = 15.0
     shards: tuple[int, ...] = (2, 3, 4, 3)
     settle_s: float = 300.0
+    tables: str = "abfs"  # or "local": a folder of workdir
+
+    @property
+    def output(self) -> Output:
+        local = self.workdir / "tables"
+        return parse_output(TABLES if self.tables == "abfs" else str(local))
 
 
 @dataclass
@@ -81,6 +97,8 @@ class Report:
     delivered: int = 0
     takeovers: list[float] = field(default_factory=list)
     settle_s: float = 0.0
+    failed_writes: Counter[str] = field(default_factory=Counter)  # by log event
+    abfs: tuple[int, int] = (0, 0)  # the tables' ABFS connections cut, and chunks delayed
 
     def note(self, started: float, text: str) -> None:
         self.timeline.append(f"[{time.monotonic() - started:7.1f}s] {text}")
@@ -103,6 +121,11 @@ class Report:
             f"{max(0, self.delivered - self.events):,} duplicates "
             f"({max(0, self.delivered - self.events) / max(1, self.events):.1%})",
             f"  takeovers after kill/pause: {takeovers}",
+            f"  the tables under the faults: {self.abfs[0]} ABFS connections cut, "
+            f"{self.abfs[1]} ABFS transfers delayed; "
+            f"{self.failed_writes['spark.write_failed']} change-log writes failed (done again), "
+            f"{self.failed_writes['job.failed']} state job runs failed (run again) of "
+            f"{self.failed_writes['job.failed'] + self.failed_writes['job.ran']}",
             f"  caught up after the faults in {self.settle_s:.1f}s",
         ]
         if self.problems:
@@ -147,9 +170,11 @@ class Hosts:
             "--processor-name", PROCESSOR, "--lease-table", TABLE, "--host-name", self.name(i),
             "--lease-expiration", str(c.expiry_s), "--poll-interval", "0.5",
             "--max-batch-events", "200",
-            "--observer", "spark", "--output", str(c.workdir / "tables"),
+            "--observer", "spark", "--output", c.output.uri,
             "--spark-master", "local[1]", "--spark-warm-up-rows", "0", "--spark-max-wait", "1",
             "--spark-conf", "spark.ui.enabled=false",
+            # the state job runs often, so that the faults meet its reads and MERGEs too
+            "--state-interval", "2",
         ]  # fmt: skip
         self.procs[i] = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
@@ -191,18 +216,27 @@ class Hosts:
                 p.kill()
                 p.wait()
 
-    def deliveries(self) -> list[Delivery]:
+    def logged(self, *events: str) -> list[dict[str, Any]]:
+        """The hosts' JSON log lines of these events (all hosts, across restarts)."""
+        wanted = [f'"{e}"' for e in events]
         out = []
         for i in range(self.config.hosts):
             path = self.config.workdir / f"{self.name(i)}.log"
             if not path.exists():
                 continue
-            for line in path.read_text().splitlines():
-                if '"batch.delivering"' not in line:
-                    continue
-                with contextlib.suppress(ValueError, KeyError):
-                    e = json.loads(line)
-                    out.append(Delivery(e["mono"], e["host"], e["lease"], e["epoch"], e["events"]))
+            for line in path.read_text(errors="replace").splitlines():
+                if line.startswith("{") and any(w in line for w in wanted):
+                    with contextlib.suppress(ValueError):
+                        found = json.loads(line)
+                        if found.get("event") in events:
+                            out.append(found)
+        return out
+
+    def deliveries(self) -> list[Delivery]:
+        out = []
+        for e in self.logged("batch.delivering"):
+            with contextlib.suppress(KeyError):
+                out.append(Delivery(e["mono"], e["host"], e["lease"], e["epoch"], e["events"]))
         return out
 
 
@@ -245,14 +279,22 @@ class Workload:
                     return
 
 
-async def _sample(
-    store: TableLeaseStore, samples: list[tuple[float, Lease]], stop: asyncio.Event
-) -> None:
+@dataclass
+class Samples:
+    """The lease table and the state job's row, as the runner saw them (monotonic time)."""
+
+    leases: list[tuple[float, Lease]] = field(default_factory=list)
+    job: list[tuple[float, Lease]] = field(default_factory=list)
+
+
+async def _sample(store: TableLeaseStore, samples: Samples, stop: asyncio.Event) -> None:
     while not stop.is_set():
         with contextlib.suppress(LeaseError):
             leases = await store.list_leases()
             t = time.monotonic()
-            samples.extend((t, x) for x in leases)
+            samples.leases.extend((t, x) for x in leases)
+            if (job := await store.get(STATE_JOB)) is not None:
+                samples.job.append((time.monotonic(), job))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), SAMPLE_EVERY_S)
 
@@ -281,16 +323,15 @@ def takeover_times(
     return out
 
 
-def change_log_ids(workdir: Path) -> Counter[str]:
-    """The change log's ids, as the `deltalake` package (delta-rs) reads the Delta table."""
-    folder = workdir / "tables" / "changes"
-    if not (folder / "_delta_log").exists():
+def change_log_ids(output: Output, conn: str) -> Counter[str]:
+    """The change log's ids, as the `deltalake` package (delta-rs) reads the Delta table (on
+    Azurite, straight from its blob port: no fault in between)."""
+    options = delta_rs_options(output, storage_access(conn)) or None
+    try:
+        table = DeltaTable(output.changes, storage_options=options)
+    except TableNotFoundError:
         return Counter()
-    found = (
-        QueryBuilder()
-        .register("changes", DeltaTable(str(folder)))
-        .execute("SELECT id FROM changes")
-    )
+    found = QueryBuilder().register("changes", table).execute("SELECT id FROM changes")
     return Counter(pa.table(found).column("id").cast(pa.string()).to_pylist())
 
 
@@ -305,6 +346,7 @@ class Chaos:
         self.started = time.monotonic()
         self.recoveries: list[asyncio.Task[None]] = []
         self.kills: list[tuple[float, str]] = []
+        self.faults_ended = self.stopping_at = 0.0
 
     def note(self, text: str) -> None:
         self.report.note(self.started, text)
@@ -320,7 +362,7 @@ class Chaos:
         direct = self.azurite.connection_string
         self.hosts = Hosts(c, azurite_connection_string(blob_port=blob.port, table_port=table.port))
         self.workload = Workload(direct, c)
-        samples: list[tuple[float, Lease]] = []
+        samples = Samples()
         sampling = asyncio.Event()
         try:
             async with TableLeaseStore.from_connection_string(
@@ -338,6 +380,7 @@ class Chaos:
                 await sampler
         finally:
             self.hosts.kill_all()
+            self.report.abfs = (blob.abfs_cut, blob.abfs_delayed)
             for p in self.proxies:
                 await p.close()
             self.azurite.stop()
@@ -362,6 +405,7 @@ class Chaos:
         self._crashes()
         for p in self.proxies:
             p.heal()
+        self.faults_ended = time.monotonic()
         for i in range(c.hosts):
             if i in self.hosts.paused:
                 self.hosts.signal(i, signal.SIGCONT)
@@ -434,6 +478,7 @@ class Chaos:
         c = self.config
         self.workload.stop.set()
         await workload
+        output = c.output
         records, _ = await read_all(direct)
         feed_ids = {str(r["id"]) for r in records}
         self.report.events = len(feed_ids)
@@ -444,7 +489,8 @@ class Chaos:
         while True:
             leases = await store.list_leases()
             done = leases and all(x.caught_up for x in leases)
-            if done and feed_ids <= set(await asyncio.to_thread(change_log_ids, c.workdir)):
+            ids = await asyncio.to_thread(change_log_ids, output, direct)
+            if done and feed_ids <= set(ids):
                 break
             if time.monotonic() > deadline:
                 behind = [f"{x.token}@{x.owner}" for x in leases if not x.caught_up]
@@ -470,26 +516,37 @@ class Chaos:
             await asyncio.sleep(1.0)
         self.report.problems += at_rest
         self.note("caught up; stopping the hosts")
+        self.stopping_at = time.monotonic()
         for i in range(c.hosts):
             self.hosts.signal(i, signal.SIGTERM)
         for i in range(c.hosts):
             if (rc := await self.hosts.wait(i, timeout_s=120)) != 0:
                 self.report.problems.append(f"h{i} exited {rc} at the end")
-        self.report.problems += exactly_once(feed_ids, change_log_ids(c.workdir))
+        self.report.problems += exactly_once(feed_ids, change_log_ids(output, direct))
         verify = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "processor", "verify", "--output", str(c.workdir / "tables")],
+            [sys.executable, "-m", "processor", "verify", "--output", output.uri],
             capture_output=True, text=True, cwd=ROOT, env={**os.environ, ENV_VAR: direct},
         )  # fmt: skip
         if verify.returncode != 0:
             self.report.problems.append(f"cfp verify: {verify.stdout[-1500:]}{verify.stderr}")
 
-    def _check(self, samples: list[tuple[float, Lease]]) -> None:
+    def _check(self, samples: Samples) -> None:
         deliveries = self.hosts.deliveries()
         self.report.delivered = sum(d.events for d in deliveries)
-        self.report.problems += backward_moves(samples)
+        self.report.problems += backward_moves(samples.leases)
         self.report.problems += late_deliveries(deliveries)
-        self.report.takeovers = takeover_times(samples, self.kills)
+        self.report.takeovers = takeover_times(samples.leases, self.kills)
+        failures = ("spark.write_failed", "job.failed", "job.ran")
+        self.report.failed_writes = Counter(str(e["event"]) for e in self.hosts.logged(*failures))
+        # a holder renews every third of the expiry; a dead one's lease runs out after one
+        # expiry and is taken within the next: longer than two unwritten means stuck
+        self.report.problems += job_stalls(
+            samples.job,
+            since=self.faults_ended,
+            until=self.stopping_at,
+            limit_s=2 * self.config.expiry_s,
+        )
         if not deliveries:
             self.report.problems.append("no batch.delivering lines in the host logs")
 
@@ -502,6 +559,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expiry", type=float, default=4.0)
     parser.add_argument("--kinds", default=",".join(KINDS), help="fault kinds, comma-separated")
     parser.add_argument("--workdir", type=Path, help="default: a fresh temporary folder")
+    parser.add_argument(
+        "--tables",
+        choices=("abfs", "local"),
+        default="abfs",
+        help="where the hosts write the Delta tables: Azurite's blob storage (through the faults) "
+        "or a local folder",
+    )
     args = parser.parse_args(argv)
     quick_jvms()  # as in `make test`: four hosts' JVMs share two cores
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cfp-chaos-"))
@@ -512,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         hosts=args.hosts,
         expiry_s=args.expiry,
         kinds=tuple(k for k in args.kinds.split(",") if k),
+        tables=args.tables,
     )
     print(f"chaos: seed {config.seed}, work folder {workdir}", flush=True)
     try:

@@ -16,6 +16,7 @@ from tests.chaos.invariants import (
     Delivery,
     backward_moves,
     exactly_once,
+    job_stalls,
     late_deliveries,
     rest_problems,
 )
@@ -96,3 +97,33 @@ def test_takeover_time_is_until_every_lease_of_the_victim_has_a_newer_epoch() ->
     assert takeover_times(samples, [(1.0, "h7")]) == []
     # a lease h0 no longer owned when it died does not count
     assert takeover_times([*samples, (3.5, lease("00", 0, "h1", 2))], [(3.7, "h0")]) == [2.3]
+
+
+def job_row(etag: str, continuation: str, owner: str = "h0") -> Lease:
+    return Lease(
+        LeaseToken("~job~state"), owner=HostId(owner), continuation=continuation, etag=etag
+    )
+
+
+def test_a_state_job_unwritten_too_long_or_never_moving_after_the_faults_is_caught() -> None:
+    healthy = [
+        (9.0, job_row("a", "v1")),  # before the faults ended: only its row counts
+        (11.0, job_row("b", "v1")),  # a renewal
+        (14.0, job_row("c", "v2")),  # a run checkpointed
+        (17.0, job_row("d", "v2")),
+    ]
+    assert job_stalls(healthy, since=10.0, until=20.0, limit_s=8) == []
+    # the holder died just before the end of the faults, and nobody took the job for 12 s
+    (gap,) = job_stalls(
+        [healthy[0], (22.0, job_row("e", "v2", "h1"))], since=10.0, until=24.0, limit_s=8
+    )
+    assert "unwritten from t=10.0 to t=22.0" in gap
+    (tail,) = job_stalls(healthy, since=10.0, until=30.0, limit_s=8)
+    assert "unwritten from t=17.0 to t=30.0" in tail
+    # the last run, as the hosts stopped, moved it: not stuck, however long that run took
+    slow = [(9.0, job_row("a", "v1")), (12.0, job_row("b", "v1")), (19.0, job_row("c", "v1"))]
+    assert job_stalls([*slow, (40.0, job_row("d", "v9"))], since=10.0, until=20.0, limit_s=8) == []
+    # renewed all along, but no run ever checkpointed: the job fails on every run
+    renewed = [(9.0, job_row("a", "v1")), *((10.0 + i, job_row(str(i), "v1")) for i in range(9))]
+    (stuck,) = job_stalls(renewed, since=10.0, until=19.0, limit_s=8)
+    assert "did not move" in stuck
