@@ -8,7 +8,7 @@ JARS := deploy/spark/jars/.installed
 FETCHED := deploy/spark/jars/.fetched
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-decode bench-spark bench-stream bench-state bench-rebalance bench-balance bench-formats bench-filter clean
+.PHONY: help install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-decode bench-spark bench-stream bench-state bench-changelog bench-rebalance bench-balance bench-formats bench-filter clean
 
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-spark      one host into the Delta change log vs appending the same rows"
 	@echo "make bench-stream     the Spark source (readStream into Delta) vs a host into the change log"
 	@echo "make bench-state      the state job's MERGEs at 100k, 1M and 10M blobs, history off and on"
+	@echo "make bench-changelog  one host into a change log of 10M events (12 months) vs an empty one"
 	@echo "make bench-rebalance  real hosts: kill -9, SIGTERM, scale-out (time, ticks, duplicates)"
 	@echo "make bench-balance    the pure balancer at 1,000 hosts x 10,000 leases"
 	@echo "make bench-formats    what --format and the change log's envelope columns cost"
@@ -140,6 +141,9 @@ bench-stream: install
 
 bench-state: install
 	$(PY) -m bench.state_merge
+
+bench-changelog: install
+	$(PY) -m bench.changelog_growth
 
 bench-rebalance: install
 	$(PY) -m bench.rebalance

@@ -64,9 +64,12 @@ def log_time(event: dict[str, Any]) -> float:
     return datetime.fromisoformat(str(event["timestamp"])).timestamp()
 
 
-def run_host(conn: str, output: Path, master: str) -> tuple[float, float, str]:
+def run_host(
+    conn: str, output: Path, master: str, *, extra: tuple[str, ...] = ()
+) -> tuple[float, float, str]:
     """Seconds from the host's start (its observer open: session, tables, warm-up) to every
-    lease caught up, the same from the process's start, and what it did."""
+    lease caught up, the same from the process's start, and what it did (`extra`: more
+    options of `cfp run`)."""
     env = {**os.environ, "CFP_CONNECTION_STRING": conn, "CFP_LOG_JSON": "1", "CFP_HTTP_PORT": "0"}
     command = [
         sys.executable, "-m", "processor", "run",
@@ -74,7 +77,7 @@ def run_host(conn: str, output: Path, master: str) -> tuple[float, float, str]:
         "--lease-table", "cfpbenchleases",
         "--observer", "spark", "--output", str(output), "--spark-master", master,
         "--until-caught-up", "--lease-expiration", "3", "--state-interval", "3600",
-        "--max-batch-events", "1000",
+        "--max-batch-events", "1000", *extra,
     ]  # fmt: skip
     spawned = time.time()
     proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
@@ -121,21 +124,31 @@ def baseline(table: pa.Table, master: str) -> tuple[float, float]:
 
 
 async def ingest_rate(
-    master: str, *, segments: int = 3, events_per_segment: int = 60_000
+    master: str,
+    *,
+    segments: int = 3,
+    events_per_segment: int = 60_000,
+    start_from: Path | None = None,
+    extra: tuple[str, ...] = (),
 ) -> tuple[int, float, float, str]:
     """(a): events written, seconds from the host's start and from its process's, and what the
-    host did."""
+    host did. The host writes into an empty --output, or into a copy of `start_from` (tables
+    that hold events already: the events written are those added)."""
     WORKDIR.mkdir(parents=True, exist_ok=True)
+    output = WORKDIR / "out"
+    shutil.rmtree(output, ignore_errors=True)
+    before = 0
+    if start_from is not None:
+        shutil.copytree(start_from, output)
+        before = DeltaTable(parse_output(str(output)).changes).count()
     azurite = Azurite(WORKDIR / "azurite").start()
     try:
         conn = azurite.connection_string
         await build_feed(conn, segments, events_per_segment)
-        output = WORKDIR / "out"
-        shutil.rmtree(output, ignore_errors=True)
-        seconds, from_spawn, detail = run_host(conn, output, master)
+        seconds, from_spawn, detail = run_host(conn, output, master, extra=extra)
     finally:
         azurite.stop()
-    rows = read_back(parse_output(str(output)).changes).num_rows
+    rows = DeltaTable(parse_output(str(output)).changes).count() - before
     return rows, seconds, from_spawn, detail
 
 
