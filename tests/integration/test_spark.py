@@ -23,7 +23,7 @@ from processor.changefeed.layout import segment_path
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.reading.lease_position import LeasePosition
 from tests.cluster import Cluster, Table, all_caught_up, owners
-from tests.helpers import Feed
+from tests.helpers import Feed, run_cfp
 from tests.spark_cluster import (
     EXPIRY_S,
     TABLES_CONTAINER,
@@ -73,6 +73,23 @@ async def test_hosts_write_each_event_once_and_the_state_equals_the_account(
     assert f"nor {TABLES_CONTAINER}: the tables' own container" in said
     assert_the_change_log_carries_the_envelope(cluster, feed)
     assert_the_history_accounts_for_every_event(cluster, feed)
+    assert_cfp_optimize_compacts_every_table(cluster)
+
+
+def assert_cfp_optimize_compacts_every_table(cluster: SparkCluster) -> None:
+    """`cfp optimize`, on the Spark Connect server, compacts the three tables in Azurite's blob
+    storage (each of the state job's runs added a file to the history) and changes no row."""
+    assert cluster.remote is not None
+    done = run_cfp(
+        cluster.conn, "optimize", "--output", cluster.uri, "--spark-remote", cluster.remote,
+        timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    compacted = {line.split(": ")[0]: line for line in done.stdout.splitlines()}
+    output = cluster.output
+    assert compacted.keys() == {output.changes, output.state, output.history}, done.stdout
+    assert compacted[output.history].endswith(" 1 after"), done.stdout
+    assert_state_equals_the_account(cluster)
 
 
 def assert_the_history_accounts_for_every_event(cluster: SparkCluster, feed: Feed) -> None:
