@@ -489,8 +489,7 @@ class Chaos:
         while True:
             leases = await store.list_leases()
             done = leases and all(x.caught_up for x in leases)
-            ids = await asyncio.to_thread(change_log_ids, output, direct)
-            if done and feed_ids <= set(ids):
+            if done and feed_ids <= set(await asyncio.to_thread(change_log_ids, output, direct)):
                 break
             if time.monotonic() > deadline:
                 behind = [f"{x.token}@{x.owner}" for x in leases if not x.caught_up]
