@@ -99,6 +99,7 @@ class Report:
     settle_s: float = 0.0
     failed_writes: Counter[str] = field(default_factory=Counter)  # by log event
     abfs: tuple[int, int] = (0, 0)  # the tables' ABFS connections cut, and chunks delayed
+    drains: list[float] = field(default_factory=list)  # seconds from SIGTERM to exit
 
     def note(self, started: float, text: str) -> None:
         self.timeline.append(f"[{time.monotonic() - started:7.1f}s] {text}")
@@ -126,6 +127,13 @@ class Report:
             f"{self.failed_writes['spark.write_failed']} change-log writes failed (done again), "
             f"{self.failed_writes['job.failed']} state job runs failed (run again) of "
             f"{self.failed_writes['job.failed'] + self.failed_writes['job.ran']}",
+            f"  SIGTERM drains: {len(self.drains)}"
+            + (
+                f", longest {max(self.drains):.0f}s, {sum(d > GRACE_S for d in self.drains)} past "
+                f"the {GRACE_S:g}s grace period (then SIGKILL, as an orchestrator would)"
+                if self.drains
+                else ""
+            ),
             f"  caught up after the faults in {self.settle_s:.1f}s",
         ]
         if self.problems:
@@ -209,6 +217,17 @@ class Hosts:
         rc = await asyncio.to_thread(self.procs[i].wait, timeout_s)
         self.exit_codes.append((self.name(i), rc))
         return rc
+
+    async def drain(self, i: int) -> tuple[int, float]:
+        """Wait for a host told to stop (SIGTERM), as an orchestrator does: up to the grace
+        period, then SIGKILL. Its exit code (None: killed) and how long it took."""
+        started = time.monotonic()
+        try:
+            return await self.wait(i, timeout_s=GRACE_S), time.monotonic() - started
+        except subprocess.TimeoutExpired:
+            self.procs[i].kill()
+            await self.wait(i)
+            return -signal.SIGKILL, time.monotonic() - started
 
     def kill_all(self) -> None:
         for p in self.procs.values():
@@ -336,6 +355,7 @@ def change_log_ids(output: Output, conn: str) -> Counter[str]:
 
 
 STALL_S = 60.0  # a settle this long asks the hosts for their stacks (SIGUSR1)
+GRACE_S = 120.0  # deploy/'s grace period after SIGTERM (k8s, compose), then SIGKILL
 
 
 class Chaos:
@@ -458,8 +478,9 @@ class Chaos:
         self.recoveries.append(asyncio.create_task(later()))
 
     async def _restart(self, i: int, delay_s: float, skew_s: float) -> None:
-        rc = await self.hosts.wait(i, timeout_s=90)
-        if rc != 0:
+        rc, took = await self.hosts.drain(i)
+        self.report.drains.append(took)
+        if rc != 0 and took <= GRACE_S:
             self.report.problems.append(f"h{i} exited {rc} on SIGTERM")
         await asyncio.sleep(delay_s)
         self.hosts.start(i, skew_s=skew_s)
@@ -519,7 +540,9 @@ class Chaos:
         for i in range(c.hosts):
             self.hosts.signal(i, signal.SIGTERM)
         for i in range(c.hosts):
-            if (rc := await self.hosts.wait(i, timeout_s=120)) != 0:
+            rc, took = await self.hosts.drain(i)
+            self.report.drains.append(took)
+            if rc != 0:
                 self.report.problems.append(f"h{i} exited {rc} at the end")
         self.report.problems += exactly_once(feed_ids, change_log_ids(output, direct))
         verify = await asyncio.to_thread(
