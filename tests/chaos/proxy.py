@@ -31,7 +31,7 @@ class FaultyProxy:
         self._delay_s = 0.0
         self._delay_until = 0.0
         self._abfs: set[asyncio.StreamWriter] = set()  # client connections ABFS opened
-        self.abfs_cut = 0  # ABFS connections cut by `drop` (or refused meanwhile)
+        self.abfs_cut = 0  # open ABFS connections cut by `drop`
         self.abfs_delayed = 0  # chunks of ABFS requests or answers held by `delay`
 
     async def start(self) -> FaultyProxy:
