@@ -121,8 +121,8 @@ def build_grown(
             spark.conf.set(key, value)
         create_tables(spark, output)
         changes = table_ref(output.changes)
+        n = rows // months
         for month in range(months):
-            n = rows // months
             spark.sql(f"INSERT INTO {changes} {month_rows(shards, first, month, months, n)}")
             spark.sql(f"OPTIMIZE {changes}").collect()
             print(f"  month {month + 1}/{months}: {n * (month + 1):,} events", flush=True)
@@ -147,7 +147,9 @@ def merge_files(eventlog: Path, changes: str) -> list[tuple[int, int]]:
     """For each MERGE into the change log at `changes` in the Spark event log under `eventlog`:
     the table's files before data skipping and the files it read after (Delta's own metrics of
     the MERGE)."""
-    events = [json.loads(line) for f in eventlog.rglob("events_*") for line in f.open()]
+    events = [
+        json.loads(line) for f in eventlog.rglob("events_*") for line in f.read_text().splitlines()
+    ]
     values: dict[int, int] = {}
     for e in events:
         if e["Event"].endswith("SparkListenerDriverAccumUpdates"):

@@ -155,10 +155,14 @@ class StateJob:
             run, optimized=optimized, seconds=round(time.monotonic() - started, 3)
         )
 
+    @property
+    def tables(self) -> list[str]:
+        """The tables the job writes: the state, and the history when it is kept."""
+        return [self.state_table, *([self.history_table] if self.history_table else [])]
+
     def applied_version(self) -> int:
         """The change-log version both tables hold (-1: none)."""
-        tables = [self.state_table, *([self.history_table] if self.history_table else [])]
-        return min(self._applied_to(uri) for uri in tables)
+        return min(self._applied_to(uri) for uri in self.tables)
 
     def _applied_to(self, uri: str) -> int:
         table = table_ref(uri)
@@ -251,8 +255,7 @@ class StateJob:
             return False
         if (now - self.optimized_at).total_seconds() < self.optimize_every_s:
             return False
-        kept = [self.history_table] if self.history_table else []
-        optimize(self.session, self.changes, self.state_table, *kept)
+        optimize(self.session, self.changes, *self.tables)
         self.optimized_at = now
         return True
 

@@ -279,23 +279,21 @@ def sql_command(
     where, access, _ = _where(output, connection_string, output_connection_string)
     conn = connection.resolve(connection_string)
     options = _spark_options(where, access, spark_master, spark_remote, spark_conf_pairs)
+    always = (("changes", where.changes), ("state", where.state))
     text = query
-    for name, uri in (
-        ("changes", where.changes),
-        ("state", where.state),
-        ("history", where.history),
-    ):
+    for name, uri in (*always, ("history", where.history)):
         text = text.replace(f"{{{name}}}", table_ref(uri))
     found: list[Any] = []
 
     def work(spark: Any) -> None:
-        for name, uri in (("changes", where.changes), ("state", where.state)):
+        for name, uri in always:
             spark.read.format("delta").load(uri).createOrReplaceTempView(name)
         if mentions(query, "history"):  # a view of it only when asked for: it may not be kept
             spark.read.format("delta").load(where.history).createOrReplaceTempView("history")
         spark.sql("SELECT * FROM state WHERE NOT deleted").createOrReplaceTempView("live")
         spark.sql(ENVELOPE_VIEW).createOrReplaceTempView("envelope")
-        for name, uri in (("changes_history", where.changes), ("state_history", where.state)):
+        for table, uri in always:
+            name = f"{table}_history"
             if mentions(query, name):  # DESCRIBE HISTORY runs at once: only when asked for
                 spark.sql(f"DESCRIBE HISTORY {table_ref(uri)}").createOrReplaceTempView(name)
         if mentions(query, "feed"):  # plans at once (it lists the feed): only when asked for
