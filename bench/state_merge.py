@@ -3,23 +3,24 @@ one host's ingest rate.
 
     python -m bench.state_merge [--sizes 100000,1000000,10000000] [--master local[2]]
 
-For each size, a state table of that many live blobs and a history table of one version each
-(made once with Spark and kept in .bench/state_merge/) take, in turn, runs of 50,000 and of
-500,000 changes, without the history and then with it; the tables are restored to their first
-version after each run. A run is what the state job does with the change-log rows it reads:
-the fold of the changes into one row per blob (`observers.spark.state.newest_per_blob`) and the
-MERGE into the state (`merge_statement`), then, with the history, the fold of the blobs' tails
-(`observers.spark.history.tail_folded`) and its MERGE: the same SQL on the same session
-settings. The changes are a mix a storage
-account sees: 20% creates of new blobs, 30% overwrites, 10% deletes, 20% tier changes and 20%
-tag changes of existing blobs, each with a sequencer newer than the blob's.
+For each size, a state table of that many live blobs (made once with Spark and kept in
+.bench/state_merge/) and an empty history table (each blob has one version, open: its state
+row) take, in turn, runs of 50,000 and of 500,000 changes, without the history and then with
+it; the tables are restored to their first version after each run. A run is what the state job
+does with the change-log rows it reads, on the same session settings (`state_job.JOB_CONF`):
+the fold of the changes into one row per blob (`observers.spark.state.newest_per_blob`) and
+the MERGE into the state (`merge_statement`), then, with the history, the versions the changes
+close (`observers.spark.history_run.apply_history`: these changes take its fast path, the
+append, as a state job's runs do when each event is newer than its blob's row). The changes
+are a mix a storage account sees: 20% creates of new blobs, 30% overwrites, 10% deletes, 20%
+tier changes and 20% tag changes of existing blobs, each with a sequencer newer than the blob's.
 
 Then one host's ingest rate into the change log is measured in the same run
 (`bench.spark_ingest.ingest_rate`, the 180,000 events of bench/spark_ingest.py), and the ratio
 of the state job's rate (500,000 changes at the largest size, with the history) to it is
 printed (target >= 1.0: the job keeps up with a host writing at full speed), with how the time
 per run grows with the table (target: 10M against 100k well under 100x). The MERGEs run after a
-warm-up on a small table, on a session with the state job's settings (`state_job.JOB_CONF`).
+warm-up on a small table.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 
 from bench.spark_ingest import ingest_rate
 from observers.spark import history
+from observers.spark.history_run import Replaced, apply_history
 from observers.spark.output import parse_output
 from observers.spark.session import SparkOptions, new_session, open_session
 from observers.spark.sql import table_ref
@@ -52,16 +54,10 @@ BLOB = "concat('dir/', CAST(b % 1000 AS STRING), '/blob-', lpad(CAST(b AS STRING
 CONTAINER = "concat('c', CAST(b % 8 AS STRING))"
 
 
-def build_history(spark: Any, uri: str, state_uri: str) -> None:
-    """A history table of one open version per blob of the state table at `state_uri`."""
+def build_history(spark: Any, uri: str) -> None:
+    """A history table with no closed version: each blob has one version, open (its state
+    row)."""
     spark.sql(create_statement(uri, history.HISTORY_SCHEMA, HISTORY_PROPERTIES)).collect()
-    made_from = {new: f"{old} AS {new}" for old, new in history.RENAMED.items()}
-    made_from["valid_to"] = "CAST(NULL AS TIMESTAMP) AS valid_to"
-    made_from["valid_to_sequencer"] = "CAST(NULL AS STRING) AS valid_to_sequencer"
-    columns = ", ".join(made_from.get(name, name) for name in history.HISTORY_SCHEMA.names)
-    spark.sql(
-        f"INSERT INTO {table_ref(uri)} SELECT {columns} FROM {table_ref(state_uri)}"
-    ).collect()
 
 
 def build_state(spark: Any, uri: str, blobs: int) -> None:
@@ -104,12 +100,26 @@ def timed_run(spark: Any, uri: str, view: str, history_uri: str | None = None) -
     source = f"{view}_folded"
     spark.sql(newest_per_blob(view)).createOrReplaceTempView(source)
     started = time.perf_counter()
+    if history_uri is not None:  # the job reads the history's newest version before and after
+        newest(spark, history_uri)
     spark.sql(merge_statement(uri, source)).collect()
     if history_uri is not None:
-        versions = f"{view}_versions"
-        spark.sql(history.tail_folded(history_uri, view)).createOrReplaceTempView(versions)
-        spark.sql(history.merge_statement(history_uri, versions)).collect()
+        state_version = newest(spark, uri)
+        newest(spark, history_uri)
+        written = apply_history(
+            spark,
+            history_uri=history_uri,
+            state_uri=uri,
+            changes_view=view,
+            replaced=Replaced(state_version, state_version, alone=True),
+            write=lambda statement, _retry: spark.sql(statement).collect(),
+        )
+        assert written.appended, "the bench's changes are all newer than their blobs' rows"
     return time.perf_counter() - started
+
+
+def newest(spark: Any, uri: str) -> int:
+    return int(spark.sql(f"DESCRIBE HISTORY {table_ref(uri)} LIMIT 1").collect()[0]["version"])
 
 
 def warm_up(spark: Any) -> None:
@@ -118,7 +128,7 @@ def warm_up(spark: Any) -> None:
     output = parse_output(str(WORKDIR / "warm-up"))
     shutil.rmtree(WORKDIR / "warm-up", ignore_errors=True)
     build_state(spark, output.state, 20_000)
-    build_history(spark, output.history, output.state)
+    build_history(spark, output.history)
     for _ in range(3):
         timed_run(spark, output.state, changes_view(spark, 20_000, 10_000), output.history)
     shutil.rmtree(WORKDIR / "warm-up", ignore_errors=True)
@@ -130,7 +140,7 @@ def measure(spark: Any, blobs: int) -> dict[tuple[bool, int], float]:
     if not marker.exists():
         started = time.perf_counter()
         build_state(spark, output.state, blobs)
-        build_history(spark, output.history, output.state)
+        build_history(spark, output.history)
         marker.touch()
         print(f"  made the tables of {blobs:,} blobs in {time.perf_counter() - started:.0f} s")
     bases = {uri: first_write(spark, uri) for uri in (output.state, output.history)}
@@ -155,7 +165,7 @@ def measure(spark: Any, blobs: int) -> dict[tuple[bool, int], float]:
 def first_write(spark: Any, uri: str) -> int:
     """The version that holds the table as it was made."""
     commits = spark.sql(f"DESCRIBE HISTORY {table_ref(uri)}").collect()
-    return min(int(r["version"]) for r in commits if r["operation"] == "WRITE")
+    return min((int(r["version"]) for r in commits if r["operation"] == "WRITE"), default=0)
 
 
 async def main() -> None:

@@ -154,10 +154,10 @@ def verify(cluster: SparkCluster) -> subprocess.CompletedProcess[str]:
 
 
 def assert_state_equals_the_account(cluster: SparkCluster) -> None:
-    """`cfp verify` says EQUAL for the state, and for the history's open versions."""
+    """`cfp verify` says EQUAL for the state, and for the history's versions."""
     done = verify(cluster)
     assert done.returncode == 0 and "EQUAL: every blob" in done.stdout, done.stdout + done.stderr
-    assert "EQUAL: each blob's open version is its state row" in done.stdout, done.stdout
+    assert "EQUAL: each blob's versions lead to its state row" in done.stdout, done.stdout
 
 
 def logged_rows(cluster: Cluster, names: tuple[str, ...], event: str) -> int:

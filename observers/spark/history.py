@@ -46,9 +46,14 @@ KEY = ("container", "blob", "valid_from_sequencer", "event_id")
 """A version is the event that opened it."""
 
 
-def tail_folded(history_uri: str, source: str) -> str:
+def tail_folded(versions: str, source: str, *, tails_only: bool = False) -> str:
     """SQL: the versions the change log rows of view `source` make or change, folded again
-    with the tail of each blob they touch; rows in `HISTORY_SCHEMA`."""
+    with the tail of each blob they touch, taken from the relation `versions` (rows in
+    `HISTORY_SCHEMA`: closed versions, and open ones); rows in `HISTORY_SCHEMA`.
+
+    `tails_only`: `versions` is the tails themselves, one version per blob, older than every
+    new event of its blob (`history_run`'s common case), so neither the join that finds the
+    tails nor the pass that drops an event met twice is needed."""
     own = [n for n in NEWEST if n not in ("event_time", "sequencer")]
     tail_registers = ", ".join(
         f"CASE WHEN {seq} IS NOT NULL THEN named_struct('value', {value}, 'seq', {seq}) END "
@@ -64,14 +69,13 @@ def tail_folded(history_uri: str, source: str) -> str:
         f"max_by({value}_set, {value}_set.seq) OVER upto AS {value}_set" for value, _ in REGISTERS
     )
     columns = ",\n  ".join(_history_column(name) for name in HISTORY_SCHEMA.names)
+    tail, distinct = _tails_and_copies(versions, tails_only)
     return f"""WITH new_events AS (
   {blob_events(source)}
 ), touched AS (
   SELECT container, blob, min(sequencer) AS since FROM new_events GROUP BY container, blob
 ), tail AS (
-  SELECT h.* FROM {table_ref(history_uri)} h
-  JOIN touched t ON h.container = t.container AND h.blob = t.blob
-  WHERE h.valid_to_sequencer IS NULL OR h.valid_to_sequencer > t.since
+  {tail}
 ), events AS (
   SELECT container, blob, valid_from AS event_time, valid_from_sequencer AS sequencer,
     {", ".join(own)}, {tail_registers}, 0 AS rank
@@ -80,11 +84,7 @@ def tail_folded(history_uri: str, source: str) -> str:
   SELECT container, blob, event_time, sequencer, {", ".join(own)}, {new_registers}, 1 AS rank
   FROM new_events
 ), distinct_events AS (
-  SELECT * FROM (
-    SELECT *, row_number() OVER (
-      PARTITION BY container, blob, sequencer, event_id ORDER BY rank) AS copy
-    FROM events
-  ) WHERE copy = 1
+  {distinct}
 ), folded AS (
   SELECT container, blob, event_time, sequencer, {", ".join(own)},
     lead(event_time) OVER next AS valid_to,
@@ -98,6 +98,22 @@ def tail_folded(history_uri: str, source: str) -> str:
 SELECT
   {columns}
 FROM folded"""
+
+
+def _tails_and_copies(versions: str, tails_only: bool) -> tuple[str, str]:
+    """SQL of `tail_folded`'s steps that find the tails in `versions` and drop an event met
+    twice (in the tails and among the new events, or twice among them)."""
+    if tails_only:
+        return f"SELECT * FROM {versions}", "SELECT * FROM events"
+    tail = f"""SELECT h.* FROM {versions} h
+  JOIN touched t ON h.container = t.container AND h.blob = t.blob
+  WHERE h.valid_to_sequencer IS NULL OR h.valid_to_sequencer > t.since"""
+    distinct = """SELECT * FROM (
+    SELECT *, row_number() OVER (
+      PARTITION BY container, blob, sequencer, event_id ORDER BY rank) AS copy
+    FROM events
+  ) WHERE copy = 1"""
+    return tail, distinct
 
 
 def _history_column(name: str) -> str:
@@ -123,4 +139,30 @@ def merge_statement(history_uri: str, source: str) -> str:
         f"MERGE INTO {table_ref(history_uri)} AS t\nUSING {source} AS s\nON {on}\n"
         f"WHEN MATCHED AND ({changed}) THEN UPDATE SET *\n"
         "WHEN NOT MATCHED THEN INSERT *"
+    )
+
+
+def as_versions(state: str) -> str:
+    """SQL: the rows of the state relation `state` as open versions (rows in `HISTORY_SCHEMA`)."""
+    made_from = {new: f"{old} AS {new}" for old, new in RENAMED.items()}
+    made_from["valid_to"] = "CAST(NULL AS TIMESTAMP) AS valid_to"
+    made_from["valid_to_sequencer"] = "CAST(NULL AS STRING) AS valid_to_sequencer"
+    columns = ", ".join(made_from.get(name, name) for name in HISTORY_SCHEMA.names)
+    return f"SELECT {columns} FROM {state}"
+
+
+def every_version(history_uri: str, state_uri: str) -> str:
+    """SQL: the account's history as users query it: the closed versions the history table
+    holds and the open ones, which are the state's rows."""
+    return f"SELECT * FROM {table_ref(history_uri)} UNION ALL {as_versions(table_ref(state_uri))}"
+
+
+def open_copies_removed(history_uri: str, state_uri: str) -> str:
+    """SQL: delete the history's open versions that are copies of a state row (tables made
+    when the history kept the open versions too)."""
+    return (
+        f"MERGE INTO {table_ref(history_uri)} AS t\nUSING {table_ref(state_uri)} AS s\n"
+        "ON t.container = s.container AND t.blob = s.blob AND t.valid_to_sequencer IS NULL\n"
+        "  AND t.valid_from_sequencer = s.sequencer AND t.event_id = s.event_id\n"
+        "WHEN MATCHED THEN DELETE"
     )

@@ -157,6 +157,7 @@ class SparkStateJob:
             "skipped": run.skipped,
             "whole": run.whole,
             "optimized": run.optimized,
+            "history": run.history,
         }
         self._left = json.dumps(saved)
         return JobRun(self._left, run.is_caught_up, summary)

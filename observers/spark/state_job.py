@@ -34,9 +34,11 @@ from typing import Any
 
 import structlog
 
-from observers.spark import history, state
+from observers.spark import state
 from observers.spark.changelog import conflict_retrying
+from observers.spark.history_run import Replaced, apply_history
 from observers.spark.sql import table_ref
+from observers.spark.tables import keep_closed_versions_only
 
 log = structlog.get_logger("cfp.spark.state")
 
@@ -50,6 +52,9 @@ JOB_CONF = {
     # source is a fold of change-log rows, not an Arrow table: computing it once (Delta's
     # default, which the change log's session turns off) ran 20% faster at 10M blobs
     "spark.databricks.delta.merge.materializeSource": "auto",
+    # that source (~150 bytes a blob) is broadcast up to this size rather than joined by
+    # shuffling the whole state table: 500,000 changes into 10M blobs took 46 s, not 61 s
+    "spark.sql.autoBroadcastJoinThreshold": str(128 * 1024 * 1024),
 }
 """Settings of the state job's own session, on top of the tables' (`session.SQL_CONF`)."""
 # what Spark says when the commits asked for are gone: rebuild from the whole change log instead
@@ -78,6 +83,7 @@ class StateRun:
     skipped: bool = False  # another run applied this version first (Delta skipped the write)
     whole: bool = False  # read the whole change log (the first run, or new commits were gone)
     optimized: bool = False
+    history: str = ""  # how the history took the run: appended, merged ("": not kept, skipped)
     seconds: float = 0.0
 
     @property
@@ -100,6 +106,17 @@ def applied_version(history: list[Any]) -> int | None:
         if isinstance(meta, dict) and isinstance(meta.get(META_KEY), int):
             return int(meta[META_KEY])
     return None
+
+
+def _commits_of(history: list[Any]) -> list[tuple[int, int]]:
+    """(table version, change-log version applied) of this job's commits among `history`
+    (rows of DESCRIBE HISTORY)."""
+    out = []
+    for row in history:
+        applied = applied_version([row])
+        if applied is not None:
+            out.append((int(row["version"]), applied))
+    return out
 
 
 def is_gone(error: BaseException) -> bool:
@@ -131,6 +148,8 @@ class StateJob:
         self.optimized_at: datetime | None = None  # kept in the job's lease for the next holder
         self._wall = wall
         self._applied: int | None = None  # as of our last run; None: read it from the table
+        self._in_step = False  # both tables held `_applied` (the history's fast path needs it)
+        self._checked = False  # tables of an older cfp brought up to date (once per holder)
 
     def forget(self) -> None:
         """Another host may have run the job since our last run: read the version applied
@@ -140,6 +159,9 @@ class StateJob:
     def run_once(self) -> StateRun:
         """One run (blocking). Errors: Spark's; a run that failed changed nothing."""
         started = time.monotonic()
+        if not self._checked:
+            keep_closed_versions_only(self.session, self.state_table, self.history_table)
+            self._checked = True
         applied = self._applied if self._applied is not None else self.applied_version()
         latest = self.latest_version()
         run = StateRun(max(applied, 0) if latest == 0 else applied, latest)
@@ -162,15 +184,28 @@ class StateJob:
 
     def applied_version(self) -> int:
         """The change-log version both tables hold (-1: none)."""
-        return min(self._applied_to(uri) for uri in self.tables)
+        each = {self._applied_to(uri) for uri in self.tables}
+        self._in_step = len(each) == 1
+        return min(each)
 
     def _applied_to(self, uri: str) -> int:
+        newest = self._job_commits(uri, stop_at=lambda _: True)
+        return newest[0][1] if newest else -1
+
+    def _job_commits(self, uri: str, stop_at: Callable[[int], bool]) -> list[tuple[int, int]]:
+        """This job's commits to table `uri`, newest first, as (table version, change-log
+        version applied), down to the first whose change-log version `stop_at` accepts (the
+        recent commits first, then all of them when that one is not among them)."""
         table = table_ref(uri)
         recent = self._sql(f"DESCRIBE HISTORY {table} LIMIT {HISTORY_LOOKBACK}")
-        found = applied_version(recent)
-        if found is None and len(recent) >= HISTORY_LOOKBACK:
-            found = applied_version(self._sql(f"DESCRIBE HISTORY {table}"))
-        return -1 if found is None else found
+        if len(recent) >= HISTORY_LOOKBACK and not any(stop_at(v) for _, v in _commits_of(recent)):
+            recent = self._sql(f"DESCRIBE HISTORY {table}")
+        out = []
+        for commit in _commits_of(recent):
+            out.append(commit)
+            if stop_at(commit[1]):
+                break
+        return out
 
     def latest_version(self) -> int:
         rows = self._sql(f"DESCRIBE HISTORY {table_ref(self.changes)} LIMIT 1")
@@ -191,10 +226,10 @@ class StateJob:
             whole, counts = True, self._merge(applied, end, rebuild=True)
         if counts is None:  # Delta skipped it: another run recorded this version or a later one
             return StateRun(self.applied_version(), latest, skipped=True, whole=whole)
-        inserted, updated = counts
-        return StateRun(end, latest, inserted, updated, whole=whole)
+        inserted, updated, history = counts
+        return StateRun(end, latest, inserted, updated, whole=whole, history=history)
 
-    def _merge(self, applied: int, end: int, *, rebuild: bool) -> tuple[int, int] | None:
+    def _merge(self, applied: int, end: int, *, rebuild: bool) -> tuple[int, int, str] | None:
         """MERGE the rows of change-log commits (applied, end] (all rows up to `end` when
         `rebuild`); None when Delta skipped the write as already done."""
         reader = self.session.read.format("delta")
@@ -210,32 +245,64 @@ class StateJob:
             )
         name = uuid.uuid4().hex
         changes_view, source_view = f"cfp_changes_{name}", f"cfp_state_{name}"
-        history_view = f"cfp_history_{name}"
         rows.createOrReplaceTempView(changes_view)
         self.session.sql(state.newest_per_blob(changes_view)).createOrReplaceTempView(source_view)
+        head = self._head(self.history_table) if self.history_table else None
+        how = ""
         try:
             result = self._idempotent(
                 APP_ID, end, state.merge_statement(self.state_table, source_view)
             )
             if self.history_table is not None:
-                folded = history.tail_folded(self.history_table, changes_view)
-                self.session.sql(folded).createOrReplaceTempView(history_view)
-                self._idempotent(
-                    HISTORY_APP_ID, end, history.merge_statement(self.history_table, history_view)
+                replaced = None if rebuild else self._replaced(applied, bool(result), head)
+                written = apply_history(
+                    self.session,
+                    history_uri=self.history_table,
+                    state_uri=self.state_table,
+                    changes_view=changes_view,
+                    replaced=replaced,
+                    write=lambda statement, retry: self._idempotent(
+                        HISTORY_APP_ID, end, statement, retry=retry
+                    ),
                 )
+                # both tables now hold `end`, unless another run wrote the history first
+                self._in_step = bool(written.rows)
+                how = ("appended" if written.appended else "merged") if written.rows else ""
         finally:
-            for view in (history_view, source_view, changes_view):
+            for view in (source_view, changes_view):
                 self.session.catalog.dropTempView(view)
         if not result:
             return None
         row = result[0]
-        return int(row["num_inserted_rows"]), int(row["num_updated_rows"])
+        return int(row["num_inserted_rows"]), int(row["num_updated_rows"]), how
 
-    def _idempotent(self, app_id: str, version: int, statement: str) -> list[Any]:
+    def _replaced(self, applied: int, merged: bool, head: int | None) -> Replaced | None:
+        """The state commits that applied change-log versions after `applied` (ours included
+        when `merged`): the rows they replaced are versions the history has not taken. Alone
+        (the fast path) when ours is the only one, the tables were in step, and the history
+        has had no commit since `head`, its newest before our MERGE."""
+        history_table = self.history_table
+        assert history_table is not None
+        commits = [
+            v for v, a in self._job_commits(self.state_table, lambda a: a <= applied) if a > applied
+        ]
+        if not commits:
+            return None
+        alone = merged and self._in_step and len(commits) == 1 and self._head(history_table) == head
+        return Replaced(min(commits), max(commits), alone)
+
+    def _head(self, uri: str) -> int:
+        """The newest version of table `uri`."""
+        return int(self._sql(f"DESCRIBE HISTORY {table_ref(uri)} LIMIT 1")[0]["version"])
+
+    def _idempotent(
+        self, app_id: str, version: int, statement: str, *, retry: bool = True
+    ) -> list[Any]:
         """Run `statement` as write `version` of `app_id`, recorded in its commit (Delta skips
-        it, returning no rows, when that version or a later one was recorded already)."""
+        it, returning no rows, when that version or a later one was recorded already); a
+        commit conflict is retried unless `retry` is False."""
         conf = self.session.conf
-        for attempt in conflict_retrying():
+        for attempt in conflict_retrying() if retry else conflict_retrying(1):
             with attempt:
                 conf.set("spark.databricks.delta.write.txnAppId", app_id)
                 conf.set("spark.databricks.delta.write.txnVersion", str(version))

@@ -1,4 +1,5 @@
-"""The Delta tables under `--output`: how they are made, and a clear error for an old layout.
+"""The Delta tables under `--output`: how they are made, a clear error for an old layout, and
+the one step that brings tables of an older cfp up to date.
 
 `OUTPUT/changes` (the change log) is partitioned by `shard`: a writer's MERGE reads and may only
 conflict with the partitions of the leases it writes, so hosts writing other leases never fail
@@ -6,7 +7,8 @@ each other's commits. Change data feed is on: the state job reads the rows each 
 `OUTPUT/state` (one row per blob) and `OUTPUT/history` (one per version of a blob) have
 deletion vectors on, so that a MERGE writes the rows it changes rather than rewriting whole
 files. Each is made with `CREATE TABLE IF NOT EXISTS`; two hosts making one at the same moment
-may see theirs refused until the other's exists.
+may see theirs refused until the other's exists. The state has its change data feed on too: the
+history's closed versions are the rows the state's MERGEs replace (`history_run`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_rand
 
 from observers.changes import CHANGES_SCHEMA
 from observers.errors import PluginLoadError
-from observers.spark.changelog import is_conflict
-from observers.spark.history import HISTORY_SCHEMA
+from observers.spark.changelog import conflict_retrying, is_conflict
+from observers.spark.history import HISTORY_SCHEMA, open_copies_removed
 from observers.spark.output import Output
 from observers.spark.sql import sql_string, table_ref
 from observers.spark.state import STATE_SCHEMA
@@ -36,6 +38,7 @@ CHANGES_PROPERTIES = {
     "delta.dataSkippingStatsColumns": "position,id,event_type,event_time,container,blob",
 }
 STATE_PROPERTIES = {
+    "delta.enableChangeDataFeed": "true",
     "delta.enableDeletionVectors": "true",
     "delta.dataSkippingStatsColumns": "container,blob,event_time,sequencer",
 }
@@ -169,3 +172,23 @@ def is_delta_table(session: Any, uri: str) -> bool:
     except Exception:
         return False
     return bool(rows) and str(rows[0]["format"]).lower() == "delta"
+
+
+def keep_closed_versions_only(session: Any, state_uri: str, history_uri: str | None) -> bool:
+    """Bring tables made before the history kept closed versions only up to date: their state
+    has no change data feed, and their history holds each blob's open version as well, a copy
+    of its state row. Drops those copies, then turns the feed on; each step is idempotent, so
+    a holder stopped between them has the next one do both. True when there was work."""
+    detail = session.sql(f"DESCRIBE DETAIL {table_ref(state_uri)}").collect()[0]
+    if (detail["properties"] or {}).get("delta.enableChangeDataFeed") == "true":
+        return False
+    feed_on = "'delta.enableChangeDataFeed' = 'true'"
+    steps = [f"ALTER TABLE {table_ref(state_uri)} SET TBLPROPERTIES ({feed_on})"]
+    if history_uri is not None and is_delta_table(session, history_uri):
+        steps.insert(0, open_copies_removed(history_uri, state_uri))
+    for statement in steps:
+        for attempt in conflict_retrying():
+            with attempt:
+                session.sql(statement).collect()
+    log.info("spark.tables_upgraded", state=state_uri, history=history_uri)
+    return True

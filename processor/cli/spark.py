@@ -100,9 +100,9 @@ def verify_command(
     Every blob of every container (except the `$`-prefixed system ones, and the output's own
     container when the tables live in this account) must be a live row of the state table with
     the same ETag, size and content type, and every live row a blob. When the history table is
-    kept, each blob's open version must be its state row. Reads the Delta tables with the
-    `deltalake` package (no Spark). Exit status 0 only when all are equal; 1 when they differ
-    or cannot be read.
+    kept, each blob's closed versions must meet each other and its state row. Reads the Delta
+    tables with the `deltalake` package (no Spark). Exit status 0 only when all are equal; 1
+    when they differ or cannot be read.
     """
     from processor.admin.history_check import check_history  # noqa: PLC0415
     from processor.admin.verify import VerifyError, compare, list_account, read_state  # noqa: PLC0415
@@ -180,11 +180,19 @@ def _print_history(differences: list[str] | None, table: str, show: int) -> None
     if differences is None:
         click.echo("history      none kept (the hosts run with --no-history)")
     elif not differences:
-        click.echo(f"history      {table}: EQUAL: each blob's open version is its state row")
+        click.echo(f"history      {table}: EQUAL: each blob's versions lead to its state row")
     else:
         click.echo(f"history      {table}: DIFFERENT from the state for {len(differences):,} blobs")
         for line in differences[:show]:
             click.echo(f"  {line}")
+
+
+def _history_view(spark: Any, where: Output) -> None:
+    """The view `history`: the history table's closed versions, and the state's rows (the
+    open versions)."""
+    from observers.spark.history import every_version  # noqa: PLC0415
+
+    spark.sql(every_version(where.history, where.state)).createOrReplaceTempView("history")
 
 
 ENVELOPE_VIEW = """SELECT stream_name, read_method, container AS object, blob AS key, op,
@@ -269,7 +277,8 @@ def sql_command(
 
     Views: `changes` (the change log), `envelope` (the change log with the envelope's field
     names), `state` (every blob, tombstones too), `live` (the state's live blobs), `history`
-    (every version of every blob, by event time), `changes_history` and `state_history` (the
+    (every version of every blob, by event time: the history table's closed versions and the
+    state's rows, the open ones), `changes_history` and `state_history` (the
     tables' commits, as DESCRIBE HISTORY gives them, which Spark does not take as a subquery),
     and `feed` (the change feed itself, read by the `blobchangefeed` source now: compare it
     with the change log). `{changes}`, `{state}` and `{history}` in QUERY stand for the Delta
@@ -289,7 +298,7 @@ def sql_command(
         for name, uri in always:
             spark.read.format("delta").load(uri).createOrReplaceTempView(name)
         if mentions(query, "history"):  # a view of it only when asked for: it may not be kept
-            spark.read.format("delta").load(where.history).createOrReplaceTempView("history")
+            _history_view(spark, where)
         spark.sql("SELECT * FROM state WHERE NOT deleted").createOrReplaceTempView("live")
         spark.sql(ENVELOPE_VIEW).createOrReplaceTempView("envelope")
         for table, uri in always:

@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 from observers.changes import records_table
 from observers.spark.changelog import ChangeLog, Inserted
-from observers.spark.history import merge_statement as history_merge
-from observers.spark.history import tail_folded
+from observers.spark.history import as_versions, every_version
+from observers.spark.history_run import Replaced, apply_history
 from observers.spark.output import Output, parse_output
 from observers.spark.session import SparkOptions, new_session
 from observers.spark.sql import table_ref
@@ -156,11 +156,39 @@ def merge_state(spark: Any, state_uri: str, change_rows: pa.Table) -> Any:
     return spark.sql(merge_statement(state_uri, "cfp_test_source")).collect()
 
 
-def merge_history(spark: Any, history_uri: str, change_rows: pa.Table) -> Any:
+def merge_both(
+    spark: Any, output: Any, change_rows: pa.Table, wrote: list[str] | None = None
+) -> tuple[Any, Any]:
+    """A state job run's two writes on tables in step: the state's MERGE, then the history's
+    share of it (from the state commit that MERGE made, if it made one). The statements the
+    history's write ran go to `wrote`."""
+
+    def latest() -> int:
+        return int(
+            spark.sql(f"DESCRIBE HISTORY {table_ref(output.state)} LIMIT 1").collect()[0]["version"]
+        )
+
+    def write(statement: str, _retry: bool) -> list[Any]:
+        (wrote if wrote is not None else []).append(statement)
+        return list(spark.sql(statement).collect())
+
+    before = latest()
+    state_result = merge_state(spark, output.state, change_rows)
+    after = latest()
     spark.createDataFrame(change_rows).createOrReplaceTempView("cfp_test_changes")
-    folded = tail_folded(history_uri, "cfp_test_changes")
-    spark.sql(folded).createOrReplaceTempView("cfp_test_history")
-    return spark.sql(history_merge(history_uri, "cfp_test_history")).collect()
+    return state_result, apply_history(
+        spark,
+        history_uri=output.history,
+        state_uri=output.state,
+        changes_view="cfp_test_changes",
+        replaced=Replaced(after, after, alone=True) if after > before else None,
+        write=write,
+    )
+
+
+def all_versions(spark: Any, output: Any) -> list[dict[str, Any]]:
+    """The closed versions and the open ones (the state's rows), as users query them."""
+    return spark.sql(every_version(output.history, output.state)).toArrow().to_pylist()
 
 
 def state_rows(spark: Any, uri: str) -> list[dict[str, Any]]:
@@ -184,8 +212,10 @@ def test_the_state_and_history_merges_give_the_models_whatever_the_order_cut_and
     tmp_path: Path, delta_spark: Any, batch: list[Scenario]
 ) -> None:
     """Twenty-four scenarios at once, each on blobs of its own (containers prefixed with its number),
-    so that one MERGE per table and pass serves them all: each scenario's events, some twice,
-    shuffled, cut into up to four passes. The history's open versions are the state."""
+    so that one MERGE per table and pass serves them all. Each scenario's events: the oldest
+    (a random share) in order in the first two passes, which the history appends (its fast
+    path); the rest and replays of any, shuffled and cut into up to two more passes, which it
+    MERGEs. The history's open versions are the state."""
     output = parse_output(str(tmp_path / f"tables-{uuid.uuid4().hex}"))  # one per example
     create_tables(delta_spark, output)
     passes: list[list[pa.Table]] = [[] for _ in range(4)]
@@ -193,29 +223,35 @@ def test_the_state_and_history_merges_give_the_models_whatever_the_order_cut_and
     expected_history: dict[tuple[str, str, str], Any] = {}
     for n, (events, rng, cuts) in enumerate(batch):
         prefix = f"s{n}-"
-        delivered = events + rng.sample(events, k=len(events) // 2)  # some events come twice
-        rng.shuffle(delivered)
-        bounds = sorted(rng.sample(range(len(delivered) + 1), k=min(cuts, len(delivered) + 1)))
-        for k, (lo, hi) in enumerate(zip([0, *bounds], [*bounds, len(delivered)], strict=True)):
-            passes[k % 4].append(changes(delivered[lo:hi], container_prefix=prefix))
+        in_order = sorted(events, key=lambda e: e.seq)
+        first = rng.randint(1, len(events) // 3)  # (busy feeds: at least 12 events)
+        second = rng.randint(first + 1, 2 * len(events) // 3)
+        rest = in_order[second:] + rng.sample(events, k=len(events) // 2)  # some come twice
+        rng.shuffle(rest)
+        cut = rng.randint(0, len(rest)) if cuts > 1 else len(rest)
+        for k, part in enumerate(
+            (in_order[:first], in_order[first:second], rest[:cut], rest[cut:])
+        ):
+            passes[k].append(changes(part, container_prefix=prefix))
         expected.update(model(events, prefix))
         expected_history.update(history_model(events, prefix))
-    for tables_of_pass in passes:
-        if tables_of_pass:
-            merge_state(delta_spark, output.state, pa.concat_tables(tables_of_pass))
-            merge_history(delta_spark, output.history, pa.concat_tables(tables_of_pass))
+    for k, tables_of_pass in enumerate(passes):
+        wrote: list[str] = []
+        merge_both(delta_spark, output, pa.concat_tables(tables_of_pass), wrote)
+        if k < 2:  # in order, nothing older than a blob's state row: appended
+            assert [w.split()[0] for w in wrote] == ["INSERT"], wrote
     before = state_rows(delta_spark, output.state)
     assert seen(before) == expected
-    versions = state_rows(delta_spark, output.history)
+    versions = all_versions(delta_spark, output)
     assert seen_history(versions) == expected_history
     assert_history_ends_in_the_state(versions, before)
     everything = pa.concat_tables(
         [changes(events, container_prefix=f"s{n}-") for n, (events, _, _) in enumerate(batch)]
     )
-    [again] = merge_state(delta_spark, output.state, everything)  # a full replay
+    [again], written = merge_both(delta_spark, output, everything)  # a full replay
+    [again_history] = written.rows
     assert (again["num_updated_rows"], again["num_inserted_rows"]) == (0, 0)
-    [again] = merge_history(delta_spark, output.history, everything)
-    assert (again["num_updated_rows"], again["num_inserted_rows"]) == (0, 0)
+    assert (again_history["num_updated_rows"], again_history["num_inserted_rows"]) == (0, 0)
     live, tombstones = read_state(output.state, {})  # delta-rs, deletion vectors and all
     assert len(live) + tombstones == len(expected)
     assert {(b.container, b.name) for b in live} == {
@@ -257,7 +293,7 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
 
     def assert_tables(events: list[Event]) -> None:
         state = state_rows(delta_spark, output.state)
-        versions = state_rows(delta_spark, output.history)
+        versions = all_versions(delta_spark, output)
         assert seen(state) == model(events)
         assert seen_history(versions) == history_model(events)
         assert_history_ends_in_the_state(versions, state)
@@ -266,11 +302,13 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
     commit(feed[3:6], 3)
     first = job().run_once()
     assert first.whole and first.applied == first.latest == 2 and first.inserted == 3
+    assert first.history == "merged"  # a rebuild folds the whole log
     assert job().applied_version() == 2  # what the next holder reads back
     commit(feed[6:], 6)
     zombie = job()  # a holder that paused before applying version 3
     second = job().run_once()
     assert (second.applied, second.updated, second.whole) == (3, 3, False)
+    assert second.history == "appended"  # in step, every event newer than its blob's row
     assert zombie._merge(1, 2, rebuild=False) is None  # Delta skips the stale version
     assert_tables(feed)
 
@@ -280,7 +318,8 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
     assert job(history=False).run_once().applied == 4
     behind = job()
     assert behind.applied_version() == 3  # the older of the two tables
-    assert behind.run_once().applied == 4
+    caught_up = behind.run_once()
+    assert (caught_up.applied, caught_up.history) == (4, "merged")  # not in step
     assert_tables(feed)
 
     commit([Event(0, 5, "deleted", 0)], 10)  # version 5, then compacted and vacuumed away
@@ -292,7 +331,20 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
         delta_spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
     third = job().run_once()  # the rows of version 5 are gone from its files: read them all
     assert third.whole and third.is_caught_up
-    assert_tables([*feed, Event(0, 5, "deleted", 0)])
+    feed.append(Event(0, 5, "deleted", 0))
+    assert_tables(feed)
+
+    # tables an older cfp made: no change data feed on the state; open versions in the history
+    feed_off = "'delta.enableChangeDataFeed' = 'false'"
+    delta_spark.sql(f"ALTER TABLE {table_ref(output.state)} SET TBLPROPERTIES ({feed_off})")
+    delta_spark.sql(
+        f"INSERT INTO {table_ref(output.history)} {as_versions(table_ref(output.state))}"
+    )
+    feed += [Event(1, 6, "props", 3), Event(2, 6, "created", 4)]
+    commit(feed[-2:], 11)
+    upgraded = job().run_once()  # its first run brings the tables up to date
+    assert upgraded.is_caught_up and upgraded.history == "appended"
+    assert_tables(feed)
 
     # (`cfp optimize` compacts the three tables: tests/integration/test_spark.py, on Spark Connect)
 

@@ -1,28 +1,28 @@
-"""`cfp verify`'s history check: each blob's open version is its state row."""
+"""`cfp verify`'s history check: the closed versions meet, and the newest meets the state row."""
 
 from __future__ import annotations
 
-from processor.admin.history_check import history_differences
+from processor.admin.history_check import Closed, history_differences
 
 A, B, C = ("c", "a"), ("c", "b"), ("d", "c")
 
 
-def test_open_versions_that_are_the_state_rows_differ_in_nothing() -> None:
-    state = {A: ("01", False, "0x1"), B: ("07", True, None)}
-    assert history_differences([(A, state[A]), (B, state[B])], state) == []
+def test_closed_versions_that_lead_to_the_state_rows_differ_in_nothing() -> None:
+    state = {A: "03", B: "07", C: "01"}  # C: one version, open (its state row)
+    assert history_differences([(A, Closed("03")), (B, Closed("07"))], state) == []
 
 
 def test_each_way_a_history_can_disagree_with_the_state_is_named() -> None:
-    state = {A: ("02", False, "0x2"), B: ("03", False, "0x3"), C: ("04", True, None)}
-    opened = [
-        (A, ("01", False, "0x1")),  # an older version left open
-        (B, ("03", False, "0x3")),
-        (B, ("05", False, "0x5")),  # two open versions
-        (("e", "x"), ("01", False, "0x9")),  # not in the state
-    ]  # C: no open version
-    assert history_differences(opened, state) == [
-        "c/a: open version etag '0x1' at sequencer 01, state row etag '0x2' at sequencer 02",
-        "c/b: 2 open versions in the history",
-        "d/c: a row in the state, no open version in the history",
-        "e/x: an open version in the history, no row in the state",
+    state = {A: "05", B: "03", C: "04"}
+    closed = [
+        (A, Closed("02")),  # the version from 02 to 05 is missing
+        (B, Closed("03", open=2)),  # open versions left in the history table
+        (C, Closed("04", breaks=1)),  # a version ends where none begins
+        (("e", "x"), Closed("01")),  # not in the state
+    ]
+    assert history_differences(closed, state) == [
+        "c/a: the newest closed version ends at sequencer 02, the state row begins at 05",
+        "c/b: 2 open versions in the history table",
+        "d/c: 1 of its versions end where no version begins",
+        "e/x: closed versions in the history, no row in the state",
     ]
