@@ -36,7 +36,8 @@ Write = Callable[[str, bool], list[Any]]
 
 @dataclass(frozen=True, slots=True)
 class HistoryWrite:
-    """The history's write: its rows (none: Delta skipped it as done), and which path."""
+    """The history's write: its rows (a MERGE's metrics, none when Delta skipped it as done;
+    an append has none either way), and which path it took."""
 
     rows: list[Any]
     appended: bool  # the fast path (an append), not the MERGE

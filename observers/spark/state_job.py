@@ -214,7 +214,7 @@ class StateJob:
     def _apply(self, applied: int, end: int, latest: int) -> StateRun:
         whole = applied < 0
         try:
-            counts = self._merge(applied, end, rebuild=whole)
+            counts, history = self._merge(applied, end, rebuild=whole)
         except Exception as e:
             if whole or not is_gone(e):
                 raise
@@ -223,15 +223,21 @@ class StateJob:
                 reason=str(e).splitlines()[0][:300],
                 applied=applied,
             )
-            whole, counts = True, self._merge(applied, end, rebuild=True)
+            whole = True
+            counts, history = self._merge(applied, end, rebuild=True)
         if counts is None:  # Delta skipped it: another run recorded this version or a later one
-            return StateRun(self.applied_version(), latest, skipped=True, whole=whole)
-        inserted, updated, history = counts
+            applied = self.applied_version()
+            return StateRun(applied, latest, skipped=True, whole=whole, history=history)
+        inserted, updated = counts
         return StateRun(end, latest, inserted, updated, whole=whole, history=history)
 
-    def _merge(self, applied: int, end: int, *, rebuild: bool) -> tuple[int, int, str] | None:
+    def _merge(
+        self, applied: int, end: int, *, rebuild: bool
+    ) -> tuple[tuple[int, int] | None, str]:
         """MERGE the rows of change-log commits (applied, end] (all rows up to `end` when
-        `rebuild`); None when Delta skipped the write as already done."""
+        `rebuild`) into the state, then the history: the state's counts (inserted, updated;
+        None when Delta skipped the write as already done) and how the history took them
+        (`StateRun.history`)."""
         reader = self.session.read.format("delta")
         if rebuild:
             rows = reader.option("versionAsOf", end).load(self.changes)
@@ -265,16 +271,19 @@ class StateJob:
                         HISTORY_APP_ID, end, statement, retry=retry
                     ),
                 )
-                # both tables now hold `end`, unless another run wrote the history first
-                self._in_step = bool(written.rows)
-                how = ("appended" if written.appended else "merged") if written.rows else ""
+                # both tables now hold `end`, unless another run wrote the history first (a
+                # MERGE returns no rows then; an append never returns any: read it back)
+                self._in_step = bool(written.rows) or (
+                    written.appended and self._applied_to(self.history_table) == end
+                )
+                how = ("appended" if written.appended else "merged") if self._in_step else ""
         finally:
             for view in (source_view, changes_view):
                 self.session.catalog.dropTempView(view)
         if not result:
-            return None
+            return None, how
         row = result[0]
-        return int(row["num_inserted_rows"]), int(row["num_updated_rows"]), how
+        return (int(row["num_inserted_rows"]), int(row["num_updated_rows"])), how
 
     def _replaced(self, applied: int, merged: bool, head: int | None) -> Replaced | None:
         """The state commits that applied change-log versions after `applied` (ours included

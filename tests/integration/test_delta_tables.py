@@ -309,7 +309,7 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
     second = job().run_once()
     assert (second.applied, second.updated, second.whole) == (3, 3, False)
     assert second.history == "appended"  # in step, every event newer than its blob's row
-    assert zombie._merge(1, 2, rebuild=False) is None  # Delta skips the stale version
+    assert zombie._merge(1, 2, rebuild=False) == (None, "")  # Delta skips the stale version
     assert_tables(feed)
 
     # a run that stopped between its two commits: the state holds version 4, the history not
