@@ -112,6 +112,7 @@ def timed_run(spark: Any, uri: str, view: str, history_uri: str | None = None) -
             state_uri=uri,
             changes_view=view,
             replaced=Replaced(state_version, state_version, alone=True),
+            state_at=state_version,
             write=lambda statement, _retry: spark.sql(statement).collect(),
         )
         assert written.appended, "the bench's changes are all newer than their blobs' rows"

@@ -23,7 +23,7 @@ from azure.core.exceptions import (
     ServiceResponseError,
 )
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from observers.errors import PluginLoadError
 from observers.spark.output import Output, StorageAccess, access_for
@@ -32,7 +32,10 @@ log = structlog.get_logger("cfp.spark")
 
 REQUEST_TIMEOUT_S = 30
 REFUSED = (401, 403)
-ATTEMPTS = 4  # then the host fails to start, naming the endpoint
+# no answer, or the service failing, is tried again for this long, then the host fails to start
+# naming the endpoint: a restart of the service or a dropped connection must not stop a host for
+# good (4 quick attempts did, once, under the chaos suite)
+PATIENCE_S = 90.0
 
 
 def _first_line(error: BaseException) -> str:
@@ -47,7 +50,9 @@ def blob_endpoint(output: Output, access: StorageAccess) -> str:
     return "https://" + output.host.replace(".dfs.", ".blob.", 1)
 
 
-async def ensure_container(output: Output, access: StorageAccess | None) -> bool:
+async def ensure_container(
+    output: Output, access: StorageAccess | None, *, patience_s: float = PATIENCE_S
+) -> bool:
     """Make the container of an `abfs[s]://` output unless it exists (nothing for a local
     folder). True when this call made it.
 
@@ -77,8 +82,14 @@ async def ensure_container(output: Output, access: StorageAccess | None) -> bool
             container = service.get_container_client(output.container)
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception(_is_transient),
-                stop=stop_after_attempt(ATTEMPTS),
-                wait=wait_random_exponential(multiplier=0.5, max=4.0),
+                stop=stop_after_delay(patience_s),
+                wait=wait_random_exponential(multiplier=0.5, max=8.0),
+                before_sleep=lambda state: log.info(
+                    "spark.container_unreachable",
+                    endpoint=endpoint,
+                    attempt=state.attempt_number,
+                    wait_s=round(state.upcoming_sleep, 1),
+                ),
                 reraise=True,
             ):
                 with attempt:

@@ -151,10 +151,13 @@ def as_versions(state: str) -> str:
     return f"SELECT {columns} FROM {state}"
 
 
-def every_version(history_uri: str, state_uri: str) -> str:
+def every_version(history_uri: str, state_uri: str, state_version: int | None = None) -> str:
     """SQL: the account's history as users query it: the closed versions the history table
-    holds and the open ones, which are the state's rows."""
-    return f"SELECT * FROM {table_ref(history_uri)} UNION ALL {as_versions(table_ref(state_uri))}"
+    holds and the open ones, which are the state's rows (as of `state_version`, else now)."""
+    state = table_ref(state_uri)
+    if state_version is not None:
+        state = f"(SELECT * FROM {state} VERSION AS OF {state_version})"
+    return f"SELECT * FROM {table_ref(history_uri)} UNION ALL {as_versions(state)}"
 
 
 def open_copies_removed(history_uri: str, state_uri: str) -> str:

@@ -60,14 +60,21 @@ def apply_history(
     state_uri: str,
     changes_view: str,
     replaced: Replaced | None,
+    state_at: int,
     write: Write,
 ) -> HistoryWrite:
     """Fold the change-log rows of view `changes_view` into the history, after the state MERGEs
     `replaced` (None: no state row was replaced since the history's version, or the rows are
-    the whole change log, which holds the event of every version)."""
+    the whole change log, which holds the event of every version).
+
+    `state_at`: the state's version whose rows are the open versions (`replaced.last` when
+    given). Read as of that version, not as it is now: a commit of another run meanwhile would
+    replace rows that neither `replaced` nor the history holds, and the versions they were
+    would be lost (seen under the chaos suite's pauses: a version then ends where no version
+    begins)."""
     name = uuid.uuid4().hex
     rows, tails = f"cfp_replaced_{name}", f"cfp_tails_{name}"
-    every = history.every_version(history_uri, state_uri)
+    every = history.every_version(history_uri, state_uri, state_at)
     try:
         if replaced is not None:
             (

@@ -260,13 +260,20 @@ class StateJob:
                 APP_ID, end, state.merge_statement(self.state_table, source_view)
             )
             if self.history_table is not None:
-                replaced = None if rebuild else self._replaced(applied, bool(result), head)
+                replaced, state_at = (
+                    # a rebuild folds every event up to `end`; a version of a newer state past
+                    # it is completed by the next run, whose events reach it
+                    (None, self._head(self.state_table))
+                    if rebuild
+                    else self._replaced(applied, bool(result), head)
+                )
                 written = apply_history(
                     self.session,
                     history_uri=self.history_table,
                     state_uri=self.state_table,
                     changes_view=changes_view,
                     replaced=replaced,
+                    state_at=state_at,
                     write=lambda statement, retry: self._idempotent(
                         HISTORY_APP_ID, end, statement, retry=retry
                     ),
@@ -285,20 +292,23 @@ class StateJob:
         row = result[0]
         return (int(row["num_inserted_rows"]), int(row["num_updated_rows"])), how
 
-    def _replaced(self, applied: int, merged: bool, head: int | None) -> Replaced | None:
+    def _replaced(
+        self, applied: int, merged: bool, head: int | None
+    ) -> tuple[Replaced | None, int]:
         """The state commits that applied change-log versions after `applied` (ours included
         when `merged`): the rows they replaced are versions the history has not taken. Alone
         (the fast path) when ours is the only one, the tables were in step, and the history
-        has had no commit since `head`, its newest before our MERGE."""
+        has had no commit since `head`, its newest before our MERGE. With the state's version
+        whose rows are the open versions: the newest of this job's commits seen."""
         history_table = self.history_table
         assert history_table is not None
-        commits = [
-            v for v, a in self._job_commits(self.state_table, lambda a: a <= applied) if a > applied
-        ]
-        if not commits:
-            return None
-        alone = merged and self._in_step and len(commits) == 1 and self._head(history_table) == head
-        return Replaced(min(commits), max(commits), alone)
+        commits = self._job_commits(self.state_table, lambda a: a <= applied)
+        state_at = commits[0][0] if commits else self._head(self.state_table)
+        newer = [v for v, a in commits if a > applied]
+        if not newer:
+            return None, state_at
+        alone = merged and self._in_step and len(newer) == 1 and self._head(history_table) == head
+        return Replaced(min(newer), max(newer), alone), state_at
 
     def _head(self, uri: str) -> int:
         """The newest version of table `uri`."""

@@ -182,8 +182,46 @@ def merge_both(
         state_uri=output.state,
         changes_view="cfp_test_changes",
         replaced=Replaced(after, after, alone=True) if after > before else None,
+        state_at=after,
         write=write,
     )
+
+
+def test_a_state_commit_between_a_runs_two_writes_loses_no_version(
+    tmp_path: Path, delta_spark: Any
+) -> None:
+    """Another run's state commit lands between a run's state MERGE and its history write (a
+    paused holder and the next one, under the chaos suite): the history's fold reads the state
+    as of the run's own commit, so the version that commit replaced is not lost."""
+    output = parse_output(str(tmp_path / "tables"))
+    create_tables(delta_spark, output)
+    events = [Event(0, 1, "created", 1), Event(0, 3, "props", 3)]
+    merge_both(delta_spark, output, changes(events))
+
+    def head() -> int:
+        [row] = delta_spark.sql(f"DESCRIBE HISTORY {table_ref(output.state)} LIMIT 1").collect()
+        return int(row["version"])
+
+    def history_of(rows: pa.Table, first: int, state_at: int, *, alone: bool) -> None:
+        delta_spark.createDataFrame(rows).createOrReplaceTempView("cfp_test_changes")
+        apply_history(
+            delta_spark, history_uri=output.history, state_uri=output.state,
+            changes_view="cfp_test_changes",
+            replaced=Replaced(first, state_at, alone=alone) if first <= state_at else None,
+            state_at=state_at, write=lambda statement, _: list(delta_spark.sql(statement).collect()),
+        )  # fmt: skip
+
+    late = changes([Event(0, 2, "props", 2)])  # older than the blob's row: the MERGE path
+    before = head()
+    merge_state(delta_spark, output.state, late)
+    ours = head()
+    newer = changes([Event(0, 4, "props", 4)])
+    merge_state(delta_spark, output.state, newer)  # the other run's commit, meanwhile
+    history_of(late, before + 1, ours, alone=False)
+    history_of(newer, ours + 1, head(), alone=True)
+    events += [Event(0, 2, "props", 2), Event(0, 4, "props", 4)]
+    versions = all_versions(delta_spark, output)
+    assert seen_history(versions) == history_model(events)
 
 
 def all_versions(spark: Any, output: Any) -> list[dict[str, Any]]:
@@ -430,7 +468,7 @@ async def test_the_host_makes_the_output_container_or_says_why_it_cannot(
     with pytest.raises(
         PluginLoadError, match=r"cannot reach http://127\.0\.0\.1:1/devstoreaccount1"
     ):
-        await ensure_container(output("cfp-any"), storage_access(nobody))
+        await ensure_container(output("cfp-any"), storage_access(nobody), patience_s=1)
 
 
 def test_a_host_whose_output_cannot_be_made_exits_2_naming_it(azurite: Any) -> None:
