@@ -16,7 +16,7 @@ LeaseToken = NewType("LeaseToken", str)
 """The row key: the shard's name, for example `00`."""
 
 HostId = NewType("HostId", str)
-"""A host process: unique per process (the default is host name + pid)."""
+"""A host process: unique per process (the default is host name, pid and a random suffix)."""
 
 
 # A lease keeps the newest moves only; older ones are in the logs of `cfp lease move`.

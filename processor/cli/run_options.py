@@ -46,7 +46,10 @@ WHERE_OPTIONS: Options = (
     click.option(
         "--host-name",
         envvar="CFP_HOST_NAME",
-        help="This host's identity in the lease table (default: host name + pid; must be unique).",
+        help=(
+            "This host's identity in the lease table (default: host name, pid and a random "
+            "suffix; must be unique)."
+        ),
     ),
 )
 # leases and balancing

@@ -5,6 +5,7 @@ field)."""
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,8 +27,9 @@ DEFAULT_HTTP_PORT = 8080  # also in probe.py, which must start without importing
 
 
 def default_host_name() -> HostId:
-    """Host name + pid: unique per process, so two processes never share an identity."""
-    return HostId(f"{socket.gethostname()}-{os.getpid()}")
+    """Host name, pid and a random suffix: containers on the host network share the host's
+    name and may all be pid 1, and two hosts must never share an identity."""
+    return HostId(f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}")
 
 
 @dataclass(frozen=True, slots=True)
