@@ -8,12 +8,14 @@ JARS := deploy/spark/jars/.installed
 FETCHED := deploy/spark/jars/.fetched
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect bench bench-decode bench-spark bench-stream bench-state bench-changelog bench-rebalance bench-balance bench-formats bench-filter clean
+.PHONY: help install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect image image-test bench bench-decode bench-spark bench-stream bench-state bench-changelog bench-rebalance bench-balance bench-formats bench-filter clean
 
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
 	@echo "make test       lint, type-check, unit and integration tests (starts its own Azurite)"
 	@echo "make chaos      hosts, Azurite and the network failing at random (SEED=1 DURATION=60 HOSTS=4)"
+	@echo "make image      the container image cfp:local, with docker or podman (see docs/deploy.md)"
+	@echo "make image-test containers of the image as a fleet: kill one, stop one (needs the image)"
 	@echo "make lock       the dependency locks again, after a change to pyproject.toml"
 	@echo "make docs       the reference pages made from the code (docs/reference/)"
 	@echo "make azurite    run Azurite in the foreground on the default ports (data in $(AZURITE_DIR)/)"
@@ -112,13 +114,20 @@ integration: install
 	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder tests/integration
 
 test: install lint typecheck
-	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 tests
+	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 tests --ignore=tests/image
 
 chaos: install
 	$(PY) -m tests.chaos.runner --seed $(or $(SEED),1) --duration $(or $(DURATION),60) --hosts $(or $(HOSTS),4)
 
 chaos-ci: install
 	$(PY) -m tests.chaos.runner --seed 20261550 --duration 60 --hosts 4
+
+# the image: docker or podman (installed when root), a Debian base where no registry answers
+image: $(JARS)
+	deploy/image/build
+
+image-test: install image
+	deploy/image/test
 
 azurite: $(AZURITE)
 	mkdir -p $(AZURITE_DIR)

@@ -53,6 +53,16 @@ def test_dockerfile_runs_cfp_run_configured_only_by_known_variables() -> None:
         assert (DEPLOY.parent / source).exists(), source
 
 
+def test_the_build_context_keeps_what_the_dockerfile_copies_and_little_else() -> None:
+    """.dockerignore excludes everything but the Dockerfile's sources (.venv, node_modules and
+    .bench would be gigabytes of context)."""
+    lines = (DEPLOY.parent / ".dockerignore").read_text().splitlines()
+    rules = [line for line in lines if line and not line.startswith("#")]
+    assert rules[0] == "*"
+    kept = {rule.removeprefix("!") for rule in rules if rule.startswith("!")}
+    assert set(dockerfile().copies) == kept
+
+
 def test_compose_services_use_real_flags_and_variables() -> None:
     services = compose()["services"]
     assert {"azurite", "workload", "spark-connect", "hosts"} <= set(services)

@@ -1,0 +1,114 @@
+"""Containers of the cfp image as hosts, driven through the container engine's command line
+(`podman` or `docker`, as `make image-test` chose: $CFP_ENGINE), as an operator would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENGINE = os.environ.get("CFP_ENGINE", "podman")
+IMAGE = os.environ.get("CFP_IMAGE", "cfp:local")
+PLUGINS = Path(__file__).resolve().parent  # paced.py, mounted as the hosts' own observer
+
+
+def engine(*args: str, timeout: float = 120, check: bool = True) -> str:
+    done = subprocess.run(
+        [ENGINE, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{ENGINE} {' '.join(args)}: exit {done.returncode}: {done.stderr}")
+    return done.stdout
+
+
+@dataclass
+class Fleet:
+    """Hosts of one processor, each a container on the host network (Azurite's loopback
+    address is the same inside), with a read-only root filesystem and a writable /tmp, as the
+    Kubernetes manifests run them. Deliveries go to `out` (mounted), one file per host."""
+
+    conn: str
+    processor: str
+    out: Path
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)  # containers started: port (0: none)
+
+    def start(self, name: str, port: int, *extra: str) -> None:
+        """A host: `cfp run` for the fleet's processor, its endpoints on `port`."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.out.chmod(0o777)  # the image's user (uid 10001) writes here
+        self.launch(
+            name, "run", "--processor-name", self.processor, *self.args, *extra,
+            env={
+                "CFP_HOST_NAME": name,  # as the manifests set it (the pod's name)
+                "CFP_HTTP_PORT": str(port),
+                "CFP_OBSERVER": "paced:PacedJsonl",
+                "CFP_TEST_OUT": "/out",
+                "PYTHONPATH": "/plugins",
+            },
+        )  # fmt: skip
+        self.ports[name] = port
+
+    def launch(self, name: str, *argv: str, env: dict[str, str]) -> None:
+        """A container named for `name` running `cfp ARGV` in the background."""
+        variables = {"CFP_CONNECTION_STRING": self.conn, **env, **self.env}
+        engine(
+            "run", "--detach", "--name", self.container(name),
+            "--network=host", "--read-only", "--tmpfs", "/tmp",
+            *(["--ulimit", "host"] if ENGINE == "podman" else []),
+            *(["-v", f"{self.out}:/out"] if self.out.exists() else []),
+            "-v", f"{PLUGINS}:/plugins:ro",
+            *(arg for key, value in variables.items() for arg in ("-e", f"{key}={value}")),
+            IMAGE, *argv,
+        )  # fmt: skip
+        self.ports.setdefault(name, 0)
+
+    def container(self, name: str) -> str:
+        return f"cfp-test-{self.processor}-{name}"
+
+    def kill(self, name: str) -> None:
+        engine("kill", "--signal", "KILL", self.container(name))
+
+    def stop(self, name: str, grace_s: int) -> None:
+        """SIGTERM, then SIGKILL after `grace_s` seconds (what `docker stop` and a pod's
+        deletion do)."""
+        engine("stop", "--time", str(grace_s), self.container(name), timeout=grace_s + 60)
+
+    def wait(self, name: str, timeout: float) -> int:
+        return int(engine("wait", self.container(name), timeout=timeout).strip().splitlines()[-1])
+
+    def logs(self, name: str) -> str:
+        """What the host wrote (its log goes to stderr, which `logs` gives back on stderr)."""
+        done = subprocess.run(
+            [ENGINE, "logs", self.container(name)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        return done.stdout
+
+    def log_events(self, name: str) -> Iterator[dict[str, object]]:
+        for line in self.logs(name).splitlines():
+            if line.startswith("{"):
+                yield json.loads(line)
+
+    def user(self, name: str) -> str:
+        return engine("inspect", "--format", "{{.Config.User}}", self.container(name)).strip()
+
+    def delivered(self) -> list[str]:
+        """The ids delivered, in every host's file (a host killed mid-line leaves a torn last
+        line: not a delivery, its checkpoint did not move past it)."""
+        ids = []
+        for path in sorted(self.out.glob("*.jsonl")):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    ids.append(json.loads(line)["id"])
+                except ValueError:
+                    continue
+        return ids
+
+    def remove_all(self) -> None:
+        for name in self.ports:
+            engine("rm", "--force", self.container(name), check=False)

@@ -1,0 +1,23 @@
+"""An observer for the image tests, mounted into the containers (on PYTHONPATH), as a user's own
+observer would be: the jsonl observer, slowed by CFP_TEST_BATCH_DELAY_S a batch, so that a host
+still holds leases with work left when it is killed or stopped."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from observers import ArrowBatch, PartitionContext
+from observers.jsonl import JsonlObserver
+
+
+class PacedJsonl:
+    def __init__(self) -> None:
+        self._out: JsonlObserver | None = None
+        self._delay_s = float(os.environ.get("CFP_TEST_BATCH_DELAY_S", "0"))
+
+    def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
+        if self._out is None:
+            self._out = JsonlObserver(os.environ["CFP_TEST_OUT"], host_name=ctx.host_name)
+        self._out.process_arrow(ctx, batch)
+        time.sleep(self._delay_s)
