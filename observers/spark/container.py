@@ -27,6 +27,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_r
 
 from observers.errors import PluginLoadError
 from observers.spark.output import Output, StorageAccess, access_for
+from observers.spark.waits import logged_wait
 
 log = structlog.get_logger("cfp.spark")
 
@@ -84,12 +85,7 @@ async def ensure_container(
                 retry=retry_if_exception(_is_transient),
                 stop=stop_after_delay(patience_s),
                 wait=wait_random_exponential(multiplier=0.5, max=8.0),
-                before_sleep=lambda state: log.info(
-                    "spark.container_unreachable",
-                    endpoint=endpoint,
-                    attempt=state.attempt_number,
-                    wait_s=round(state.upcoming_sleep, 1),
-                ),
+                before_sleep=logged_wait("spark.container_unreachable", endpoint=endpoint),
                 reraise=True,
             ):
                 with attempt:

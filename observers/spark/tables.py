@@ -28,6 +28,7 @@ from observers.spark.history import HISTORY_SCHEMA, open_copies_removed
 from observers.spark.output import Output
 from observers.spark.sql import sql_string, table_ref
 from observers.spark.state import STATE_SCHEMA
+from observers.spark.waits import logged_wait
 
 log = structlog.get_logger("cfp.spark")
 
@@ -145,12 +146,7 @@ def create_table(session: Any, uri: str, statement: str) -> None:
         retry=retry_if_exception(is_creation_race),
         stop=stop_after_attempt(CREATE_ATTEMPTS),
         wait=wait_random_exponential(multiplier=0.5, max=8.0),
-        before_sleep=lambda state: log.info(
-            "spark.table_creation_raced",
-            table=uri,
-            attempt=state.attempt_number,
-            wait_s=round(state.upcoming_sleep, 1),
-        ),
+        before_sleep=logged_wait("spark.table_creation_raced", table=uri),
         reraise=True,
     ):
         with attempt:
