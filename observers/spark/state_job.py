@@ -14,9 +14,10 @@ every `--state-interval` seconds. A run:
    recorded in the same commit. Delta skips a write whose version is not above the last one
    recorded, so a run repeated after a crash, or by a paused host that wakes up late, changes
    nothing;
-4. folds the same rows into the history table (`history.py`) the same way, as `cfp-history`.
-   Each table records the version it applied; a run starts after the older of the two, which
-   both folds allow: applying an event again changes neither table.
+4. takes the same rows into the history table as `cfp-history` (`history_run.py`: appends the
+   versions they close, or folds the touched blobs' tails again and MERGEs them). Each table
+   records the version it applied; a run starts after the older of the two, which both allow:
+   applying an event again changes neither table.
 
 Every `optimize_every_s` it also compacts the small files of the tables (`OPTIMIZE`).
 """
