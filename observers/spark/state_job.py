@@ -120,6 +120,11 @@ def _commits_of(history: list[Any]) -> list[tuple[int, int]]:
     return out
 
 
+def newest_version(session: Any, uri: str) -> int:
+    """The newest version of the Delta table at `uri`."""
+    return int(session.sql(f"DESCRIBE HISTORY {table_ref(uri)} LIMIT 1").collect()[0]["version"])
+
+
 def is_gone(error: BaseException) -> bool:
     text = f"{type(error).__name__}: {error}"
     return any(marker in text for marker in GONE)
@@ -209,8 +214,7 @@ class StateJob:
         return out
 
     def latest_version(self) -> int:
-        rows = self._sql(f"DESCRIBE HISTORY {table_ref(self.changes)} LIMIT 1")
-        return int(rows[0]["version"])
+        return newest_version(self.session, self.changes)
 
     def _apply(self, applied: int, end: int, latest: int) -> StateRun:
         whole = applied < 0
@@ -254,7 +258,7 @@ class StateJob:
         changes_view, source_view = f"cfp_changes_{name}", f"cfp_state_{name}"
         rows.createOrReplaceTempView(changes_view)
         self.session.sql(state.newest_per_blob(changes_view)).createOrReplaceTempView(source_view)
-        head = self._head(self.history_table) if self.history_table else None
+        head = newest_version(self.session, self.history_table) if self.history_table else None
         how = ""
         try:
             result = self._idempotent(
@@ -264,7 +268,7 @@ class StateJob:
                 replaced, state_at = (
                     # a rebuild folds every event up to `end`; a version of a newer state past
                     # it is completed by the next run, whose events reach it
-                    (None, self._head(self.state_table))
+                    (None, newest_version(self.session, self.state_table))
                     if rebuild
                     else self._replaced(applied, bool(result), head)
                 )
@@ -301,19 +305,15 @@ class StateJob:
         (the fast path) when ours is the only one, the tables were in step, and the history
         has had no commit since `head`, its newest before our MERGE. With the state's version
         whose rows are the open versions: the newest of this job's commits seen."""
-        history_table = self.history_table
-        assert history_table is not None
         commits = self._job_commits(self.state_table, lambda a: a <= applied)
-        state_at = commits[0][0] if commits else self._head(self.state_table)
+        state_at = commits[0][0] if commits else newest_version(self.session, self.state_table)
         newer = [v for v, a in commits if a > applied]
         if not newer:
             return None, state_at
-        alone = merged and self._in_step and len(newer) == 1 and self._head(history_table) == head
+        alone = merged and self._in_step and len(newer) == 1
+        if alone:  # and no commit to the history since our MERGE began
+            alone = newest_version(self.session, str(self.history_table)) == head
         return Replaced(min(newer), max(newer), alone), state_at
-
-    def _head(self, uri: str) -> int:
-        """The newest version of table `uri`."""
-        return int(self._sql(f"DESCRIBE HISTORY {table_ref(uri)} LIMIT 1")[0]["version"])
 
     def _idempotent(
         self, app_id: str, version: int, statement: str, *, retry: bool = True
