@@ -15,7 +15,7 @@ help:
 	@echo "make test       lint, type-check, unit and integration tests (starts its own Azurite)"
 	@echo "make chaos      hosts, Azurite and the network failing at random (SEED=1 DURATION=60 HOSTS=4)"
 	@echo "make image      the container image cfp:local, with docker or podman (see docs/deploy.md)"
-	@echo "make image-test containers of the image as a fleet: kill one, stop one (needs the image)"
+	@echo "make image-test containers of the image: a fleet (kill one, stop one), the whole topology"
 	@echo "make lock       the dependency locks again, after a change to pyproject.toml"
 	@echo "make docs       the reference pages made from the code (docs/reference/)"
 	@echo "make azurite    run Azurite in the foreground on the default ports (data in $(AZURITE_DIR)/)"
