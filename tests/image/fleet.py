@@ -55,17 +55,26 @@ class Fleet:
 
     def launch(self, name: str, *argv: str, env: dict[str, str]) -> None:
         """A container named for `name` running `cfp ARGV` in the background."""
+        engine("run", "--detach", *self._container_args(name, argv, env))
+        self.ports.setdefault(name, 0)
+
+    def run(self, name: str, *argv: str, timeout: float) -> str:
+        """`cfp ARGV` in a container named for `name`, in the foreground, removed after; what
+        it printed (whatever its exit status)."""
+        return engine(
+            "run", "--rm", *self._container_args(name, argv, {}), timeout=timeout, check=False
+        )
+
+    def _container_args(self, name: str, argv: tuple[str, ...], env: dict[str, str]) -> list[str]:
         variables = {"CFP_CONNECTION_STRING": self.conn, **env, **self.env}
-        engine(
-            "run", "--detach", "--name", self.container(name),
-            "--network=host", "--read-only", "--tmpfs", "/tmp",
+        return [
+            "--name", self.container(name), "--network=host", "--read-only", "--tmpfs", "/tmp",
             *(["--ulimit", "host"] if ENGINE == "podman" else []),
             *(["-v", f"{self.out}:/out"] if self.out.exists() else []),
             "-v", f"{PLUGINS}:/plugins:ro",
             *(arg for key, value in variables.items() for arg in ("-e", f"{key}={value}")),
             IMAGE, *argv,
-        )  # fmt: skip
-        self.ports.setdefault(name, 0)
+        ]  # fmt: skip
 
     def container(self, name: str) -> str:
         return f"cfp-test-{self.processor}-{name}"

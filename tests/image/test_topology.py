@@ -18,7 +18,7 @@ from observers.spark.output import delta_rs_options, parse_output
 from processor.connection import storage_access
 from processor.emulator.azurite import Azurite, free_port, wait_for_port
 from tests.helpers import Feed, emulate_afresh
-from tests.image.fleet import IMAGE, Fleet, engine
+from tests.image.fleet import Fleet
 
 OUTPUT = "abfs://cfp-tables@devstoreaccount1.dfs.core.windows.net/topology"
 
@@ -73,12 +73,7 @@ async def test_spark_connect_and_two_hosts_in_containers_keep_the_tables_on_abfs
         assert any(e.get("event") == "lease.acquired" for e in events), f"{name} held no lease"
         assert any(e.get("event") == "spark.committed" for e in events), f"{name} wrote nothing"
 
-    verify = fleet.container("verify")
-    done = await asyncio.to_thread(
-        engine, "run", "--rm", "--name", verify, "--network=host", "--read-only",
-        "-e", f"CFP_CONNECTION_STRING={feed.conn}", IMAGE, "verify", "--output", OUTPUT,
-        check=False, timeout=300,
-    )  # fmt: skip
+    done = await asyncio.to_thread(fleet.run, "verify", "verify", "--output", OUTPUT, timeout=300)
     assert "EQUAL: every blob matches" in done, done
     assert "EQUAL: each blob's versions lead to its state row" in done, done
     ids = change_log_ids(feed.conn)
