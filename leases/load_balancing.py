@@ -41,8 +41,8 @@ FLOOR_SHARE = 0.05  # of the mean lease rate, added to every lease
 
 @dataclass(frozen=True, slots=True)
 class LoadRule:
-    """How far from the mean load a host may drift before leases move: within (1 +/- tolerance)
-    x the mean nothing moves."""
+    """How far from its fair share of the load (the module docstring's M) a host may drift
+    before leases move: within (1 +/- tolerance) x M nothing moves."""
 
     tolerance: float = 0.25
 
