@@ -88,19 +88,21 @@ async def table(cluster: Cluster) -> AsyncIterator[Table]:
         yield view
 
 
-async def settled(table: Table, hosts: set[str], *, for_s: float) -> list[Lease]:
+async def settled(cluster: Cluster, table: Table, hosts: set[str], *, quiet: int) -> list[Lease]:
     """The lease table once every lease is held by one of `hosts`, each of them holds one, and
-    no owner changed for `for_s` seconds."""
-    deadline, last, since = time.monotonic() + 60, None, time.monotonic()
+    no owner changed and no hand-over was asked for while each host made `quiet` balancing
+    ticks (ticks, not seconds: a host starved of CPU ticks late)."""
+    deadline, last, since = time.monotonic() + 120, None, {}
     while time.monotonic() < deadline:
         rows = await table.leases()
-        owners = {r.token: (r.owner, r.epoch) for r in rows}
+        owners = {r.token: (r.owner, r.epoch, r.next_owner) for r in rows}
+        now = {name: await ticks(cluster, name) for name in hosts}
         if owners != last:
-            last, since = owners, time.monotonic()
+            last, since = owners, now
         elif (
             all(r.owner in hosts for r in rows)
             and {r.owner for r in rows} == hosts
-            and time.monotonic() - since >= for_s
+            and all(now[name] - since[name] >= quiet for name in hosts)
         ):
             return rows
         await asyncio.sleep(0.2)
@@ -298,7 +300,7 @@ async def test_at_rest_hosts_list_only_the_slices_they_watch(
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
     start(cluster, "h1", "h2", "h3", skewed=False)
     await table.until(all_caught_up, within_s=180, what="every lease caught up")
-    await settled(table, {"h1", "h2", "h3"}, for_s=3)
+    await settled(cluster, table, {"h1", "h2", "h3"}, quiet=3)
     urls = {name: await cluster.endpoint(name) for name in ("h1", "h2", "h3")}
 
     async def counters() -> dict[str, dict[str, float]]:
@@ -362,7 +364,8 @@ async def test_balance_by_load_moves_hot_leases_off_a_crowded_host_without_dupli
     )
     for name in ("h1", "h2"):
         cluster.start(name, "--balance-by", "load", "--max-batch-events", "10", "--unordered")
-    rows = await settled(table, {"h1", "h2"}, for_s=4)
+    # quiet for longer than the rates take to be measured (a mean over about six renewals)
+    rows = await settled(cluster, table, {"h1", "h2"}, quiet=8)
     # then the leases h1 holds turn hot (8x the read rate of h2's): h1 is crowded
     hot = sorted(r.token for r in rows if r.owner == "h1")
     switched_ns = time.time_ns()
