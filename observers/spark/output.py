@@ -158,6 +158,10 @@ def hadoop_settings(
         conf[f"fs.azure.sas.fixed.token.{host}"] = access.sas.lstrip("?")
     else:
         conf.update(_entra_settings(host, env))
+    # hadoop-azure 3.5 sends its own client metrics to the account, also from a JVM shutdown
+    # hook, with ABFS's retries (minutes): after an outage, a JVM whose account is unreachable
+    # at exit outlived its host by many minutes (seen in the tests)
+    conf["fs.azure.metrics.collection.enabled"] = "false"
     if access.emulator_endpoint:
         where = urlsplit(access.emulator_endpoint)
         conf.update(

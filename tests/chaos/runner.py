@@ -145,6 +145,34 @@ class Report:
         return "\n".join(lines)
 
 
+RUN_MARKER = "CFP_CHAOS_RUN"  # in the environment of the run's hosts and of their children
+
+
+async def outliving(workdir: Path, patience_s: float = 60.0) -> list[str]:
+    """The processes of this run still alive once every host has ended (a host's JVM that
+    hangs in its exit, say), after waiting `patience_s` for them; killed, so they never
+    outlive the run either."""
+    marker = f"{RUN_MARKER}={workdir}".encode()
+
+    def alive() -> dict[int, str]:
+        found = {}
+        for environ in Path("/proc").glob("[0-9]*/environ"):
+            with contextlib.suppress(OSError):
+                if marker in environ.read_bytes().split(b"\0"):
+                    cmd = (environ.parent / "cmdline").read_bytes().split(b"\0")[0]
+                    found[int(environ.parent.name)] = cmd.decode(errors="replace")
+        return found
+
+    deadline, left = time.monotonic() + patience_s, alive()
+    while left and time.monotonic() < deadline:
+        await asyncio.sleep(1)
+        left = alive()
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return [f"pid {pid} ({cmd})" for pid, cmd in sorted(left.items())]
+
+
 class Hosts:
     """The host processes; logs append to `workdir/hN.log` across restarts."""
 
@@ -172,6 +200,7 @@ class Hosts:
             "CFP_HTTP_PORT": "0",
             "CFP_LOG_LEVEL": "DEBUG",
             "CFP_TEST_CLOCK_SKEW_S": str(skew_s),
+            RUN_MARKER: str(c.workdir),  # inherited by each host's JVM: see `outliving`
         }
         cmd = [
             sys.executable, "-m", "processor", "run",
@@ -552,6 +581,8 @@ class Chaos:
         )  # fmt: skip
         if verify.returncode != 0:
             self.report.problems.append(f"cfp verify: {verify.stdout[-1500:]}{verify.stderr}")
+        if left := await outliving(c.workdir):
+            self.report.problems.append(f"processes outlived their hosts: {left}")
 
     def _check(self, samples: Samples) -> None:
         deliveries = self.hosts.deliveries()

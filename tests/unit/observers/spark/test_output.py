@@ -63,6 +63,8 @@ def test_a_key_or_a_sas_becomes_settings_of_that_account_only() -> None:
     signed = hadoop_settings(out, StorageAccess("acct", sas="?sv=2024&sig=abc"))
     assert signed[f"fs.azure.sas.fixed.token.{HOST}"] == "sv=2024&sig=abc"
     assert signed[f"fs.azure.account.auth.type.{HOST}"] == "SAS"
+    for settings in (keyed, signed):  # no client metrics sent to the account, nor at JVM exit
+        assert settings["fs.azure.metrics.collection.enabled"] == "false"
     assert hadoop_settings(parse_output("/tmp/x"), StorageAccess("acct", key=KEY)) == {}
 
 
