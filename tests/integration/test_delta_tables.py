@@ -36,7 +36,7 @@ from observers.spark.output import Output, parse_output
 from observers.spark.session import SparkOptions, new_session
 from observers.spark.sql import table_ref
 from observers.spark.state import merge_statement, newest_per_blob
-from observers.spark.state_job import StateJob, optimize
+from observers.spark.state_job import StateJob, newest_version, optimize
 from observers.spark.tables import create_tables
 from processor.admin.verify import read_state
 from tests.helpers import Feed, run_cfp
@@ -198,10 +198,6 @@ def test_a_state_commit_between_a_runs_two_writes_loses_no_version(
     events = [Event(0, 1, "created", 1), Event(0, 3, "props", 3)]
     merge_both(delta_spark, output, changes(events))
 
-    def head() -> int:
-        [row] = delta_spark.sql(f"DESCRIBE HISTORY {table_ref(output.state)} LIMIT 1").collect()
-        return int(row["version"])
-
     def history_of(rows: pa.Table, first: int, state_at: int, *, alone: bool) -> None:
         delta_spark.createDataFrame(rows).createOrReplaceTempView("cfp_test_changes")
         apply_history(
@@ -212,13 +208,13 @@ def test_a_state_commit_between_a_runs_two_writes_loses_no_version(
         )  # fmt: skip
 
     late = changes([Event(0, 2, "props", 2)])  # older than the blob's row: the MERGE path
-    before = head()
+    before = newest_version(delta_spark, output.state)
     merge_state(delta_spark, output.state, late)
-    ours = head()
+    ours = newest_version(delta_spark, output.state)
     newer = changes([Event(0, 4, "props", 4)])
     merge_state(delta_spark, output.state, newer)  # the other run's commit, meanwhile
     history_of(late, before + 1, ours, alone=False)
-    history_of(newer, ours + 1, head(), alone=True)
+    history_of(newer, ours + 1, newest_version(delta_spark, output.state), alone=True)
     events += [Event(0, 2, "props", 2), Event(0, 4, "props", 4)]
     versions = all_versions(delta_spark, output)
     assert seen_history(versions) == history_model(events)
