@@ -221,8 +221,9 @@ DELIVERY_OPTIONS: Options = (
         type=click.FloatRange(min=1),
         default=DEFAULT_STUCK_AFTER_S,
         show_default=True,
-        help="Seconds a lease's observer may keep failing, or a lease not caught up may go without "
-        "progress, before it is reported STUCK (cfp_lease_stuck, `cfp status`, /status).",
+        help="Seconds a lease with work may go without progress (its observer failing, or not "
+        "returning, or its reads) before it is reported STUCK (cfp_lease_stuck, `cfp status`, "
+        "/status), with why.",
     ),
 )
 # --observer spark: where its tables go, its session, its writes and its state job

@@ -33,20 +33,21 @@ class LeaseProgress:
         return max(0.0, (now - (self.checkpointed_at or self.started_at)).total_seconds())
 
     def stuck_reason(self, now: datetime, after_s: float) -> str | None:
-        """Why the lease counts as stuck: its observer has failed for `after_s` or longer, or it
-        is not caught up and has not moved for that long (a wait at the segment barrier or
-        while paused is no fault of its own, and not counted). None when it is not stuck."""
-        if self.failing_since is not None:
-            failing = (now - self.failing_since).total_seconds()
-            if failing >= after_s:
-                return f"the observer has failed {self.failures} times in a row for {failing:.0f} s"
-            return None
-        if self.caught_up:
+        """Why the lease counts as stuck, None when it is not: it has work and has not moved
+        for `after_s` or longer (a wait at the segment barrier or while paused is no fault of
+        its own, and not counted). One measure, whatever holds it up: a verdict that changed
+        measure when the observer's first failure came in would clear a stuck lease for a
+        while; the reason names the observer's failures as soon as there are any."""
+        if self.caught_up:  # a batch handed over is work (`delivering`), failed or not
             return None
         still = (now - (self.moved_at or self.started_at)).total_seconds()
-        if still >= after_s:
-            return f"no progress for {still:.0f} s while not caught up"
-        return None
+        if still < after_s:
+            return None
+        if self.failing_since is not None:
+            n = self.failures
+            failed = f"the observer has failed {n} time{'s' * (n != 1)} in a row"
+            return f"{failed}; no progress for {still:.0f} s"
+        return f"no progress for {still:.0f} s while not caught up"
 
     def lag_seconds(self, now: datetime) -> float:
         """The time lag of the last delivered event (0 before anything was delivered)."""

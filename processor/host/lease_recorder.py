@@ -222,8 +222,8 @@ PER_LEASE = (
     ),
     (
         "cfp_lease_stuck",
-        "1 when the observer has failed for --stuck-after or longer, or the lease is not "
-        "caught up and has not moved for that long.",
+        "1 when the lease is not caught up and has not moved for --stuck-after or longer "
+        "(its observer failing or not returning, or its reads).",
     ),
 )
 """The per-lease gauges, in the order `_LeaseGauges` yields them: name, meaning."""

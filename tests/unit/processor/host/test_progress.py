@@ -38,11 +38,29 @@ def test_an_observer_failing_for_stuck_after_makes_the_lease_stuck_until_a_succe
     p.observer_failed(A)
     assert p.stuck() == {}
     wall.pass_s(1)
-    assert p.stuck() == {A: "the observer has failed 2 times in a row for 60 s"}
+    assert p.stuck() == {A: "the observer has failed 2 times in a row; no progress for 60 s"}
     assert 'cfp_lease_stuck{lease="00"} 1.0' in metrics(host)
     assert 'cfp_observer_consecutive_failures{lease="00"} 2.0' in metrics(host)
     p.delivered(A, events=3, read_bytes=10, last_event_time=None)
     assert p.stuck() == {} and 'cfp_observer_consecutive_failures{lease="00"} 0.0' in metrics(host)
+
+
+def test_a_lease_stuck_stays_stuck_when_its_observer_fails_and_the_reason_says_so() -> None:
+    """On a busy machine the observer's first failure may come after --stuck-after: the lease
+    was stuck for no progress, and stays stuck, now for the observer's failures."""
+    wall = Wall()
+    host = HostProgress(wall=wall, stuck_after_s=3)
+    p = host.leases
+    p.started(A, 1, None)
+    p.delivering(A)
+    wall.pass_s(4)  # process_changes has not returned yet
+    assert p.stuck() == {A: "no progress for 4 s while not caught up"}
+    p.observer_failed(A)
+    assert p.stuck() == {A: "the observer has failed 1 time in a row; no progress for 4 s"}
+    wall.pass_s(1)
+    p.observer_failed(A)
+    assert p.stuck() == {A: "the observer has failed 2 times in a row; no progress for 5 s"}
+    assert 'cfp_lease_stuck{lease="00"} 1.0' in metrics(host)
 
 
 def test_no_progress_while_not_caught_up_is_stuck_waiting_is_not() -> None:
