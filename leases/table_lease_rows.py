@@ -50,10 +50,16 @@ class TableLeaseRows:
         partitions = 1 if lo >= HOST_ROWS_FROM else await self._lease_partitions()
         keys = [self._processor] if partitions == 1 else partition_keys(self._processor, partitions)
 
-        async def op() -> list[Lease]:
-            return [self._lease(e) for pk in keys async for e in self._calls.rows(pk, lo, hi)]
+        def query(pk: str) -> Callable[[], Awaitable[list[Lease]]]:
+            async def op() -> list[Lease]:
+                return [self._lease(e) async for e in self._calls.rows(pk, lo, hi)]
 
-        return await self._calls.run(f"listing leases of {self._processor}", op)
+            return op
+
+        found = await self._calls.run_side_by_side(
+            f"listing leases of {self._processor}", [query(pk) for pk in keys]
+        )
+        return [lease for rows in found for lease in rows]
 
     async def read(self, token: LeaseToken) -> Lease | None:
         pk = self._pk(token, await self._lease_partitions())

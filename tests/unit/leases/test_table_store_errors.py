@@ -1,14 +1,17 @@
-"""SDK failures as the lease store's errors: what each message names."""
+"""SDK failures as the lease store's errors: what each message names; a listing's queries."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 import pytest
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
 
 from leases.errors import LeaseStoreMisconfigured, LeaseStoreUnavailable
-from leases.table_calls import _translate
+from leases.table_calls import SIDE_BY_SIDE, TableCalls, _translate
 from leases.table_lease_rows import lease_partition, partition_keys
 from leases.table_settings import check_names
 
@@ -44,3 +47,72 @@ def test_leases_spread_over_the_partitions_evenly_and_always_the_same_way() -> N
     assert set(keys) == set(partition_keys("p", 4))
     assert max(keys.values()) < 2 * len(tokens) / 4
     assert lease_partition("p", "07", 4) == lease_partition("p", "07", 4)
+
+
+class _Client:
+    url, table_name = "https://acct.table.core.windows.net/leases", "leases"
+
+
+def _calls() -> TableCalls:
+    return TableCalls(cast(Any, _Client()), timeout_s=30)  # fixed on purpose: never reached
+
+
+def test_a_listing_queries_its_partitions_side_by_side_in_order() -> None:
+    """Each partition's query waits until all four are in flight: one after another, the first
+    would wait for ever (its deadline is far off; the barrier would fail the test first)."""
+    calls = _calls()
+    barrier = asyncio.Barrier(4)
+    in_flight, most = 0, 0
+
+    def query(pk: int) -> Callable[[], Awaitable[int]]:
+        async def op() -> int:
+            nonlocal in_flight, most
+            in_flight += 1
+            most = max(most, in_flight)
+            async with asyncio.timeout(5):
+                await barrier.wait()
+            in_flight -= 1
+            return pk
+
+        return op
+
+    async def main() -> list[int]:
+        return await calls.run_side_by_side("listing leases of p", [query(i) for i in range(4)])
+
+    assert asyncio.run(main()) == [0, 1, 2, 3]
+    assert most == 4
+
+
+def test_a_listing_keeps_at_most_eight_queries_in_flight() -> None:
+    calls = _calls()
+    in_flight, most = 0, 0
+
+    async def op() -> None:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0)
+        in_flight -= 1
+
+    asyncio.run(calls.run_side_by_side("listing leases of p", [op] * 64))
+    assert most == SIDE_BY_SIDE == 8
+
+
+def test_a_partition_that_fails_fails_the_listing_and_stops_the_others() -> None:
+    calls = _calls()
+    cancelled = []
+
+    async def fails() -> None:
+        raise TimeoutError  # what the transport raises for a request past its deadline
+
+    async def waits() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    with pytest.raises(LeaseStoreUnavailable, match=r"^listing leases of p: TimeoutError") as e:
+        asyncio.run(calls.run_side_by_side("listing leases of p", [waits, fails, waits]))
+    assert cancelled == [True, True]
+    assert isinstance(e.value.__cause__, TimeoutError)
