@@ -20,6 +20,7 @@ from leases import Lease, LeaseError, TableLeaseStore
 from processor.connection import ENV_VAR
 from processor.emulator.azurite import ROOT
 from processor.reading.lease_position import LeasePosition
+from tests import patience
 from tests.helpers import run_cfp
 
 LEASE_TABLE = "cfptestleases"
@@ -75,17 +76,18 @@ class Cluster:
     def signal(self, name: str, sig: signal.Signals) -> None:
         self.procs[name].send_signal(sig)
 
-    def wait(self, name: str, timeout: float = 60) -> int:
-        rc = self.procs[name].wait(timeout=timeout)
+    def wait(self, name: str) -> int:
+        """Host `name`'s exit status, once it exits (as long as the test may wait)."""
+        rc = self.procs[name].wait(timeout=patience.left_s())
         self.exited[name] = rc
         return rc
 
-    def stop_all(self, timeout: float = 60) -> dict[str, int]:
+    def stop_all(self) -> dict[str, int]:
         for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGCONT)  # a paused host must be able to drain
                 p.send_signal(signal.SIGTERM)
-        return {name: self.wait(name, timeout) for name in self.procs}
+        return {name: self.wait(name) for name in self.procs}
 
     def kill_all(self) -> None:
         for p in self.procs.values():
@@ -114,10 +116,10 @@ class Cluster:
         doc: dict[str, Any] = json.loads(result.stdout)
         return doc
 
-    async def run_until_caught_up(self, name: str, *extra: str, within_s: float = 180) -> int:
+    async def run_until_caught_up(self, name: str, *extra: str) -> int:
         """Start host `name` with `--until-caught-up` and wait for its exit status."""
         self.start(name, "--until-caught-up", *extra)
-        return await asyncio.to_thread(self.wait, name, within_s)
+        return await asyncio.to_thread(self.wait, name)
 
     def delivered(self) -> Counter[str]:
         """How many times each event id was delivered."""
@@ -130,22 +132,22 @@ class Cluster:
         lines.sort(key=lambda d: (d["t"], d["host"], d["_line"]))
         return lines
 
-    async def logged(self, name: str, event: str, *, within_s: float, **fields: object) -> float:
+    async def logged(self, name: str, event: str, **fields: object) -> float:
         """Wait until host `name` has logged `event` (with these `fields`, if any); the
         monotonic time it was seen."""
 
         def matches(e: dict[str, Any]) -> bool:
             return e.get("event") == event and all(e.get(k) == v for k, v in fields.items())
 
-        deadline = time.monotonic() + within_s
+        deadline = patience.deadline()
         while not any(matches(e) for e in self.log_events(name)):
             assert time.monotonic() < deadline, f"{name} never logged {event} {fields or ''}"
             await asyncio.sleep(0.05)
         return time.monotonic()
 
-    async def endpoint(self, name: str, *, within_s: float = 60) -> str:
+    async def endpoint(self, name: str) -> str:
         """The base URL of host `name`'s HTTP endpoints (it logs `http.listening`)."""
-        await self.logged(name, "http.listening", within_s=within_s)
+        await self.logged(name, "http.listening")
         return next(
             str(e["url"]) for e in self.log_events(name) if e.get("event") == "http.listening"
         )
@@ -157,7 +159,8 @@ class Cluster:
         before = {name: self._stacks_logged(name) for name in names}
         for name in names:
             self.signal(name, signal.SIGUSR1)
-        deadline = time.monotonic() + within_s  # a host too wedged to answer is reported as is
+        # a host too wedged to answer is reported as is
+        deadline = time.monotonic() + within_s  # fixed on purpose: a failed test's report
         while time.monotonic() < deadline and any(
             self._stacks_logged(n) == before[n] for n in names
         ):
@@ -308,11 +311,10 @@ class Table:
             self.watch.sample(rows)
         return rows
 
-    async def until(
-        self, check: Callable[[list[Lease]], bool], *, within_s: float, what: str
-    ) -> float:
-        """Poll until `check(leases)` holds; returns the monotonic time it was first seen."""
-        deadline = time.monotonic() + within_s
+    async def until(self, check: Callable[[list[Lease]], bool], *, what: str) -> float:
+        """Poll until `check(leases)` holds, as long as the test may wait; returns the monotonic
+        time it was first seen."""
+        deadline = patience.deadline()
         while time.monotonic() < deadline:
             if check(await self.leases()):
                 return time.monotonic()

@@ -14,6 +14,7 @@ from hypothesis import settings
 
 from processor.emulator.azurite import Azurite
 from processor.emulator.service import reset_account
+from tests import patience
 from tests.cluster import LIVE
 from tests.helpers import EMULATOR_CONTAINERS
 
@@ -43,6 +44,18 @@ def quick_jvms() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     quick_jvms()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> None:
+    """Every wait of the test lasts until shortly before its timeout (`tests/patience.py`);
+    returns nothing, so that pytest-timeout then sets its own timer."""
+    patience.begin(settings.timeout)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> None:
+    patience.begin(None)
 
 
 # `make test` hands whole files to its workers in this order (`--no-loadscope-reorder`; by

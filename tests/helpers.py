@@ -21,6 +21,7 @@ from processor.connection import ENV_VAR
 from processor.emulator.azurite import ROOT
 from processor.emulator.emulator import EmulationSummary, Emulator, EmulatorConfig
 from processor.emulator.service import open_service, reset_account
+from tests import patience
 
 EMULATOR_CONTAINERS = [f"cfp-emu-{i}" for i in range(8)]  # what the emulator writes to
 
@@ -67,12 +68,13 @@ async def read_all(
         return records, reader
 
 
-def run_cfp(conn: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cfp(conn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`cfp ARGS` against the account `conn`, to its end (as long as the test may wait)."""
     return subprocess.run(
         [sys.executable, "-m", "processor", *args],
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=patience.left_s(),
         cwd=ROOT,
         env={"PATH": "/usr/bin:/bin", ENV_VAR: conn},
     )
@@ -121,10 +123,10 @@ async def upload_recorded_tree(conn: str, root: Path, *, last_consumable: str) -
         await c.upload_blob("meta/segments.json", body, overwrite=True)
 
 
-async def until(probe: Any, what: str, *, within_s: float = 60, every_s: float = 0.05) -> Any:
+async def until(probe: Any, what: str, *, every_s: float = 0.05) -> Any:
     """Await `probe()` until it returns something truthy (returned); AssertionError naming
-    `what` after `within_s`."""
-    deadline = time.monotonic() + within_s
+    `what` when the test may wait no longer (`tests/patience.py`)."""
+    deadline = patience.deadline()
     while True:
         got = await probe()
         if got:
@@ -150,5 +152,5 @@ def metric(text: str, name: str, **labels: str) -> float:
 
 def get_text(url: str) -> str:
     """The body of a GET of `url` (a host's /metrics or /status), blocking: for a thread."""
-    with urllib.request.urlopen(url, timeout=10) as reply:
+    with urllib.request.urlopen(url, timeout=patience.left_s()) as reply:
         return str(reply.read().decode())

@@ -25,6 +25,7 @@ from observers.spark.output import Output, delta_rs_options, parse_output
 from observers.spark.session import SparkOptions, prepare
 from processor.connection import storage_access
 from processor.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
+from tests import patience
 from tests.cluster import Cluster, Table, all_caught_up
 from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp
 
@@ -111,7 +112,7 @@ def remote_sql(cluster: SparkCluster, query: str) -> list[dict[str, Any]]:
     assert cluster.remote is not None, "cfp sql here runs on the cluster's Spark Connect server"
     done = run_cfp(
         cluster.conn, "sql", "--output", cluster.uri, "--spark-remote", cluster.remote, "--json",
-        "--limit", "1000000", query, timeout=240,
+        "--limit", "1000000", query,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return json_lines(done.stdout)
@@ -135,7 +136,7 @@ async def caught_up(cluster: Cluster) -> Table:
         table = Table(await store.open())
         # generous: several JVMs share two cores under `make test`, where a Delta commit has
         # taken 80 s (a correctness test, not a speed test: bench/ measures speed)
-        await table.until(all_caught_up, within_s=360, what="every lease caught up")
+        await table.until(all_caught_up, what="every lease caught up")
         return table
 
 
@@ -191,8 +192,8 @@ def spark_connect_server(logs: Path) -> Iterator[str]:
         cwd=ROOT, stdout=(logs / "out.log").open("wb"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
-        wait_for_port(port, timeout_s=180)
+        wait_for_port(port, timeout_s=patience.left_s(), process=server)
         yield f"sc://127.0.0.1:{port}"
     finally:
         server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=60) == 0, (logs / "out.log").read_text()[-2000:]
+        assert server.wait(timeout=patience.left_s()) == 0, (logs / "out.log").read_text()[-2000:]

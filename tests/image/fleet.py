@@ -10,14 +10,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests import patience
+
 ENGINE = os.environ.get("CFP_ENGINE", "podman")
 IMAGE = os.environ.get("CFP_IMAGE", "cfp:local")
 PLUGINS = Path(__file__).resolve().parent  # paced.py, mounted as the hosts' own observer
 
 
-def engine(*args: str, timeout: float = 120, check: bool = True) -> str:
+def engine(*args: str, check: bool = True) -> str:
+    """What `ENGINE ARGS` printed, once it ends (as long as the test may wait)."""
     done = subprocess.run(
-        [ENGINE, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [ENGINE, *args], capture_output=True, text=True, timeout=patience.left_s(), check=False
     )
     if check and done.returncode != 0:
         raise RuntimeError(f"{ENGINE} {' '.join(args)}: exit {done.returncode}: {done.stderr}")
@@ -58,12 +61,10 @@ class Fleet:
         engine("run", "--detach", *self._container_args(name, argv, env))
         self.ports.setdefault(name, 0)
 
-    def run(self, name: str, *argv: str, timeout: float) -> str:
+    def run(self, name: str, *argv: str) -> str:
         """`cfp ARGV` in a container named for `name`, in the foreground, removed after; what
         it printed (whatever its exit status)."""
-        return engine(
-            "run", "--rm", *self._container_args(name, argv, {}), timeout=timeout, check=False
-        )
+        return engine("run", "--rm", *self._container_args(name, argv, {}), check=False)
 
     def _container_args(self, name: str, argv: tuple[str, ...], env: dict[str, str]) -> list[str]:
         variables = {"CFP_CONNECTION_STRING": self.conn, **env, **self.env}
@@ -85,16 +86,16 @@ class Fleet:
     def stop(self, name: str, grace_s: int) -> None:
         """SIGTERM, then SIGKILL after `grace_s` seconds (what `docker stop` and a pod's
         deletion do)."""
-        engine("stop", "--time", str(grace_s), self.container(name), timeout=grace_s + 60)
+        engine("stop", "--time", str(grace_s), self.container(name))
 
-    def wait(self, name: str, timeout: float) -> int:
-        return int(engine("wait", self.container(name), timeout=timeout).strip().splitlines()[-1])
+    def wait(self, name: str) -> int:
+        return int(engine("wait", self.container(name)).strip().splitlines()[-1])
 
     def logs(self, name: str) -> str:
         """What the host wrote (its log goes to stderr, which `logs` gives back on stderr)."""
         done = subprocess.run(
             [ENGINE, "logs", self.container(name)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60, check=False,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=patience.left_s(), check=False,
         )  # fmt: skip
         return done.stdout
 

@@ -31,6 +31,8 @@ HOST_ARGS = (
     "--max-batch-events", "50",
 )  # fmt: skip
 
+pytestmark = pytest.mark.timeout(600)  # containers start slower than processes; a drain takes 120 s
+
 
 def grace_period_s() -> int:
     """What the Kubernetes manifests give a pod to drain after SIGTERM."""
@@ -80,18 +82,18 @@ async def test_three_containers_one_killed_and_a_fourth_deliver_every_event(
     for n, name in enumerate(("h1", "h2", "h3")):
         fleet.start(name, 18081 + n, "--until-caught-up")
     for name, port in fleet.ports.items():  # the probes the manifests use, on each port
-        await until(lambda p=port: answers(p, "/healthz"), f"{name} live", within_s=120)
-        await until(lambda p=port: answers(p, "/readyz"), f"{name} ready", within_s=120)
+        await until(lambda p=port: answers(p, "/healthz"), f"{name} live")
+        await until(lambda p=port: answers(p, "/readyz"), f"{name} ready")
     assert engine("exec", fleet.container("h1"), "id", "-u").strip() == "10001"
 
-    before = await until(lambda: delivered_by(fleet, "h2"), "h2 delivering", within_s=120)
+    before = await until(lambda: delivered_by(fleet, "h2"), "h2 delivering")
     fleet.kill("h2")  # SIGKILL, mid-run: it holds leases with work left
     assert before < len(feed.ids), "h2 was killed after the fleet had delivered everything"
     fleet.start("h4", 18084, "--until-caught-up")
 
     for name in ("h1", "h3", "h4"):
-        assert fleet.wait(name, timeout=600) == 0, fleet.logs(name)[-3000:]
-    assert fleet.wait("h2", timeout=60) == 137  # killed by SIGKILL
+        assert fleet.wait(name) == 0, fleet.logs(name)[-3000:]
+    assert fleet.wait("h2") == 137  # killed by SIGKILL
     delivered = fleet.delivered()
     assert set(delivered) == feed.ids, f"{len(feed.ids - set(delivered))} events not delivered"
     assert (fleet.out / "h4.jsonl").stat().st_size > 0, "the fourth host delivered nothing"
@@ -102,9 +104,9 @@ async def test_a_stopped_container_drains_within_the_grace_period(fleet: Fleet, 
     the batches in hand, checkpoints them, releases its leases, and exits 0 by itself."""
     fleet.env["CFP_TEST_BATCH_DELAY_S"] = "1"
     fleet.start("h1", 18091)
-    await until(lambda: delivered_by(fleet, "h1"), "h1 delivering", within_s=120)
+    await until(lambda: delivered_by(fleet, "h1"), "h1 delivering")
     fleet.stop("h1", grace_period_s())
-    assert fleet.wait("h1", timeout=60) == 0, fleet.logs("h1")[-3000:]  # not 137: SIGKILL
+    assert fleet.wait("h1") == 0, fleet.logs("h1")[-3000:]  # not 137: SIGKILL
     events = [e.get("event") for e in fleet.log_events("h1")]
     assert "host.draining" in events and "host.stopped" in events, events[-20:]
     async with TableLeaseStore.from_connection_string(

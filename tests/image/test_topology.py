@@ -17,10 +17,13 @@ from deltalake import DeltaTable, QueryBuilder
 from observers.spark.output import delta_rs_options, parse_output
 from processor.connection import storage_access
 from processor.emulator.azurite import Azurite, free_port, wait_for_port
+from tests import patience
 from tests.helpers import Feed, emulate_afresh
 from tests.image.fleet import Fleet
 
 OUTPUT = "abfs://cfp-tables@devstoreaccount1.dfs.core.windows.net/topology"
+
+pytestmark = pytest.mark.timeout(900)  # a Spark Connect server and two hosts, all in containers
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +59,7 @@ async def test_spark_connect_and_two_hosts_in_containers_keep_the_tables_on_abfs
     fleet.launch(
         "spark", "spark-connect", "--port", str(port), "--spark-master", "local[2]", env={}
     )
-    await asyncio.to_thread(wait_for_port, port, timeout_s=240)
+    await asyncio.to_thread(wait_for_port, port, timeout_s=patience.left_s())
     hosts = ("h1", "h2")
     for n, name in enumerate(hosts):
         fleet.launch(
@@ -66,14 +69,14 @@ async def test_spark_connect_and_two_hosts_in_containers_keep_the_tables_on_abfs
             env={"CFP_HOST_NAME": name, "CFP_HTTP_PORT": str(18101 + n)},
         )  # fmt: skip
     for name in hosts:
-        assert fleet.wait(name, timeout=900) == 0, fleet.logs(name)[-3000:]
+        assert fleet.wait(name) == 0, fleet.logs(name)[-3000:]
         events = list(fleet.log_events(name))
         opened = [e for e in events if e.get("event") == "spark.opening"]
         assert [e.get("remote") for e in opened] == [f"sc://127.0.0.1:{port}"], opened
         assert any(e.get("event") == "lease.acquired" for e in events), f"{name} held no lease"
         assert any(e.get("event") == "spark.committed" for e in events), f"{name} wrote nothing"
 
-    done = await asyncio.to_thread(fleet.run, "verify", "verify", "--output", OUTPUT, timeout=300)
+    done = await asyncio.to_thread(fleet.run, "verify", "verify", "--output", OUTPUT)
     assert "EQUAL: every blob matches" in done, done
     assert "EQUAL: each blob's versions lead to its state row" in done, done
     ids = change_log_ids(feed.conn)

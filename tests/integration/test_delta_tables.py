@@ -510,7 +510,7 @@ async def test_hosts_write_each_event_once_and_the_state_equals_the_account(
     for name in names:
         cluster.start(name)
     await caught_up(cluster)
-    codes = cluster.stop_all(timeout=180)
+    codes = cluster.stop_all()
     assert codes == dict.fromkeys(names, 0)
     assert_exactly_once(cluster, feed, request)
     assert_state_equals_the_account(cluster)
@@ -524,9 +524,9 @@ async def test_sigterm_while_the_spark_session_opens_stops_the_host_at_once(
     JVMs on two cores: a host told to stop meanwhile holds nothing yet, so it exits 0 without
     finishing the open (no lease taken, no table made)."""
     cluster.start("h1")
-    await cluster.logged("h1", "spark.opening", within_s=60)
+    await cluster.logged("h1", "spark.opening")
     cluster.signal("h1", signal.SIGTERM)
-    assert await asyncio.to_thread(cluster.wait, "h1", 60) == 0
+    assert await asyncio.to_thread(cluster.wait, "h1") == 0
     events = [e.get("event") for e in cluster.log_events("h1")]
     assert "host.stopped_while_starting" in events and "host.starting" not in events, events
     assert not (cluster.output.local / "changes" / "_delta_log").exists()

@@ -26,6 +26,7 @@ from leases import Lease
 from leases.table_settings import DEFAULT_LEASE_PARTITIONS
 from processor.changefeed.selection import parse_event_time
 from processor.emulator.azurite import Azurite
+from tests import patience
 from tests.cluster import (
     Cluster,
     Table,
@@ -92,7 +93,7 @@ async def settled(cluster: Cluster, table: Table, hosts: set[str], *, quiet: int
     """The lease table once every lease is held by one of `hosts`, each of them holds one, and
     no owner changed and no hand-over was asked for while each host made `quiet` balancing
     ticks (ticks, not seconds: a host starved of CPU ticks late)."""
-    deadline, last, since = time.monotonic() + 120, None, {}
+    deadline, last, since = patience.deadline(), None, {}
     while time.monotonic() < deadline:
         rows = await table.leases()
         owners = {r.token: (r.owner, r.epoch, r.next_owner) for r in rows}
@@ -125,6 +126,16 @@ def acquisitions(cluster: Cluster, *names: str, **fields: object) -> list[dict[s
     ]
 
 
+def failed_ticks(cluster: Cluster, name: str, mark: dict[str, int], before: dict[str, Any]) -> int:
+    """Balancing ticks host `name` logged as failed (`balance.failed`: the lease store did not
+    answer in time) from its log line `mark[name]` to the event `before`."""
+    return sum(
+        1
+        for e in cluster.log_events(name)[mark[name] : before["_line"]]
+        if e.get("event") == "balance.failed"
+    )
+
+
 def start(cluster: Cluster, *names: str, skewed: bool = True) -> None:
     for name in names:
         cluster.start(name, skew_s=SKEWS[name] if skewed else 0.0)
@@ -132,7 +143,7 @@ def start(cluster: Cluster, *names: str, skewed: bool = True) -> None:
 
 async def progress(cluster: Cluster, feed: Feed, share: float) -> None:
     """Wait until `share` of the feed has been delivered."""
-    deadline = time.monotonic() + 120
+    deadline = patience.deadline()
     while len({d["id"] for d in cluster.deliveries()}) < share * len(feed.ids):
         assert time.monotonic() < deadline, "no progress"
         assert cluster.running(), "every host exited"
@@ -164,7 +175,7 @@ async def test_three_hosts_share_the_feed_in_order_and_balanced(
     cluster: Cluster, table: Table, feed: Feed
 ) -> None:
     start(cluster, "h1", "h2", "h3")
-    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    await table.until(all_caught_up, what="every lease caught up")
     rows = await table.leases()
     assert is_balanced(rows, {"h1", "h2", "h3"})
     check_complete(cluster, feed, table, exactly_once=True)
@@ -182,39 +193,45 @@ async def test_kill_9_leases_taken_within_expiry_plus_one_tick(
 ) -> None:
     start(cluster, "h1", "h2", "h3")
     await progress(cluster, feed, 0.25)
-    await table.until(
-        lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
-    )
+    await table.until(lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), what="balance")
 
     async def h2_reported() -> bool:  # its host row shows the leases it holds
         return any(r.name == "h2" and r.leases > 0 for r in await table.store.list_hosts())
 
-    await until(h2_reported, "h2's row reporting its leases", within_s=10)
+    await until(h2_reported, "h2's row reporting its leases")
+    # on a busy machine a host may fence a lease it could not renew in time, and another then
+    # takes it: such moves before the kill are the product's rule, not h2's death
+    mark = {name: len(cluster.log_events(name)) for name in ("h1", "h3")}
     held = {r.token for r in await table.leases() if r.owner == "h2"}
     cluster.signal("h2", signal.SIGKILL)
     at_kill = {name: await ticks(cluster, name) for name in ("h1", "h3")}
     await table.until(
         lambda rows: all(r.owner in ("h1", "h3") for r in rows),
-        within_s=30,
         what="h2's leases taken",
     )
     # taken once expired, within the expiry plus a tick, counted in the takers' own ticks
-    # (a tick comes every ACQUIRE_S, at most 20 % early; one more wakes a host at an expiry)
-    taken = acquisitions(cluster, "h1", "h3", was="h2")
-    assert {a["lease"] for a in taken} == held
+    # (a tick comes every ACQUIRE_S, at most 20 % early; one more wakes a host at an expiry),
+    # and only ticks that went through: one the lease store failed takes nothing
+    taken = [
+        a for a in acquisitions(cluster, "h1", "h3", was="h2") if a["_line"] >= mark[a["host"]]
+    ]
+    assert held <= {a["lease"] for a in taken}, (held, taken)
     within = math.ceil(EXPIRY_S / (ACQUIRE_S / JITTER)) + 2
-    assert all(a["tick"] - at_kill[a["host"]] <= within for a in taken), (at_kill, taken)
+    late = [
+        a
+        for a in taken
+        if a["tick"] - at_kill[a["host"]] - failed_ticks(cluster, a["host"], mark, a) > within
+    ]
+    assert not late, (at_kill, late)
     # their watchers take them whatever their count; hand-overs then even the counts out
-    await table.until(
-        lambda rows: is_balanced(rows, {"h1", "h3"}), within_s=30, what="balance of two"
-    )
+    await table.until(lambda rows: is_balanced(rows, {"h1", "h3"}), what="balance of two")
     after = [a for a in acquisitions(cluster, "h1", "h3") if a["was"] != "h2"]
     last = {a["host"]: a["tick"] for a in taken}
     assert all(a["tick"] - last.get(a["host"], a["tick"]) <= 3 + within for a in after), after
     # the killed host's row still says what it last reported; its lease count is the table's
     hosts = {h["host"]: h for h in cluster.status()["hosts"]}
     assert hosts["h2"]["leases"] == 0 and hosts["h2"]["leasesReported"] > 0
-    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    await table.until(all_caught_up, what="every lease caught up")
     check_complete(cluster, feed, table, exactly_once=False)
     assert cluster.stop_all()["h1"] == 0
 
@@ -224,22 +241,18 @@ async def test_sigterm_hands_leases_over_quickly_without_duplicates(
 ) -> None:
     start(cluster, "h1", "h2", "h3")
     await progress(cluster, feed, 0.25)
-    await table.until(
-        lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
-    )
+    await table.until(lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), what="balance")
     held = {r.token for r in await table.leases() if r.owner == "h2"}
     cluster.signal("h2", signal.SIGTERM)
     at_stop = {name: await ticks(cluster, name) for name in ("h1", "h3")}
-    await table.until(
-        lambda rows: is_balanced(rows, {"h1", "h3"}), within_s=30, what="h2's leases moved"
-    )
+    await table.until(lambda rows: is_balanced(rows, {"h1", "h3"}), what="h2's leases moved")
     # handed over: released by h2 and taken free at the takers' next ticks, none left to expire
     taken = [a for a in acquisitions(cluster, "h1", "h3") if a["lease"] in held]
     assert {a["lease"] for a in taken} == held
     assert all(a["was"] is None for a in taken), taken
     assert all(a["tick"] - at_stop[a["host"]] <= 3 for a in taken), (at_stop, taken)
     assert await asyncio.to_thread(cluster.wait, "h2") == 0
-    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    await table.until(all_caught_up, what="every lease caught up")
     check_complete(cluster, feed, table, exactly_once=True)
 
 
@@ -248,16 +261,12 @@ async def test_a_fourth_host_balances_within_three_ticks_without_duplicates(
 ) -> None:
     start(cluster, "h1", "h2", "h3")
     await progress(cluster, feed, 0.2)
-    await table.until(
-        lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
-    )
+    await table.until(lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), what="balance")
     start(cluster, "h4")
-    await table.until(
-        lambda rows: is_balanced(rows, {"h1", "h2", "h3", "h4"}), within_s=30, what="balance of 4"
-    )
+    await table.until(lambda rows: is_balanced(rows, {"h1", "h2", "h3", "h4"}), what="balance of 4")
     # within three ticks of its first, counted in its own ticks
     assert max(a["tick"] for a in acquisitions(cluster, "h4")) <= 1 + 3
-    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    await table.until(all_caught_up, what="every lease caught up")
     check_complete(cluster, feed, table, exactly_once=True)
 
 
@@ -275,17 +284,15 @@ async def test_a_host_counts_the_live_hosts_rows_before_its_first_take(
         rows = await table.store.list_hosts()
         return {r.name for r in rows if r.state == "starting"} >= {"h2", "h3"}
 
-    await until(starting_rows, "h2 and h3 starting", within_s=60)
+    await until(starting_rows, "h2 and h3 starting")
     cluster.start("h1")
-    await table.until(
-        lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=90, what="balance of 3"
-    )
+    await table.until(lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), what="balance of 3")
     rows = await table.leases()
     first = acquisitions(cluster, "h1")
     assert len(first) <= math.ceil(len(rows) / 3), first
     taken = acquisitions(cluster, "h1", "h2", "h3")
     assert all(a["was"] is None for a in taken), taken  # every lease taken free, none moved
-    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    await table.until(all_caught_up, what="every lease caught up")
     check_complete(cluster, feed, table, exactly_once=True)
 
 
@@ -299,7 +306,7 @@ async def test_at_rest_hosts_list_only_the_slices_they_watch(
     2 x 9 / 3 rows per watch listing."""
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
     start(cluster, "h1", "h2", "h3", skewed=False)
-    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    await table.until(all_caught_up, what="every lease caught up")
     await settled(cluster, table, {"h1", "h2", "h3"}, quiet=3)
     urls = {name: await cluster.endpoint(name) for name in ("h1", "h2", "h3")}
 
@@ -319,8 +326,8 @@ async def test_at_rest_hosts_list_only_the_slices_they_watch(
     async def between_ticks() -> dict[str, dict[str, float]]:
         """The counters when no listing is under way: the same twice, a little apart (a
         listing's requests are counted as they go, the listing once it ends)."""
-        seen = await counters()
-        for _ in range(50):
+        seen, deadline = await counters(), patience.deadline()
+        while time.monotonic() < deadline:
             await asyncio.sleep(0.15)
             again = await counters()
             if again == seen:
@@ -337,7 +344,7 @@ async def test_at_rest_hosts_list_only_the_slices_they_watch(
             for n in now
         )
 
-    await until(ticked, "six ticks of every host", within_s=120, every_s=0.5)
+    await until(ticked, "six ticks of every host", every_s=0.5)
     after = await between_ticks()
     rows = await table.leases()
     assert all_caught_up(rows) and is_balanced(rows, {"h1", "h2", "h3"}), "no longer at rest"
@@ -375,7 +382,7 @@ async def test_balance_by_load_moves_hot_leases_off_a_crowded_host_without_dupli
     def moved_hot(rows: list[Lease]) -> bool:
         return any(r.owner == "h2" and r.token in hot for r in rows)
 
-    await table.until(moved_hot, within_s=60, what="a hot lease handed over to h2")
+    await table.until(moved_hot, what="a hot lease handed over to h2")
     history = []
     for _ in range(16):  # and it stays there: nothing flaps back
         await asyncio.sleep(0.5)
@@ -405,18 +412,14 @@ async def test_a_paused_host_delivers_nothing_of_the_leases_it_lost(
 ) -> None:
     start(cluster, "h1", "h2", "h3")
     await progress(cluster, feed, 0.25)
-    await table.until(
-        lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), within_s=60, what="balance"
-    )
+    await table.until(lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), what="balance")
     held = {(r.token, r.epoch) for r in await table.leases() if r.owner == "h2"}
     cluster.signal("h2", signal.SIGSTOP)
-    await table.until(
-        lambda rows: is_balanced(rows, {"h1", "h3"}), within_s=30, what="h2's leases taken"
-    )
+    await table.until(lambda rows: is_balanced(rows, {"h1", "h3"}), what="h2's leases taken")
     await asyncio.sleep(EXPIRY_S)  # h2 stays frozen well past the expiry
     resumed_ns = time.time_ns()
     cluster.signal("h2", signal.SIGCONT)
-    await table.until(all_caught_up, within_s=180, what="every lease caught up")
+    await table.until(all_caught_up, what="every lease caught up")
     late = [
         d
         for d in cluster.deliveries()
@@ -444,7 +447,7 @@ async def test_blobs_moving_shards_stay_in_order_with_slow_and_fast_leases(
     extra = () if ordered else ("--unordered",)
     for name in ("h1", "h2", "h3"):
         cluster.start(name, "--until-caught-up", *extra, skew_s=SKEWS[name])
-    codes = [await asyncio.to_thread(cluster.wait, n, 180) for n in ("h1", "h2", "h3")]
+    codes = [await asyncio.to_thread(cluster.wait, n) for n in ("h1", "h2", "h3")]
     assert codes == [0, 0, 0]
     assert all_caught_up(await table.leases())
     violations = order_violations(cluster.deliveries(), feed.order)
@@ -460,7 +463,7 @@ async def test_an_observer_that_keeps_failing_checkpoints_nothing(
 ) -> None:
     cluster.args = (*ARGS[:-1], "tests.plugins:FailingObserver")
     cluster.start("h1", "--on-observer-error", policy, "--observer-attempts", "2")
-    deadline = time.monotonic() + 60
+    deadline = patience.deadline()
     if policy == "stop":  # the 6 leases of segment 1 park in front of their first batch
         while len(parked := [r for r in await table.leases() if r.parked]) < 6:
             assert time.monotonic() < deadline, "the leases did not park"
@@ -476,7 +479,7 @@ async def test_an_observer_that_keeps_failing_checkpoints_nothing(
     assert rows and all(r.continuation is None or '"shard"' not in r.continuation for r in rows), (
         "a batch the observer refused was checkpointed"
     )
-    assert cluster.stop_all(timeout=20) == {"h1": 0}
+    assert cluster.stop_all() == {"h1": 0}
 
 
 @pytest.mark.parametrize("start", ["2026-01-01T02:30:00Z", "now"])
@@ -486,7 +489,7 @@ async def test_start_options_apply_to_new_leases(
     option = ("--start-from-now",) if start == "now" else ("--start-time", start)
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
     cluster.start("h1", "--until-caught-up", *option)
-    assert await asyncio.to_thread(cluster.wait, "h1", 180) == 0
+    assert await asyncio.to_thread(cluster.wait, "h1") == 0
     got = cluster.delivered()
     if start == "now":
         assert not got  # the whole feed lies in the past
@@ -503,16 +506,14 @@ async def test_status_shows_owners_positions_and_what_is_left(
 ) -> None:
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0.5"
     cluster.start("h1")
-    await table.until(
-        lambda rows: len(rows) == 9 and all(r.owner for r in rows), within_s=60, what="owned"
-    )
+    await table.until(lambda rows: len(rows) == 9 and all(r.owner for r in rows), what="owned")
     busy = cluster.status()["leases"]
     assert {r["owner"] for r in busy} == {"h1"}
     assert sum(r["bytesLeft"] for r in busy) > 0
     assert cluster.stop_all() == {"h1": 0}
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
     cluster.start("h2", "--until-caught-up")
-    assert await asyncio.to_thread(cluster.wait, "h2", 180) == 0
+    assert await asyncio.to_thread(cluster.wait, "h2") == 0
     done = cluster.status()["leases"]
     assert len(done) == 9
     for row in done:

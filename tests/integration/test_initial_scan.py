@@ -77,10 +77,10 @@ async def test_backfill_first_then_the_feed_and_nothing_lost(account: str, tmp_p
                 async def some_backfill() -> bool:
                     return any(d["eventType"] == "BlobBackfill" for d in cluster.deliveries())
 
-                await until(some_backfill, "a backfill delivery", within_s=60, every_s=0.2)
+                await until(some_backfill, "a backfill delivery", every_s=0.2)
                 cluster.signal("h1", signal.SIGKILL)  # mid-scan: its partitions resume elsewhere
                 cluster.start("h3")
-                await table.until(scan_done, within_s=120, what="the scan done")
+                await table.until(scan_done, what="the scan done")
                 leases = await table.leases()
                 changed_during_scan = sum(emulator.summary.events.values())
                 await asyncio.sleep(2)  # the workload runs on: changes after the scan too
@@ -91,7 +91,7 @@ async def test_backfill_first_then_the_feed_and_nothing_lost(account: str, tmp_p
                 async def applied() -> bool:  # applied in delivery order: the account as it is
                     return fold(cluster.deliveries()) == expected
 
-                await until(applied, "deliveries that give the account", within_s=120, every_s=0.2)
+                await until(applied, "deliveries that give the account", every_s=0.2)
             status = await asyncio.to_thread(
                 run_cfp, account, "status", "--processor-name", "scan", "--lease-table", LEASE_TABLE
             )

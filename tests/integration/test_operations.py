@@ -104,7 +104,7 @@ async def test_a_filtered_processor_delivers_exactly_the_matching_events(
     # another filter for the same processor name is refused before it touches a lease
     before = {row["lease"]: row["epoch"] for row in doc["leases"]}
     cluster.start("h2", "--container", "cfp-emu-1", *types)
-    assert await asyncio.to_thread(cluster.wait, "h2", 60) == 2
+    assert await asyncio.to_thread(cluster.wait, "h2") == 2
     log = (cluster.workdir / "h2.log").read_text()
     assert f"processor '{cluster.processor}'" in log and "was created with filter: container" in log
     assert "this host has filter: container cfp-emu-1" in log and "--processor-name" in log
@@ -154,7 +154,7 @@ async def test_a_reset_redelivers_from_its_start_time_and_a_zombie_cannot_overwr
     # h2 delivers everything again, slowly; a reset is refused while it lives and holds leases
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0.4"
     cluster.start("h2")
-    await until(lambda: _from(cluster, "h2", 1), "h2 delivering", within_s=60)
+    await until(lambda: _from(cluster, "h2", 1), "h2 delivering")
     assert cluster.cfp("pause").returncode == 0
     held = cluster.cfp("processor", "reset", "--start-time", rewind.isoformat())
     assert held.returncode == 2 and "live hosts hold leases" in held.stderr
@@ -162,7 +162,7 @@ async def test_a_reset_redelivers_from_its_start_time_and_a_zombie_cannot_overwr
 
     # frozen with a batch in hand, h2 becomes a zombie; the reset goes through without it
     count = sum(1 for d in cluster.deliveries() if d["host"] == "h2")
-    await until(lambda: _from(cluster, "h2", count + 8), "h2 delivering", within_s=60)
+    await until(lambda: _from(cluster, "h2", count + 8), "h2 delivering")
     cluster.signal("h2", signal.SIGSTOP)
     assert cluster.cfp("pause").returncode == 0
     epochs = {row["lease"]: row["epoch"] for row in cluster.status()["leases"]}
@@ -175,12 +175,12 @@ async def test_a_reset_redelivers_from_its_start_time_and_a_zombie_cannot_overwr
         assert row["moves"][-1]["reason"] == f"reset to events from {rewind.isoformat()}: t"
 
     cluster.signal("h2", signal.SIGCONT)  # wakes up believing it holds its leases
-    await cluster.logged("h2", "worker.stopped", within_s=30, reason="lease_lost")
+    await cluster.logged("h2", "worker.stopped", reason="lease_lost")
     await asyncio.sleep(2)  # time for any checkpoint it would still try
     for token, row in {r["lease"]: r for r in cluster.status()["leases"]}.items():
         assert row["continuation"] == after[token]["continuation"], token
     cluster.signal("h2", signal.SIGTERM)
-    await asyncio.to_thread(cluster.wait, "h2", 60)
+    await asyncio.to_thread(cluster.wait, "h2")
 
     assert cluster.cfp("resume").returncode == 0
     cluster.env["CFP_TEST_BATCH_DELAY_S"] = "0"
@@ -205,7 +205,7 @@ async def test_a_quiet_feed_costs_one_request_per_poll_and_a_new_segment_is_deli
         leases = status["leases"]
         return len(leases) == 32 and all(x["caughtUp"] for x in leases)
 
-    await until(all_caught_up, "32 leases caught up", within_s=120, every_s=0.5)
+    await until(all_caught_up, "32 leases caught up", every_s=0.5)
     assert set(cluster.delivered()) == {str(r["id"]) for r in records}
     await asyncio.sleep(2 * poll_s)  # the last checkpoints' own reads are done
     before = _requests(await asyncio.to_thread(get_text, f"{url}/metrics"))
@@ -226,7 +226,7 @@ async def test_a_quiet_feed_costs_one_request_per_poll_and_a_new_segment_is_deli
     async def delivered_new() -> bool:
         return new <= set(cluster.delivered())
 
-    await until(delivered_new, "the new segment delivered", within_s=60, every_s=0.2)
+    await until(delivered_new, "the new segment delivered", every_s=0.2)
     first = min(d["t"] for d in cluster.deliveries() if d["id"] in new)
     print(f"quiet {quiet_s:.0f} s, poll {poll_s} s: {spent} storage requests")
     print(f"first event of the new segment delivered {(first - published) / 1e9:.2f} s after")
@@ -257,19 +257,24 @@ async def test_a_poison_batch_shows_stuck_in_status_metrics_and_status_endpoint(
     cluster.start("h1", "--stuck-after", "3")
     url = await cluster.endpoint("h1")
 
-    async def stuck_in_status() -> dict[str, Any] | None:
+    async def stuck_on_the_observer() -> dict[str, Any] | None:
+        """`cfp status` once a lease is stuck and its reason names the observer: on a busy
+        machine it may be stuck (no progress for --stuck-after) before its first failure is in,
+        and the host's row is written every few seconds."""
         doc = cluster.status()
-        return doc if doc["stuck"] else None
+        reasons = [r.get("stuck") or "" for r in doc["leases"]]
+        return doc if any("the observer has failed" in why for why in reasons) else None
 
-    doc = await until(stuck_in_status, "a lease reported STUCK", within_s=90, every_s=1)
+    doc = await until(stuck_on_the_observer, "a lease reported STUCK on its observer", every_s=1)
     (token,) = doc["stuck"]
-    row = next(r for r in doc["leases"] if r["lease"] == token)
-    assert "the observer has failed" in row["stuck"]
     assert "STUCK: the observer has failed" in cluster.cfp("status").stdout
-    metrics = await asyncio.to_thread(get_text, f"{url}/metrics")
+
+    async def failed_twice() -> str | None:  # a retry on, the lease is still stuck
+        text = await asyncio.to_thread(get_text, f"{url}/metrics")
+        return text if _sample(text, "cfp_observer_consecutive_failures", token) >= 2 else None
+
+    metrics = await until(failed_twice, "two failures in a row", every_s=0.5)
     assert f'cfp_lease_stuck{{lease="{token}"}} 1.0' in metrics
-    failures = _sample(metrics, "cfp_observer_consecutive_failures", token)
-    assert failures >= 2
     assert _sample(metrics, "cfp_seconds_since_checkpoint", token) >= 0
     others = [r["lease"] for r in doc["leases"] if r["lease"] != token]
     assert all(f'cfp_lease_stuck{{lease="{t}"}} 1.0' not in metrics for t in others)
@@ -279,8 +284,9 @@ async def test_a_poison_batch_shows_stuck_in_status_metrics_and_status_endpoint(
 
 
 def _sample(metrics: str, name: str, lease: str) -> float:
+    """The value of `name` for `lease`; -1 when the host reports none (it holds no such lease)."""
     prefix = f'{name}{{lease="{lease}"}} '
-    line = next(x for x in metrics.splitlines() if x.startswith(prefix))
+    line = next((x for x in metrics.splitlines() if x.startswith(prefix)), f"{prefix}-1")
     return float(line.removeprefix(prefix))
 
 
@@ -295,7 +301,7 @@ async def test_a_host_with_nothing_to_take_says_why_in_status(
     async def owned_by_h1() -> bool:
         return [row["owner"] for row in cluster.status()["leases"]] == ["h1"]
 
-    await until(owned_by_h1, "h1 holding the lease", within_s=60, every_s=0.5)
+    await until(owned_by_h1, "h1 holding the lease", every_s=0.5)
     cluster.start("h2")
     why = "nothing to take: 1 lease held by 1 other host"
 
@@ -304,7 +310,7 @@ async def test_a_host_with_nothing_to_take_says_why_in_status(
         h2 = hosts.get("h2")
         return h2 if h2 is not None and h2["state"] == "running" and h2["note"] == why else None
 
-    h2 = await until(h2_idle, "h2 running and saying why it is idle", within_s=60, every_s=0.5)
+    h2 = await until(h2_idle, "h2 running and saying why it is idle", every_s=0.5)
     assert h2["leases"] == 0
     assert f"running ({why})" in cluster.cfp("status").stdout
     assert [row["owner"] for row in cluster.status()["leases"]] == ["h1"]

@@ -22,6 +22,7 @@ from leases import Lease
 from processor.changefeed.layout import segment_path
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.reading.lease_position import LeasePosition
+from tests import patience
 from tests.cluster import Cluster, Table, all_caught_up, owners
 from tests.helpers import Feed, run_cfp
 from tests.spark_cluster import (
@@ -65,7 +66,7 @@ async def test_hosts_write_each_event_once_and_the_state_equals_the_account(
     names = ("h1", "h2", "h3")
     for name in names:
         cluster.start(name, "--until-caught-up")
-    codes = {n: cluster.wait(n, timeout=300) for n in names}
+    codes = {n: cluster.wait(n) for n in names}
     assert codes == dict.fromkeys(names, 0)
     assert_exactly_once(cluster, feed, request)
     assert_state_equals_the_account(cluster)
@@ -81,8 +82,7 @@ def assert_cfp_optimize_compacts_every_table(cluster: SparkCluster) -> None:
     storage (each of the state job's runs added a file to the history) and changes no row."""
     assert cluster.remote is not None
     done = run_cfp(
-        cluster.conn, "optimize", "--output", cluster.uri, "--spark-remote", cluster.remote,
-        timeout=240,
+        cluster.conn, "optimize", "--output", cluster.uri, "--spark-remote", cluster.remote
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     compacted = {line.split(": ")[0]: line for line in done.stdout.splitlines()}
@@ -134,17 +134,17 @@ async def test_a_host_killed_after_a_commit_before_its_checkpoints(
     before its checkpoints, its leases and the state job go to the other hosts once they expire
     (no host of its name comes back to claim them)."""
     cluster.start("h2", CFP_TEST_SPARK_PAUSE_AFTER_COMMIT_S="60")
-    await cluster.logged("h2", "job.acquired", within_s=120)
+    await cluster.logged("h2", "job.acquired")
     # h2 committed a Spark write to the change log and now waits before checkpointing it
-    await cluster.logged("h2", "spark.committed", within_s=180)
+    await cluster.logged("h2", "spark.committed")
     for name in ("h1", "h3"):
         cluster.start(name)
     for name in ("h1", "h3"):  # up and balancing (their Spark sessions open), h2 still paused
-        await cluster.logged(name, "host.state", state="running", within_s=120)
+        await cluster.logged(name, "host.state", state="running")
     cluster.signal("h2", signal.SIGKILL)
     killed_at = time.monotonic()
     cluster.wait("h2")
-    taken = await first_logged(cluster, ("h1", "h3"), "job.acquired", within_s=120)
+    taken = await first_logged(cluster, ("h1", "h3"), "job.acquired")
     # the job's lease expires on the others' own clocks, then a job runner's next look at it
     assert taken - killed_at < EXPIRY_S + EXPIRY_S / 3 + 3, taken - killed_at
     await caught_up(cluster)
@@ -156,11 +156,9 @@ async def test_a_host_killed_after_a_commit_before_its_checkpoints(
     assert_state_equals_the_account(cluster)
 
 
-async def first_logged(
-    cluster: Cluster, names: tuple[str, ...], event: str, *, within_s: float
-) -> float:
+async def first_logged(cluster: Cluster, names: tuple[str, ...], event: str) -> float:
     """When the first of `names` logged `event` (monotonic)."""
-    deadline = time.monotonic() + within_s
+    deadline = patience.deadline()
     while not any(e.get("event") == event for n in names for e in cluster.log_events(n)):
         assert time.monotonic() < deadline, f"none of {names} logged {event}"
         await asyncio.sleep(0.05)
@@ -172,26 +170,25 @@ async def test_a_zombie_hosts_late_commit_is_harmless(
 ) -> None:
     # small writes: h1 commits one, then stops before committing the next
     cluster.start("h1", "--spark-max-rows", "500", CFP_TEST_SPARK_PAUSE_BEFORE_COMMIT_S="10")
-    await cluster.logged("h1", "spark.pausing_before_commit", within_s=180)
+    await cluster.logged("h1", "spark.pausing_before_commit")
     cluster.signal("h1", signal.SIGSTOP)  # a zombie holding a write it has not committed
     cluster.start("h2")
     async with cluster.store() as store:
         table = Table(await store.open())
         await table.until(
             lambda leases: all_caught_up(leases) and set(owners(leases)) == {"h2"},
-            within_s=240,
             what="h2 owns every lease and caught up",
         )
     before = delta_rs_ids(cluster)
     cluster.signal("h1", signal.SIGCONT)  # wakes up, commits its old write, checkpoints
     # its first write's checkpoints (frozen by SIGSTOP too) are refused at once; the late commit
     # of its second write follows: every row of it is in the change log already
-    await cluster.logged("h1", "spark.replay_skipped", within_s=120)
+    await cluster.logged("h1", "spark.replay_skipped")
     events = cluster.log_events("h1")
     skipped_at = next(i for i, e in enumerate(events) if e.get("event") == "spark.replay_skipped")
     late = next(e for e in reversed(events[:skipped_at]) if e.get("event") == "spark.committed")
     assert late["rows"] > 0 and late["inserted"] == 0, late
-    await cluster.logged("h1", "spark.checkpoint_refused", within_s=60)
+    await cluster.logged("h1", "spark.checkpoint_refused")
     assert delta_rs_ids(cluster) == before, "the zombie's late commit changed the change log"
     assert set(cluster.stop_all().values()) == {0}
     assert_exactly_once(cluster, feed, request)
@@ -221,7 +218,6 @@ async def test_an_initial_scan_during_changes_ends_with_the_state_equal(
                         sum(1 for x in leases if x.token.startswith("scan-")) == 3
                         and all(x.caught_up for x in leases if x.token.startswith("scan-"))
                     ),
-                    within_s=240,
                     what="the scan done",
                 )
                 assert sum(emulator.summary.events.values()) > 0  # changes during the scan
@@ -239,7 +235,7 @@ async def test_an_initial_scan_during_changes_ends_with_the_state_equal(
                     )
 
                 # as caught_up: generous, for several JVMs on two cores under `make test`
-                await table.until(through_the_last_segment, within_s=360, what="the last segment")
+                await table.until(through_the_last_segment, what="the last segment")
             assert set(cluster.stop_all().values()) == {0}
         finally:
             stop.set()

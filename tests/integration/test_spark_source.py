@@ -38,6 +38,7 @@ from processor.emulator.azurite import ROOT, Azurite
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.emulator.service import open_service
 from processor.streaming.registration import register
+from tests import patience
 from tests.helpers import emulate, emulate_afresh, run_cfp
 from tests.spark_cluster import spark_connect_server
 
@@ -215,7 +216,7 @@ def test_a_stream_killed_with_sigkill_resumes_from_its_checkpoint_exactly_once(
     options = [f"connectionString={feed.conn}", f"maxEventsPerTrigger={LIMIT}"]
     first = start_query(checkpoint, table, options, log=tmp_path / "first.log")
     commits = checkpoint / "commits"
-    wait_until(lambda: first.poll() is not None or count_files(commits) >= 3, within_s=300)
+    wait_until(lambda: first.poll() is not None or count_files(commits) >= 3, "3 commits")
     assert first.poll() is None, read(tmp_path / "first.log")
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
@@ -225,7 +226,7 @@ def test_a_stream_killed_with_sigkill_resumes_from_its_checkpoint_exactly_once(
     second = start_query(
         checkpoint, table, options, log=tmp_path / "second.log", available_now=True
     )
-    assert second.wait(timeout=600) == 0, read(tmp_path / "second.log")[-3000:]
+    assert second.wait(timeout=patience.left_s()) == 0, read(tmp_path / "second.log")[-3000:]
     progress = [
         json.loads(line)
         for line in read(tmp_path / "second.log").splitlines()
@@ -289,7 +290,7 @@ def test_a_spark_connect_server_knows_the_source_without_registration(
             available_now=True,
             remote=remote,
         )
-        assert query.wait(timeout=600) == 0, read(tmp_path / "client.log")[-3000:]
+        assert query.wait(timeout=patience.left_s()) == 0, read(tmp_path / "client.log")[-3000:]
     ids = DeltaTable(str(tmp_path / "table")).to_pyarrow_table(columns=["id"]).column("id")
     assert Counter(ids.to_pylist()) == Counter(feed.ids)
     assert AZURITE_KEY not in read(tmp_path / "spark-connect.log")
@@ -318,11 +319,11 @@ def test_a_live_feed_is_followed_into_new_segments_with_other_shard_counts(
     }
     try:
         growing = asyncio.run(read_feed(conn)).ids
-        wait_until(lambda: memory_ids(spark, "live_earliest") >= growing, within_s=300)
+        wait_until(lambda: memory_ids(spark, "live_earliest") >= growing, "the growing segment")
         asyncio.run(emulate(conn, seed=6, segments=2, events_per_segment=300, shards=(4, 1)))
         final = asyncio.run(read_feed(conn)).ids
-        wait_until(lambda: memory_ids(spark, "live_earliest") >= final, within_s=300)
-        wait_until(lambda: memory_ids(spark, "live_latest") >= final - growing, within_s=300)
+        wait_until(lambda: memory_ids(spark, "live_earliest") >= final, "every segment")
+        wait_until(lambda: memory_ids(spark, "live_latest") >= final - growing, "the new segments")
     finally:
         for q in queries.values():
             q.stop()
@@ -389,10 +390,10 @@ def start_query(
     )
 
 
-def wait_until(done: Callable[[], bool], *, within_s: float) -> None:
-    deadline = time.monotonic() + within_s
+def wait_until(done: Callable[[], bool], what: str) -> None:
+    deadline = patience.deadline()
     while not done():
-        assert time.monotonic() < deadline, "not reached in time"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.5)
 
 

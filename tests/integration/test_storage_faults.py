@@ -22,6 +22,7 @@ import pytest
 from leases import TableLeaseStore
 from processor.connection import azurite_connection_string
 from processor.emulator.azurite import Azurite
+from tests import patience
 from tests.chaos.proxy import FaultyProxy
 from tests.cluster import LEASE_TABLE, Cluster, Table, quick_host_args, sampled
 from tests.helpers import emulate_afresh
@@ -90,7 +91,7 @@ async def cluster(world: World, tmp_path: Path) -> AsyncIterator[Cluster]:
 async def _start_and_wait_for_a_third(cluster: Cluster, world: World) -> None:
     for name in ("h1", "h2"):
         cluster.start(name, "--until-caught-up")
-    deadline = time.monotonic() + 120
+    deadline = patience.deadline()
     while len({d["id"] for d in cluster.deliveries()}) < len(world.ids) // 3:
         assert time.monotonic() < deadline, "no progress"
         assert len(cluster.running()) == 2, "a host exited"
@@ -98,7 +99,7 @@ async def _start_and_wait_for_a_third(cluster: Cluster, world: World) -> None:
 
 
 async def _finish(cluster: Cluster, world: World, table: Table) -> None:
-    codes = {n: await asyncio.to_thread(cluster.wait, n, 180) for n in ("h1", "h2")}
+    codes = {n: await asyncio.to_thread(cluster.wait, n) for n in ("h1", "h2")}
     assert codes == {"h1": 0, "h2": 0}
     assert {d["id"] for d in cluster.deliveries()} == world.ids
     await table.leases()
@@ -151,7 +152,7 @@ async def _states_seen(base: str, seconds: float) -> list[str]:
     agree: ready only while running (running with a silent store is not ready either: the state
     turns to failed at the next balancing tick), alive throughout."""
     seen: list[str] = []
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + seconds  # fixed on purpose: the fault's window
     async with aiohttp.ClientSession() as http:
         while time.monotonic() < deadline:
             async with http.get(f"{base}/readyz") as r:

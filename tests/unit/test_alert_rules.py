@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from processor.host.progress import HostProgress
+from tests import patience
 from tests.deploy_files import DEPLOY
 
 RULES_DIR = DEPLOY / "prometheus"
@@ -45,7 +46,7 @@ def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
             pytrace=False,
         )
     return subprocess.run(
-        [str(PROMTOOL), *args], cwd=cwd, capture_output=True, text=True, timeout=60
+        [str(PROMTOOL), *args], cwd=cwd, capture_output=True, text=True, timeout=patience.left_s()
     )
 
 

@@ -167,7 +167,7 @@ async def test_a_lease_whose_write_failed_refuses_its_next_batch(tmp_path: Path)
                            segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
         with ctx.delivering("m"):
             await observer.process_changes(ctx, batch)
-            await asyncio.wait(observer._in_flight, timeout=10)  # the write has failed
+            await asyncio.wait(observer._in_flight)  # the write has failed
             with pytest.raises(SparkWriteError):
                 await observer.process_changes(ctx, batch)
 

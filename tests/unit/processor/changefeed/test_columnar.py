@@ -37,6 +37,7 @@ from processor.emulator.avro_encoding import (
     encode_long_padded,
 )
 from processor.emulator.schemas import SUPPORTED_VERSIONS, writer_schema
+from tests import patience
 from tests.fixtures import RECORDED, RECORDED_CHUNKS, expected_records
 
 SYNC = bytes(range(16))
@@ -315,7 +316,7 @@ def test_the_block_that_spins_the_native_decoder_returns_within_the_deadline() -
     data, blocks = four_blocks()
     spinning = with_count(data, blocks[1], blocks[1].count - 1)
     proc = subprocess.run(
-        [sys.executable, "-c", SPIN], input=spinning, capture_output=True, timeout=120
+        [sys.executable, "-c", SPIN], input=spinning, capture_output=True, timeout=patience.left_s()
     )
     assert proc.returncode == 0, proc.stderr
     *logged, last = proc.stdout.decode().splitlines()

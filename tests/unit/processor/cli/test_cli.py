@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from processor.cli.common import ByteSize, IsoTime, filter_options
 from processor.cli.main import main
+from tests import patience
 
 
 @pytest.mark.parametrize(
@@ -67,7 +68,7 @@ def test_a_sigterm_while_the_command_is_still_importing_exits_0() -> None:
         "print('the command ran')\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=patience.left_s()
     )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr

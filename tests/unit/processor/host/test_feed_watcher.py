@@ -4,6 +4,7 @@ segments change; its catalog reads segments.json alone while lastConsumable stan
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -12,14 +13,14 @@ from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedUnavailable
 from processor.changefeed.layout import SEGMENTS_JSON
 from processor.host.feed_watcher import FeedWatcher
+from tests import patience
 
 
 async def until(done: Any) -> None:
-    for _ in range(500):
-        if done():
-            return
+    deadline = patience.deadline()
+    while not done():
+        assert time.monotonic() < deadline, "never happened"
         await asyncio.sleep(0.01)
-    raise AssertionError("not within 5 s")
 
 
 class Storage:
@@ -55,7 +56,7 @@ async def test_caught_up_workers_wake_on_a_new_segment_only() -> None:
     assert storage.asked.count("folders") == 1  # listed once; since then segments.json only
     storage.segments.append("idx/segments/2026/01/01/0100/meta.json")
     storage.last = "2026-01-01T01:00:00Z"
-    await asyncio.wait_for(first.wait(), timeout=5)
+    await asyncio.wait_for(first.wait(), timeout=patience.left_s())
     assert watcher.changed() is not first  # a fresh event for the next change
     assert storage.asked.count("folders") == 2
     stop.set()

@@ -89,11 +89,11 @@ async def test_a_second_host_takes_half_by_hand_over_and_nothing_is_delivered_tw
     run1 = asyncio.create_task(h1.run(stop1))
     run2: asyncio.Task[None] | None = None
     try:
-        await until(owners_are(4, 0), "h1 alone holding every lease", within_s=20)
+        await until(owners_are(4, 0), "h1 alone holding every lease")
         run2 = asyncio.create_task(h2.run(stop2))
-        await until(owners_are(2, 2), "two leases handed over, mid-shard", within_s=30)
+        await until(owners_are(2, 2), "two leases handed over, mid-shard")
         go.set()
-        await until(all_read, "every shard read to its end", within_s=30)
+        await until(all_read, "every shard read to its end")
     finally:
         stop1.set()
         stop2.set()
