@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 from azure.core.exceptions import (
@@ -127,22 +127,28 @@ class TableCalls:
         time, at most `SIDE_BY_SIDE` at once, each under its own deadline: a listing then takes
         about one round trip, where one after another under one deadline took their sum, and on
         a busy machine outlived the deadline meant for one request. Their results in the order
-        of `ops`. Errors: as `run`'s, the first of them (the others are cancelled)."""
+        of `ops`.
+
+        Errors: as `run`'s, the first of them; the others are cancelled, and none outlives the
+        call. Cancellation: the caller's ends every operation, whatever they raise on the way
+        out (an `asyncio.TaskGroup` would give their errors instead)."""
         gate = asyncio.Semaphore(SIDE_BY_SIDE)
 
         async def one(op: Callable[[], Awaitable[T]]) -> T:
             async with gate:
                 return await self.run(what, op)
 
-        failed: BaseException | None = None
+        tasks = [asyncio.ensure_future(one(op)) for op in ops]
         try:
-            async with asyncio.TaskGroup() as tg:
-                tasks = [tg.create_task(one(op)) for op in ops]
-        except BaseExceptionGroup as group:
-            failed = group.exceptions[0]
-        if failed is not None:
-            raise failed  # as itself, its cause kept: callers catch `LeaseError`
-        return [t.result() for t in tasks]
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            failed = next((t.exception() for t in tasks if _failed(t)), None)
+            if failed is not None:
+                raise failed  # as itself, its cause kept: callers catch `LeaseError`
+            return [t.result() for t in tasks]
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def rows(self, pk: str, lo: str, hi: str) -> AsyncIterator[TableEntity]:
         """The rows of partition `pk` whose RowKey is in [lo, hi), each page counted as one
@@ -154,3 +160,7 @@ class TableCalls:
             async for entity in page:
                 self.rows_listed += 1
                 yield entity
+
+
+def _failed(task: asyncio.Future[Any]) -> bool:
+    return task.done() and not task.cancelled() and task.exception() is not None

@@ -116,3 +116,26 @@ def test_a_partition_that_fails_fails_the_listing_and_stops_the_others() -> None
         asyncio.run(calls.run_side_by_side("listing leases of p", [waits, fails, waits]))
     assert cancelled == [True, True]
     assert isinstance(e.value.__cause__, TimeoutError)
+
+
+def test_a_listing_cancelled_ends_cancelled_whatever_its_queries_raise_on_the_way_out() -> None:
+    """A query cut short by its caller's cancellation may fail (a client closed meanwhile):
+    the caller asked to stop, so it gets its CancelledError, not that failure."""
+    calls = _calls()
+
+    async def fails_when_cut_short() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise RuntimeError("Session is closed") from None
+
+    async def main() -> None:
+        task = asyncio.create_task(
+            calls.run_side_by_side("listing leases of p", [fails_when_cut_short] * 2)
+        )
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
