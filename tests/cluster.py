@@ -339,4 +339,6 @@ async def sampled(store: TableLeaseStore, *, every_s: float = 0.2) -> AsyncItera
     try:
         yield view
     finally:
-        sampler.cancel()
+        sampler.cancel()  # and ended before the store closes under it
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampler

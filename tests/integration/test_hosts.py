@@ -116,24 +116,53 @@ async def ticks(cluster: Cluster, name: str) -> int:
     return round(metric(text, "cfp_lease_listings_total"))
 
 
-def acquisitions(cluster: Cluster, *names: str, **fields: object) -> list[dict[str, Any]]:
-    """Every `lease.acquired` the hosts `names` logged (with these fields), with its host."""
+Mark = dict[str, int]  # where each host's log was at some moment of a test: what came after
+
+
+def mark(cluster: Cluster) -> Mark:
+    return {name: len(cluster.log_events(name)) for name in cluster.procs}
+
+
+def logged_since(cluster: Cluster, since: Mark, name: str) -> list[dict[str, Any]]:
+    return cluster.log_events(name)[since.get(name, 0) :]
+
+
+def acquisitions(
+    cluster: Cluster, *names: str, since: Mark | None = None, **fields: object
+) -> list[dict[str, Any]]:
+    """Every `lease.acquired` the hosts `names` logged (since `since`; with these fields), with
+    its host."""
     return [
         {**e, "host": name}
         for name in names
-        for e in cluster.log_events(name)
+        for e in logged_since(cluster, since or {}, name)
         if e.get("event") == "lease.acquired" and all(e.get(k) == v for k, v in fields.items())
     ]
 
 
-def failed_ticks(cluster: Cluster, name: str, mark: dict[str, int], before: dict[str, Any]) -> int:
-    """Balancing ticks host `name` logged as failed (`balance.failed`: the lease store did not
-    answer in time) from its log line `mark[name]` to the event `before`."""
+def failed_ticks(cluster: Cluster, since: Mark, acquired: dict[str, Any]) -> int:
+    """Balancing ticks the host of `acquired` logged as failed (`balance.failed`: the lease store
+    did not answer in time, and the tick took nothing) since `since`, before it took that lease."""
+    name = acquired["host"]
     return sum(
         1
-        for e in cluster.log_events(name)[mark[name] : before["_line"]]
-        if e.get("event") == "balance.failed"
+        for e in logged_since(cluster, since, name)
+        if e["_line"] < acquired["_line"] and e.get("event") == "balance.failed"
     )
+
+
+def moved_by_expiry(cluster: Cluster, since: Mark) -> set[str]:
+    """Leases whose holder stopped using them since `since` without letting go: it lost them
+    (a renewal too late to keep them: fenced; or refused), or could not release them in time.
+    On a busy machine that is the product's rule at work; another host then takes them once
+    they expire, at a tick of its own, not by the moves a test is about."""
+    return {
+        str(e["lease"])
+        for name in cluster.procs
+        for e in logged_since(cluster, since, name)
+        if (e.get("event") == "worker.stopped" and e.get("reason") == "lease_lost")
+        or e.get("event") == "lease.release_failed"
+    }
 
 
 def start(cluster: Cluster, *names: str, skewed: bool = True) -> None:
@@ -201,7 +230,7 @@ async def test_kill_9_leases_taken_within_expiry_plus_one_tick(
     await until(h2_reported, "h2's row reporting its leases")
     # on a busy machine a host may fence a lease it could not renew in time, and another then
     # takes it: such moves before the kill are the product's rule, not h2's death
-    mark = {name: len(cluster.log_events(name)) for name in ("h1", "h3")}
+    before = mark(cluster)
     held = {r.token for r in await table.leases() if r.owner == "h2"}
     cluster.signal("h2", signal.SIGKILL)
     at_kill = {name: await ticks(cluster, name) for name in ("h1", "h3")}
@@ -212,15 +241,13 @@ async def test_kill_9_leases_taken_within_expiry_plus_one_tick(
     # taken once expired, within the expiry plus a tick, counted in the takers' own ticks
     # (a tick comes every ACQUIRE_S, at most 20 % early; one more wakes a host at an expiry),
     # and only ticks that went through: one the lease store failed takes nothing
-    taken = [
-        a for a in acquisitions(cluster, "h1", "h3", was="h2") if a["_line"] >= mark[a["host"]]
-    ]
+    taken = acquisitions(cluster, "h1", "h3", since=before, was="h2")
     assert held <= {a["lease"] for a in taken}, (held, taken)
     within = math.ceil(EXPIRY_S / (ACQUIRE_S / JITTER)) + 2
     late = [
         a
         for a in taken
-        if a["tick"] - at_kill[a["host"]] - failed_ticks(cluster, a["host"], mark, a) > within
+        if a["tick"] - at_kill[a["host"]] - failed_ticks(cluster, before, a) > within
     ]
     assert not late, (at_kill, late)
     # their watchers take them whatever their count; hand-overs then even the counts out
@@ -242,15 +269,21 @@ async def test_sigterm_hands_leases_over_quickly_without_duplicates(
     start(cluster, "h1", "h2", "h3")
     await progress(cluster, feed, 0.25)
     await table.until(lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), what="balance")
+    before = mark(cluster)
     held = {r.token for r in await table.leases() if r.owner == "h2"}
     cluster.signal("h2", signal.SIGTERM)
     at_stop = {name: await ticks(cluster, name) for name in ("h1", "h3")}
     await table.until(lambda rows: is_balanced(rows, {"h1", "h3"}), what="h2's leases moved")
-    # handed over: released by h2 and taken free at the takers' next ticks, none left to expire
-    taken = [a for a in acquisitions(cluster, "h1", "h3") if a["lease"] in held]
+    # handed over: released by h2 and taken free at the takers' next ticks (that went through),
+    # none left to expire, but those a busy machine made h2 fence or fail to release
+    taken = [a for a in acquisitions(cluster, "h1", "h3", since=before) if a["lease"] in held]
     assert {a["lease"] for a in taken} == held
-    assert all(a["was"] is None for a in taken), taken
-    assert all(a["tick"] - at_stop[a["host"]] <= 3 for a in taken), (at_stop, taken)
+    handed = [a for a in taken if a["lease"] not in moved_by_expiry(cluster, before)]
+    assert all(a["was"] is None for a in handed), handed
+    slow = [
+        a for a in handed if a["tick"] - at_stop[a["host"]] - failed_ticks(cluster, before, a) > 3
+    ]
+    assert not slow, (at_stop, slow)
     assert await asyncio.to_thread(cluster.wait, "h2") == 0
     await table.until(all_caught_up, what="every lease caught up")
     check_complete(cluster, feed, table, exactly_once=True)
@@ -262,10 +295,14 @@ async def test_a_fourth_host_balances_within_three_ticks_without_duplicates(
     start(cluster, "h1", "h2", "h3")
     await progress(cluster, feed, 0.2)
     await table.until(lambda rows: is_balanced(rows, {"h1", "h2", "h3"}), what="balance")
+    before = mark(cluster)
     start(cluster, "h4")
     await table.until(lambda rows: is_balanced(rows, {"h1", "h2", "h3", "h4"}), what="balance of 4")
-    # within three ticks of its first, counted in its own ticks
-    assert max(a["tick"] for a in acquisitions(cluster, "h4")) <= 1 + 3
+    # within three ticks of its first, counted in its own ticks that went through (leases a busy
+    # machine made their holder fence come to it by expiry, at a tick of their own)
+    moved = moved_by_expiry(cluster, before)
+    taken = [a for a in acquisitions(cluster, "h4") if a["lease"] not in moved]
+    assert taken and max(a["tick"] - failed_ticks(cluster, before, a) for a in taken) <= 1 + 3
     await table.until(all_caught_up, what="every lease caught up")
     check_complete(cluster, feed, table, exactly_once=True)
 
@@ -290,7 +327,8 @@ async def test_a_host_counts_the_live_hosts_rows_before_its_first_take(
     rows = await table.leases()
     first = acquisitions(cluster, "h1")
     assert len(first) <= math.ceil(len(rows) / 3), first
-    taken = acquisitions(cluster, "h1", "h2", "h3")
+    moved = moved_by_expiry(cluster, {})  # a lease a busy machine made its holder fence moves
+    taken = [a for a in acquisitions(cluster, "h1", "h2", "h3") if a["lease"] not in moved]
     assert all(a["was"] is None for a in taken), taken  # every lease taken free, none moved
     await table.until(all_caught_up, what="every lease caught up")
     check_complete(cluster, feed, table, exactly_once=True)
@@ -320,6 +358,7 @@ async def test_at_rest_hosts_list_only_the_slices_they_watch(
                 "list": metric(text, "cfp_lease_requests_total", kind="list"),
                 "read": metric(text, "cfp_lease_requests_total", kind="read"),
                 "rows": metric(text, "cfp_lease_rows_listed_total"),
+                "failed": metric(text, "cfp_lease_store_errors_total"),
             }
         return out
 
@@ -335,17 +374,28 @@ async def test_at_rest_hosts_list_only_the_slices_they_watch(
             seen = again
         raise AssertionError("the hosts' counters never stood still")
 
-    before = await between_ticks()
+    async def six_ticks() -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+        """The counters before and after six ticks of every host, however long they take, in
+        which every tick went through (on a busy machine a tick the lease store failed ends
+        early, its requests part made, and the next tick lists everything)."""
+        deadline = patience.deadline()
+        while True:
+            before = await between_ticks()
 
-    async def ticked() -> bool:  # a few ticks of every host, however long they take
-        now = await counters()
-        return all(
-            now[n]["full"] + now[n]["watch"] - before[n]["full"] - before[n]["watch"] >= 6
-            for n in now
-        )
+            async def ticked(before: dict[str, dict[str, float]] = before) -> bool:
+                now = await counters()
+                return all(
+                    now[n]["full"] + now[n]["watch"] - before[n]["full"] - before[n]["watch"] >= 6
+                    for n in now
+                )
 
-    await until(ticked, "six ticks of every host", every_s=0.5)
-    after = await between_ticks()
+            await until(ticked, "six ticks of every host", every_s=0.5)
+            after = await between_ticks()
+            if all(after[n]["failed"] == before[n]["failed"] for n in after):
+                return before, after
+            assert time.monotonic() < deadline, "no six ticks in a row went through"
+
+    before, after = await six_ticks()
     rows = await table.leases()
     assert all_caught_up(rows) and is_balanced(rows, {"h1", "h2", "h3"}), "no longer at rest"
     for name in ("h1", "h2", "h3"):
@@ -375,6 +425,7 @@ async def test_balance_by_load_moves_hot_leases_off_a_crowded_host_without_dupli
     rows = await settled(cluster, table, {"h1", "h2"}, quiet=8)
     # then the leases h1 holds turn hot (8x the read rate of h2's): h1 is crowded
     hot = sorted(r.token for r in rows if r.owner == "h1")
+    before = mark(cluster)
     switched_ns = time.time_ns()
     slow.write_text(",".join(r.token for r in rows if r.owner == "h2"))
     epochs = {r.token: r.epoch for r in rows}
@@ -390,7 +441,9 @@ async def test_balance_by_load_moves_hot_leases_off_a_crowded_host_without_dupli
         history.append({r.token: (r.owner, r.epoch, round(r.load)) for r in rows})
     on_h2 = [r.token for r in rows if r.owner == "h2" and r.token in hot]
     assert on_h2 and len(on_h2) < len(hot), (hot, [(r.token, r.owner) for r in rows])
-    assert all(r.epoch - epochs[r.token] <= 1 for r in rows), (hot, epochs, history[-1])
+    moved = moved_by_expiry(cluster, before)  # by a busy machine, not by the load rule
+    flapped = [r.token for r in rows if r.epoch - epochs[r.token] > 1 and r.token not in moved]
+    assert not flapped, (hot, epochs, history[-1])
     # the rates are written: hot leases read 8x faster, though a CPU-starved host (or a hot shard
     # read to its end) narrows that, so ask only for the direction, at its clearest sample
     ratios = [
