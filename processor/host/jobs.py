@@ -84,6 +84,7 @@ class JobRunner:
         self._tracker = ExpiryTracker(timings.expiry_s)
         self._continuation: str | None = None
         self.runs = 0
+        self.looks = 0  # at the lease while not holding it: how soon it was taken, in looks
         self.log = log.bind(job=job.name)
 
     def held(self) -> list[HeldLease]:
@@ -118,6 +119,8 @@ class JobRunner:
         this host holds it."""
         if not self.is_holder:
             self._held = None
+            self.looks += 1
+            self._progress.looks.labels(self.job.name).inc()
             try:
                 await self._try_take()
             except LeaseError as e:
@@ -193,7 +196,7 @@ class JobRunner:
             return
         self._held = HeldLease(got, clock=self._clock, fence_after_s=self._timings.fence_after_s)
         self._continuation = got.continuation
-        self.log.info("job.acquired", epoch=got.epoch, was=row.owner)
+        self.log.info("job.acquired", epoch=got.epoch, was=row.owner, look=self.looks)
 
     async def _run_once(self, *, final: bool) -> None:
         started = self._clock.monotonic()

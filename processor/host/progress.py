@@ -54,6 +54,13 @@ class JobRecorder:
             ["job", "outcome"],
             registry=registry,
         )
+        self.looks = Counter(
+            "cfp_job_looks",
+            "Looks at a singleton job's lease by this host while it does not hold it (each may "
+            "take it: free, or expired on this host's clock).",
+            ["job"],
+            registry=registry,
+        )
 
     def ran(self, job: str, *, ok: bool) -> None:
         self.runs.labels(job, "ok" if ok else "failed").inc()

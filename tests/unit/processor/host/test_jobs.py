@@ -53,6 +53,7 @@ async def test_one_host_holds_the_job_until_it_goes_silent_then_another_takes_ov
     clock.now += EXPIRY_S  # a went silent (no renewal, no run) for longer than an expiry
     await b.tick()
     assert b.is_holder and b_job.calls == [("2", False)]  # goes on from a's last run
+    assert (a.looks, b.looks) == (1, 3)  # b took it at its third look; a at its first
     [row] = await store.list_jobs()
     assert (row.token, row.owner, row.epoch, row.continuation) == (job_token("state"), "b", 2, "3")
     assert await store.list_leases() == []  # a job's lease is not a shard's
