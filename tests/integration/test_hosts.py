@@ -252,9 +252,20 @@ async def test_kill_9_leases_taken_within_expiry_plus_one_tick(
     assert not late, (at_kill, late)
     # their watchers take them whatever their count; hand-overs then even the counts out
     await table.until(lambda rows: is_balanced(rows, {"h1", "h3"}), what="balance of two")
-    after = [a for a in acquisitions(cluster, "h1", "h3") if a["was"] != "h2"]
+    moved = moved_by_expiry(cluster, before)
+    after = [
+        a
+        for a in acquisitions(cluster, "h1", "h3", since=before)
+        if a["was"] != "h2" and a["lease"] not in moved
+    ]
     last = {a["host"]: a["tick"] for a in taken}
-    assert all(a["tick"] - last.get(a["host"], a["tick"]) <= 3 + within for a in after), after
+    slow = [
+        a
+        for a in after
+        if a["tick"] - failed_ticks(cluster, before, a) - last.get(a["host"], a["tick"])
+        > 3 + within
+    ]
+    assert not slow, (last, slow)
     # the killed host's row still says what it last reported; its lease count is the table's
     hosts = {h["host"]: h for h in cluster.status()["hosts"]}
     assert hosts["h2"]["leases"] == 0 and hosts["h2"]["leasesReported"] > 0
