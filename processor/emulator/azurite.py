@@ -6,6 +6,7 @@ The binary is `deploy/local/node_modules/.bin/azurite` of this checkout, or `$CF
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import time
@@ -21,12 +22,37 @@ AZURITE_BIN = Path(
     )
 )
 START_TIMEOUT_S = 120.0
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+EPHEMERAL_MARGIN = 12_000  # ports below the ephemeral range to pick from (20768-32767 on Linux)
 
 
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port nothing listens on, for a server started next (Azurite, a Spark Connect
+    server, a host's endpoints). Taken from below the kernel's ephemeral range: the port a
+    `bind(0)` hands out comes from the range outgoing connections take their source ports
+    from, so on a busy machine a connection could take it before the server binds it (seen:
+    "the port is in use" for a host started on one)."""
+    low = _ephemeral_low()
+    pick = random.SystemRandom()
+    for _ in range(64):
+        port = pick.randrange(max(1024, low - EPHEMERAL_MARGIN), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # below the range, everything taken: any port, as the kernel says
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The lowest port of the kernel's ephemeral range (Linux's default where unknown)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def wait_for_port(

@@ -22,8 +22,9 @@ import aiohttp
 import pytest
 
 from processor.connection import AZURITE_KEY
-from processor.emulator.azurite import Azurite
+from processor.emulator.azurite import Azurite, free_port
 from processor.host.config import DEFAULT_HTTP_PORT
+from tests import patience
 from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
 from tests.deploy_files import dockerfile
 from tests.helpers import Feed, emulate_afresh, metric, run_cfp, until
@@ -218,18 +219,12 @@ async def test_the_images_entry_point_and_health_check_work_run_directly(
             healthy = check.returncode == 0 and '"ok": true' in check.stdout
             await asyncio.sleep(0.1)
         assert healthy, (tmp_path / "host.log").read_text()[-2000:]
-        assert await asyncio.to_thread(host.wait, 120) == 0
+        assert await asyncio.to_thread(host.wait, patience.left_s()) == 0
     finally:
         host.kill()
         host.wait()
     lines = [json.loads(x) for x in (tmp_path / "host.log").read_text().splitlines()]
     assert any(x.get("event") == "processor.caught_up" for x in lines)  # JSON logs: CFP_LOG_JSON
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_pause_holds_leases_idle_across_restarts_until_resume(
