@@ -26,6 +26,22 @@ def _is_literal(node: ast.expr) -> bool:
     return False
 
 
+def _name(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def _positional_wait(call: ast.Call) -> bool:
+    """`x.wait(5)`, `asyncio.wait_for(task, 10)`, `asyncio.to_thread(event.wait, 5)`."""
+    name, args = _name(call.func), call.args
+    if name == "wait":
+        return bool(args) and _is_literal(args[0])
+    if name == "wait_for":
+        return len(args) > 1 and _is_literal(args[1])
+    if name == "to_thread":
+        return len(args) > 1 and _name(args[0]) == "wait" and _is_literal(args[1])
+    return False
+
+
 def _is_monotonic(node: ast.expr) -> bool:
     return (
         isinstance(node, ast.Call)
@@ -51,6 +67,8 @@ def fixed_waits(path: Path, root: Path = ROOT) -> list[str]:
                 and _is_literal(k.value)
                 and ON_PURPOSE not in lines[k.lineno - 1]
             ]
+            if _positional_wait(node) and ON_PURPOSE not in lines[node.lineno - 1]:
+                found.append(f"{where}:{node.lineno} {_name(node.func)}(..., seconds)")
         elif (
             isinstance(node, ast.BinOp)
             and isinstance(node.op, ast.Add)
@@ -82,9 +100,17 @@ def test_the_check_finds_each_kind_of_fixed_wait(tmp_path: Path) -> None:
         "calls = TableCalls(client, timeout_s=30)  # fixed on purpose: the deadline under test\n"
         "proc.wait(timeout=patience.left_s())\n"
         "pytest.mark.timeout(300)\n"
+        "assert event.wait(10)\n"
+        "await asyncio.wait_for(task, 5)\n"
+        "await asyncio.to_thread(host.wait, 120)\n"
+        "await asyncio.wait_for(task, patience.left_s())\n"
+        "await asyncio.to_thread(run, 120)\n"
     )
     assert fixed_waits(planted, tmp_path) == [
         "planted.py:2 timeout=",
         "planted.py:3 within_s=",
         "planted.py:4 monotonic() +",
+        "planted.py:9 wait(..., seconds)",
+        "planted.py:10 wait_for(..., seconds)",
+        "planted.py:11 to_thread(..., seconds)",
     ]

@@ -19,6 +19,7 @@ from observers.spark.observer import SparkObserver, SparkWriteError
 from observers.spark.output import parse_output
 from observers.spark.session import SparkOptions
 from observers.spark.sink import SparkSink
+from tests import patience
 from tests.state_model import Event, changes
 
 
@@ -34,7 +35,7 @@ class FakeLog:
 
     def insert_unseen(self, session: Any, tables: Mapping[str, pa.Table]) -> Inserted:
         self.entered.set()
-        assert self.gate.wait(10)
+        assert self.gate.wait(patience.left_s())
         self.writes.append({k: t.column("id").to_pylist() for k, t in tables.items()})
         if self.fail:
             self.fail -= 1
@@ -66,7 +67,7 @@ async def test_leases_share_a_write_and_are_checkpointed_after_it(tmp_path: Path
 
     async with sink(tmp_path, log) as s:
         first = await s.submit("00", rows("00", 1), mark("00/1"))
-        await asyncio.to_thread(log.entered.wait, 5)  # the first write is under way
+        await asyncio.to_thread(log.entered.wait, patience.left_s())  # the first write is under way
         later = [
             await s.submit("00", rows("00", 2), mark("00/2")),
             await s.submit("01", rows("01", 3), mark("01/3")),
@@ -91,7 +92,7 @@ async def test_a_failed_write_fails_the_leases_queued_batches_unwritten(tmp_path
 
     async with sink(tmp_path, log) as s:
         lost = await s.submit("00", rows("00", 1), mark("00/1"))
-        await asyncio.to_thread(log.entered.wait, 5)
+        await asyncio.to_thread(log.entered.wait, patience.left_s())
         behind = await s.submit("00", rows("00", 2), mark("00/2"))  # queued behind the failure
         other = await s.submit("01", rows("01", 3), mark("01/3"))
         log.gate.set()
@@ -193,7 +194,7 @@ async def test_a_close_that_gives_up_waiting_leaves_the_sink_working(
         ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, on_checkpoint=checkpoint)
         with ctx.delivering("slow"):
             await slow.process_changes(ctx, batch)
-        await asyncio.to_thread(log.entered.wait, 5)
+        await asyncio.to_thread(log.entered.wait, patience.left_s())
         with pytest.raises(TimeoutError):
             await slow.close(ctx, None)  # type: ignore[arg-type]
         log.gate.set()
@@ -211,11 +212,11 @@ async def test_batches_are_taken_while_warming_up_and_written_after_it(tmp_path:
 
     def warm_up() -> None:
         warming.set()
-        assert warm.wait(10)
+        assert warm.wait(patience.left_s())
 
     settings = SparkOptions(parse_output(str(tmp_path)), max_wait_s=0.05, min_rows=1)
     async with SparkSink(settings, writer=log, session=object(), warm_up=warm_up) as s:
-        assert await asyncio.to_thread(warming.wait, 5)
+        assert await asyncio.to_thread(warming.wait, patience.left_s())
         first = await s.submit("00", rows("00", 1), _nothing)
         await asyncio.sleep(0.2)  # several max_wait_s: a write would have started by now
         assert not log.writes and not first.done()

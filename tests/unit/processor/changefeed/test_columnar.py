@@ -247,7 +247,7 @@ def test_a_call_past_its_deadline_is_reported_once_and_the_decoder_not_asked_aga
     native.on_stuck(seen.append)
     try:
         with pytest.raises(NativeUnavailable):
-            native.call(lambda: release.wait(30), chunk="c", offset=7, size=100)
+            native.call(lambda: release.wait(patience.left_s()), chunk="c", offset=7, size=100)
         assert seen == [StuckDecode("c", 7, 100, 0.05)]
         asked: list[int] = []
         with pytest.raises(NativeUnavailable, match="stuck since c"):

@@ -16,6 +16,7 @@ from processor.changefeed import shard_reader
 from processor.changefeed.shard_reader import ShardReader
 from processor.changefeed.storage import BlobInfo, FeedStorage
 from processor.emulator.avro_encoding import RecordEncoder, encode_block, encode_header
+from tests import patience
 
 SYNC = b"\x02" * 16
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}
@@ -83,7 +84,7 @@ async def test_a_read_cancelled_while_decoding_is_read_again_from_its_position(
         if calls != 2:
             return decode(*args, **kwargs)
         started.set()  # the second window: the first one's batch was handed out already
-        release.wait(5)
+        release.wait(patience.left_s())
         try:
             return decode(*args, **kwargs)
         finally:
@@ -101,10 +102,11 @@ async def test_a_read_cancelled_while_decoding_is_read_again_from_its_position(
     first = await reader.read(is_finalized=True)
     assert first.batch is not None
     task = asyncio.create_task(reader.read(is_finalized=True))
-    await asyncio.to_thread(started.wait, 5)
+    await asyncio.to_thread(started.wait, patience.left_s())
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     release.set()
-    assert await asyncio.to_thread(finished.wait, 5)  # the orphaned decode has ended
+    # the orphaned decode has ended
+    assert await asyncio.to_thread(finished.wait, patience.left_s())
     rest = await read_all(reader)
     assert [r["n"] for r in first.batch.records + rest] == list(range(20))

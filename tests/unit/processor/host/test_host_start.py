@@ -16,6 +16,7 @@ from processor.host.assembly import HostClients, assemble
 from processor.host.host import Host
 from processor.host.lifecycle import HostState
 from processor.host.timings import Timings
+from tests import patience
 from tests.unit.fakes import in_memory_config
 
 
@@ -59,9 +60,10 @@ async def test_stopped_while_the_observers_open_the_host_stops_holding_nothing()
     host, store = make_host(factory)
     stop = asyncio.Event()
     running = asyncio.create_task(host.run(stop))
-    await asyncio.wait_for(factory.entered.wait(), 5)
+    await asyncio.wait_for(factory.entered.wait(), patience.left_s())
     stop.set()
-    await asyncio.wait_for(running, 5)  # factory.opened is never set: it did not wait for it
+    # factory.opened is never set: it did not wait for it
+    await asyncio.wait_for(running, patience.left_s())
     assert host.lifecycle.state is HostState.STOPPED
     assert not factory.exited  # never entered, so never exited
     assert await store.list_leases() == []

@@ -17,6 +17,7 @@ from processor.host.host import Host
 from processor.host.timings import derive_timings
 from processor.reading.lease_position import LeasePosition
 from processor.reading.shard_stream import LeaseRead, Reader, Step
+from tests import patience
 from tests.helpers import until
 from tests.unit.fakes import ScriptedReader, at, batch, in_memory_config
 
@@ -97,7 +98,7 @@ async def test_a_second_host_takes_half_by_hand_over_and_nothing_is_delivered_tw
     finally:
         stop1.set()
         stop2.set()
-        await asyncio.wait_for(asyncio.gather(run1, *([run2] if run2 else [])), 30)
+        await asyncio.wait_for(asyncio.gather(run1, *([run2] if run2 else [])), patience.left_s())
     moved = 0
     for token in SHARDS:
         ids = [x.split("@")[0] for x in seen[token]]

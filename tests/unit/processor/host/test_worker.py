@@ -21,6 +21,7 @@ from processor.host.worker_env import WorkerDeps, WorkerEnv, WorkerPolicy, Worke
 from processor.reading.barrier_book import PositionBook
 from processor.reading.lease_position import LeasePosition
 from processor.reading.shard_stream import LeaseRead, Step
+from tests import patience
 from tests.unit.fakes import FakeBatch, ManualClock, RecordingObserver, ScriptedReader, at, batches
 
 TOKEN = LeaseToken("00")
@@ -94,9 +95,9 @@ async def start(
 
 async def until_caught_up(run: Running) -> CloseReason:
     assert run.env.signals.caught_up is not None
-    await asyncio.wait_for(run.env.signals.caught_up.wait(), 10)
+    await asyncio.wait_for(run.env.signals.caught_up.wait(), patience.left_s())
     run.env.signals.stop.set()
-    return await asyncio.wait_for(run.task, 10)
+    return await asyncio.wait_for(run.task, patience.left_s())
 
 
 async def test_batches_reach_the_observer_in_order_and_each_is_checkpointed() -> None:
@@ -140,7 +141,7 @@ async def test_a_lease_not_renewed_in_time_gives_the_observer_nothing_more() -> 
 
     run = await start(observer, batches(2, 2, 2), before_read=freeze_renewals)
     store = run.store
-    assert await asyncio.wait_for(run.task, 10) is CloseReason.LEASE_LOST
+    assert await asyncio.wait_for(run.task, patience.left_s()) is CloseReason.LEASE_LOST
     assert observer.seen == [["e0", "e1"]]
     lease = await store.get(TOKEN)
     assert lease is not None and lease.owner == "h1"  # not released: it may be someone else's
@@ -157,7 +158,7 @@ async def test_a_hand_over_finishes_the_batch_in_hand_then_releases_to_the_taker
 
     run = await start(observer, batches(2, 2, 2), before_read=another_host_asks)
     store = run.store
-    assert await asyncio.wait_for(run.task, 10) is CloseReason.HANDED_OVER
+    assert await asyncio.wait_for(run.task, patience.left_s()) is CloseReason.HANDED_OVER
     assert observer.seen == [["e0", "e1"], ["e2", "e3"]]  # the second batch was in hand
     lease = await store.get(TOKEN)
     assert lease is not None and lease.owner is None and lease.next_owner == "h2"
@@ -175,7 +176,7 @@ async def test_a_lease_stopped_in_front_of_known_bad_data_parks_there() -> None:
             run.env.signals.stop.set()
 
     run = await start(observer, [*batches(2, 2), bad], before_read=host_stops)
-    assert await asyncio.wait_for(run.task, 10) is CloseReason.FEED_ERROR
+    assert await asyncio.wait_for(run.task, patience.left_s()) is CloseReason.FEED_ERROR
     assert observer.seen == [["e0", "e1"], ["e2", "e3"]]
     lease = await run.store.get(TOKEN)
     assert lease is not None and lease.parked and lease.owner is None
@@ -187,7 +188,9 @@ async def test_an_observer_that_checkpoints_itself_moves_the_lease_only_as_it_co
     observer = RecordingObserver(auto_checkpoint=False)
     run = await start(observer, batches(2, 2, 2))
     store, env = run.store, run.env
-    await asyncio.wait_for(run.reader.idle.wait(), 10)  # all read; caught up, not confirmed
+    await asyncio.wait_for(
+        run.reader.idle.wait(), patience.left_s()
+    )  # all read; caught up, not confirmed
     assert observer.seen == [["e0", "e1"], ["e2", "e3"], ["e4", "e5"]]
     caught_up = env.signals.caught_up
     assert store.written == [] and caught_up is not None and not caught_up.is_set()
@@ -208,7 +211,7 @@ async def test_a_batch_filtered_to_nothing_still_moves_an_observer_checkpointing
     observer = RecordingObserver(auto_checkpoint=False)
     steps = [*batches(2), LeaseRead(Step.BATCH, at(5), FakeBatch([]))]
     run = await start(observer, steps)
-    await asyncio.wait_for(run.reader.idle.wait(), 10)
+    await asyncio.wait_for(run.reader.idle.wait(), patience.left_s())
     assert observer.seen == [["e0", "e1"]]
     assert observer.ctx is not None
     await observer.ctx.checkpoint(observer.marks[0])  # the only real batch is durable
@@ -240,6 +243,6 @@ async def test_a_change_seen_while_the_worker_reads_still_wakes_it() -> None:
         feed_changed=lambda: current[0],
         poll_s=60,  # a missed change would leave it waiting twelve minutes
     )
-    await asyncio.wait_for(woken.wait(), 30)
+    await asyncio.wait_for(woken.wait(), patience.left_s())
     run.env.signals.stop.set()
-    await asyncio.wait_for(run.task, 10)
+    await asyncio.wait_for(run.task, patience.left_s())
