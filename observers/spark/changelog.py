@@ -1,144 +1,183 @@
-"""The change log: each event exactly once for any Delta reader, whoever writes it and when.
+"""The change log: each event exactly once for any Delta reader, by fenced blind appends.
 
 An event's key is its lease (`shard`) and its `position` in the lease's feed (the same for every
-reader, strictly increasing along a lease). A write is one Delta MERGE of the host's batches:
+reader, strictly increasing along a lease). A lease's write is one Delta append of its rows with
+the writer options `txnAppId` (the lease's app id) and `txnVersion` (its epoch and sequence:
+`fence.py`). Before its first write at an epoch, and after any write that failed, the owner
+syncs: it commits an empty write (the fence), then reads the lease's highest position in the
+table (the floor) and leaves out what is at or below it. A write of an older owner (a zombie)
+then either landed before the fence (and the floor covers it), or fails with
+`ConcurrentTransactionException` (the fence landed while it was in flight), or is skipped by
+Delta (its version is below the fence). Hence:
 
-    MERGE INTO changes t USING batch s
-    ON t.shard = s.shard AND t.position = s.position
-       AND t.shard IN (<the write's leases>)
-       AND ((t.shard = '<lease>' AND t.position BETWEEN '<first>' AND '<last>') OR ...)
-    WHEN NOT MATCHED THEN INSERT *
+- a batch replayed after a crash (the checkpoint lags the change log) is left out up to the
+  floor, however it is cut into writes;
+- a paused host that wakes up adds nothing, and says so (`LeaseFenced`);
+- appends of different leases never conflict (different app ids, no files read).
 
-so a write inserts only the events the table does not hold yet. The extra conditions only narrow
-what the MERGE reads: the partitions of its own leases, and within them the files whose
-`position` statistics overlap the write's range (none, for new events). Delta commits a MERGE
-only if no commit since it read the table added files to the partitions it read; otherwise it
-fails with a concurrent-modification error and is run again (`insert_unseen`), against the newer
-table. Hence:
-
-- a batch replayed after a crash (the lease's checkpoint lags the change log) inserts nothing
-  that is there, however it is cut into writes;
-- a paused host (a zombie) that wakes up and commits late inserts nothing: the lease's next
-  owner wrote those events first, or it finds the zombie's rows and skips them;
-- hosts writing different leases never fail each other (disjoint partitions), and two writers of
-  one lease cannot both insert an event: one of the two commits is refused and redone.
-
-The checkpoint of a batch moves only after the commit that holds it, so nothing is skipped.
+Delta skips a write whose version is not above the table's in silence, so the first write after
+a sync is looked for in the table (`check`): not there means a newer fence stands (a newer owner,
+or a lease table made anew beside an old change log), and the lease is fenced. The checkpoint of
+a batch moves only after the commit that holds it, so nothing is skipped.
 """
 
 from __future__ import annotations
 
-import re
-import uuid
-from collections.abc import Mapping
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from observers.changes import CHANGES_SCHEMA
+from observers.spark.commits import conflict_retrying, is_transaction_conflict
+from observers.spark.fence import LeaseFence, above
 from observers.spark.sql import sql_string, table_ref
-
-# a commit refused because another one changed what it read: run it again on the newer table
-CONFLICT = re.compile(
-    r"Concurrent(Append|DeleteRead|DeleteDelete|Transaction|Write)Exception"
-    r"|MetadataChangedException|ProtocolChangedException|DELTA_CONCURRENT|DELTA_METADATA_CHANGED"
-    r"|DELTA_PROTOCOL_CHANGED"
-)
-COMMIT_ATTEMPTS = 12
+from observers.spark.tables import columns_ddl
 
 
-def is_conflict(error: BaseException) -> bool:
-    """A Delta concurrent-modification error (in an embedded session or over Spark Connect)."""
-    return bool(CONFLICT.search(f"{type(error).__name__}: {error}"))
+class LeaseFenced(Exception):
+    """A newer writer of this lease's app id stands in the change log: this host's writes of the
+    lease are refused or skipped by Delta. The lease has a newer owner, or the lease table was
+    made anew beside an older change log."""
 
-
-def conflict_retrying(attempts: int = COMMIT_ATTEMPTS) -> Retrying:
-    """Bounded, jittered retries of Delta commit conflicts; every other error propagates."""
-    return Retrying(
-        retry=retry_if_exception(is_conflict),
-        stop=stop_after_attempt(attempts),
-        wait=wait_random_exponential(multiplier=0.1, max=5.0),
-        reraise=True,
-    )
+    def __init__(self, lease: str, epoch: int, version: int, why: str) -> None:
+        super().__init__(f"lease {lease} at epoch {epoch}: write {version} fenced: {why}")
+        self.lease, self.epoch, self.version = lease, epoch, version
 
 
 @dataclass(frozen=True, slots=True)
-class Range:
-    """The positions one write holds of one lease (all of them in between: a lease's batches
-    reach the sink in order and a write takes them in order)."""
+class Written:
+    """One lease's write: the rows handed, of them those appended, and how it went."""
 
-    lease: str
-    first: str
-    last: str
-
-
-def lease_ranges(tables: Mapping[str, pa.Table]) -> list[Range]:
-    """Each lease's range of positions in a write (leases without rows left out)."""
-    out = []
-    for lease, table in sorted(tables.items()):
-        if table.num_rows:
-            positions = table.column("position")
-            out.append(Range(lease, pc.min(positions).as_py(), pc.max(positions).as_py()))
-    return out
-
-
-def merge_statement(table_uri: str, source: str, ranges: list[Range]) -> str:
-    """The insert-if-absent MERGE of the rows of view `source` into the change log."""
-    if not ranges:
-        raise ValueError("a change log write needs rows")
-    leases = ", ".join(sql_string(r.lease) for r in ranges)
-    spans = "\n    OR ".join(
-        f"(t.shard = {sql_string(r.lease)} AND t.position BETWEEN {sql_string(r.first)} "
-        f"AND {sql_string(r.last)})"
-        for r in ranges
-    )
-    return (
-        f"MERGE INTO {table_ref(table_uri)} AS t\nUSING {source} AS s\n"
-        f"ON t.shard = s.shard AND t.position = s.position\n"
-        f"  AND t.shard IN ({leases})\n  AND ({spans})\n"
-        "WHEN NOT MATCHED THEN INSERT *"
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Inserted:
-    rows: int  # rows the write held
-    inserted: int  # of them, new to the change log
-    attempts: int  # commits tried (more than one: another writer committed first)
+    rows: int
+    appended: int
+    attempts: int = 0  # Spark commits tried (fence included)
+    synced: bool = False  # a fence and a floor read came first
+    version: int = -1  # the write's txnVersion (-1: nothing appended)
 
     @property
     def skipped(self) -> int:
-        """Rows the change log held already (a replay, or a zombie's late write)."""
-        return self.rows - self.inserted
+        """Rows at or below the floor: in the change log already (a replay, a zombie's)."""
+        return self.rows - self.appended
+
+
+# the fence's rows: none, of the change log's columns (neither an embedded session nor Spark
+# Connect makes a DataFrame of an empty Arrow table)
+EMPTY_DDL = columns_ddl(CHANGES_SCHEMA)
+
+# tests only: wraps a write's DataFrame (a write held in flight between its start and commit)
+Hold = Callable[[Any], Any]
+
+
+def commit_note(kind: str, fence: LeaseFence, version: int) -> str:
+    """The commit's `userMetadata`: what it was (`fence` or `write`), of which lease and epoch
+    (`DESCRIBE HISTORY` tells a lease's commits apart; a skipped write has none)."""
+    return json.dumps(
+        {"cfp": kind, "lease": fence.lease, "epoch": fence.epoch, "txnVersion": version},
+        separators=(",", ":"),
+    )
 
 
 class ChangeLog:
-    """Writes of one host into `table_uri`, from one thread at a time (the sink's)."""
+    """Fenced writes into `table_uri`; one lease's writes one at a time, leases side by side."""
 
     def __init__(self, table_uri: str) -> None:
         self.table_uri = table_uri
 
-    def insert_unseen(self, session: Any, tables: Mapping[str, pa.Table]) -> Inserted:
-        """Insert each lease's rows that the change log lacks, in one commit (blocking).
-        Errors: Spark's, after `COMMIT_ATTEMPTS` conflicts or at once for anything else."""
-        ranges = lease_ranges(tables)
-        rows = sum(t.num_rows for t in tables.values())
-        frames = [session.createDataFrame(tables[r.lease]) for r in ranges]
-        source = frames[0]
-        for frame in frames[1:]:  # no task (and no file) mixes two leases
-            source = source.union(frame)
-        view = f"cfp_write_{uuid.uuid4().hex}"
-        source.createOrReplaceTempView(view)
-        statement = merge_statement(self.table_uri, view, ranges)
+    def write(
+        self, session: Any, fence: LeaseFence, table: pa.Table, *, hold: Hold | None = None
+    ) -> Written:
+        """Append the rows of `table` (one lease's, in position order) above the lease's floor,
+        syncing first when needed (blocking). Errors: `LeaseFenced`; Spark's, after which the
+        lease must sync again (`fence.unsync`, done here) since the outcome is unknown."""
+        if table.num_rows == 0:  # every event was left out (the output's own container)
+            return Written(0, 0)
         attempts = 0
+        synced = not fence.synced
         try:
-            for attempt in conflict_retrying():
+            if synced:
+                first = pc.min(table["position"]).as_py()
+                attempts += self.sync(session, fence, at_least=first)
+            rows = above(table, fence.floor)
+            if rows.num_rows == 0:
+                return Written(table.num_rows, 0, attempts, synced)
+            version = fence.next_version()
+            frame = session.createDataFrame(rows)  # the one hand-over of this commit
+            if hold is not None:
+                frame = hold(frame)
+            attempts += self._append(frame, fence, version, "write")
+            last = pc.max(rows["position"]).as_py()
+            if not fence.checked:
+                self.check(session, fence, version, last)
+            fence.raise_floor(last)
+            return Written(table.num_rows, rows.num_rows, attempts, synced, version)
+        except BaseException:
+            fence.unsync()
+            raise
+
+    def sync(self, session: Any, fence: LeaseFence, *, at_least: str | None) -> int:
+        """Commit the lease's fence at its next version, then read its floor from a snapshot
+        taken after it (positions from `at_least` on: Delta's file statistics skip the rest).
+        Returns the commits tried."""
+        version = fence.next_version()
+        empty = session.createDataFrame([], EMPTY_DDL)
+        attempts = self._append(empty, fence, version, "fence")
+        fence.synced_at(self.max_position(session, fence.lease, at_least))
+        return attempts
+
+    def check(self, session: Any, fence: LeaseFence, version: int, last: str) -> None:
+        """The first write after a sync is in the table, or a newer fence made Delta skip it."""
+        if self.max_position(session, fence.lease, last) != last:
+            raise LeaseFenced(
+                fence.lease,
+                fence.epoch,
+                version,
+                f"Delta skipped it: the change log records a higher version for app id "
+                f"{fence.app_id} (a newer owner's fence, or the lease table was made anew "
+                "beside an older change log)",
+            )
+        fence.checked = True
+
+    def max_position(self, session: Any, lease: str, at_least: str | None) -> str | None:
+        """The lease's highest position in the change log (from `at_least` on), or None."""
+        where = f"shard = {sql_string(lease)}"
+        if at_least is not None:
+            where += f" AND position >= {sql_string(at_least)}"
+        found = session.sql(
+            f"SELECT max(position) AS top FROM {table_ref(self.table_uri)} WHERE {where}"
+        ).collect()
+        top = found[0]["top"] if found else None
+        return None if top is None else str(top)
+
+    def _append(self, frame: Any, fence: LeaseFence, version: int, kind: str) -> int:
+        """One commit with the lease's transaction id, run again with the same version on a
+        conflict (it cannot apply twice); but a write that another writer of the app id
+        overtook is fenced. (A fence overtaken by a zombie's write is run again: the floor read
+        after it sees the zombie's rows.)"""
+        attempts = 0
+        writer = (
+            frame.write.format("delta")
+            .mode("append")
+            .option("txnAppId", fence.app_id)
+            .option("txnVersion", str(version))
+            .option("userMetadata", commit_note(kind, fence, version))
+        )
+        try:
+            for attempt in conflict_retrying(fenced=kind == "write"):
                 with attempt:
                     attempts += 1
-                    result = session.sql(statement).collect()
-        finally:
-            session.catalog.dropTempView(view)
-        inserted = int(result[0]["num_inserted_rows"]) if result else 0
-        return Inserted(rows, inserted, attempts)
+                    writer.save(self.table_uri)
+        except Exception as e:
+            if is_transaction_conflict(e) and kind == "write":
+                raise LeaseFenced(
+                    fence.lease,
+                    fence.epoch,
+                    version,
+                    f"another writer set app id {fence.app_id} while it was in flight (a newer "
+                    "owner's fence)",
+                ) from e
+            raise
+        return attempts

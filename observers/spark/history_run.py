@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from observers.spark import history
-from observers.spark.changelog import is_conflict
+from observers.spark.commits import is_conflict
 from observers.spark.sql import table_ref
 from observers.spark.state import blob_events
 

@@ -61,7 +61,7 @@ class SparkObserver:
         self._in_flight: list[asyncio.Future[None]] = []
 
     async def open(self, ctx: PartitionContext) -> None:
-        self.sink.forget(ctx.lease_token)
+        self.sink.open_lease(ctx.lease_token, ctx.epoch, ctx.processor_name)
 
     async def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
         await self._submit(ctx, batch)

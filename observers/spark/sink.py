@@ -1,16 +1,17 @@
-"""One change-log commit for many leases' batches, then their checkpoints.
+"""The change log's writes for many leases' batches, then their checkpoints.
 
-A Spark job costs a fixed overhead, so the host's leases share writes: batches queue for the
-next one (`write_queue` says how much a write takes, and when it is due). Each write is one
-DataFrame per lease made from its Arrow rows, unioned, and one Delta MERGE that inserts the
-events the change log lacks (`ChangeLog.insert_unseen`: exactly once, whoever else writes).
-Only then is each batch's lease checkpointed. Spark writes run one at a time, in a
-thread (Spark calls block); a write's checkpoints run beside the next Spark write, and each
-waits for the one before, so a lease's checkpoints follow the order of its batches.
+A Spark job costs a fixed overhead, so batches queue for the next write (`write_queue` says how
+much a write takes, and when it is due). A write is one fenced append per lease it holds, each
+from one Arrow table (`ChangeLog.write`: exactly once against replays and zombies), run side
+by side in threads since appends of different leases never conflict. Only then is each
+lease's batch checkpointed. Writes run one after the other (a lease's appends must commit in
+the order of their versions); a write's checkpoints run beside the next write, and each waits
+for the one before, so a lease's checkpoints follow the order of its batches.
 
-A write that fails fails every batch of its leases still queued behind it too (they are never
+A lease whose append fails fails every batch of it still queued behind it too (they are never
 written, so no checkpoint can pass the lost batch), until the lease is opened again and reads
-from its last checkpoint.
+from its last checkpoint; it syncs (a fence, a floor) before its next append. Other leases of
+the same write are not held up.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,7 +33,8 @@ from typing import Any, Protocol
 import pyarrow as pa
 import structlog
 
-from observers.spark.changelog import ChangeLog, Inserted
+from observers.spark.changelog import ChangeLog, Hold, LeaseFenced, Written
+from observers.spark.fence import LeaseFence, app_id
 from observers.spark.output import parse_output
 from observers.spark.records import made_up_changes
 from observers.spark.session import SparkOptions, new_session, open_session
@@ -39,10 +43,9 @@ from observers.spark.write_queue import Pending, WriteQueue
 
 log = structlog.get_logger("cfp.spark")
 
-# tests only: pause once after a write is committed (before its checkpoints), or once between
-# the second Spark write's DataFrame and its commit (a host stopped there becomes a zombie that
-# holds a late write)
 WARM_UP_WRITES = 3
+SIDE_BY_SIDE = 8  # leases' appends of one write in flight at once
+HOLD_POLL_S = 0.2
 
 
 async def in_daemon_thread(fn: Callable[[], None]) -> None:
@@ -67,18 +70,22 @@ async def in_daemon_thread(fn: Callable[[], None]) -> None:
 
 
 class Writer(Protocol):
-    """Commits one write of several leases' rows (blocking); the Spark one is `ChangeLog`."""
+    """Commits one lease's rows (blocking); the Spark one is `ChangeLog`."""
 
-    def insert_unseen(self, session: Any, tables: Mapping[str, pa.Table]) -> Inserted: ...
+    def write(
+        self, session: Any, fence: LeaseFence, table: pa.Table, *, hold: Hold | None = None
+    ) -> Written: ...
 
 
 @dataclass(slots=True)
 class SinkStats:
     writes: int = 0
     rows: int = 0
-    inserted: int = 0
+    appended: int = 0
     skipped: int = 0
-    retried: int = 0  # commits run again after another writer's commit conflicted
+    commits: int = 0  # Spark commits tried (fences and retries included)
+    syncs: int = 0  # fences committed and floors read
+    fenced: int = 0  # appends refused or skipped because a newer writer of the lease stands
     seconds: float = 0.0
 
 
@@ -111,6 +118,7 @@ class SparkSink:
         self._warming = warm_up
         self._queue = WriteQueue(options)
         self._failed: dict[str, BaseException] = {}  # lease -> why its last write failed
+        self._fences: dict[str, LeaseFence] = {}  # lease -> where its writes stand
         self._flusher: asyncio.Task[None] | None = None
         self._settling: asyncio.Task[None] | None = None
         self._written = 0  # Spark writes committed
@@ -154,7 +162,7 @@ class SparkSink:
             await asyncio.to_thread(self.session.stop)
 
     def _warm_up(self) -> None:
-        """MERGEs of made-up rows into a scratch table before the first real write: a fresh JVM runs
+        """Writes of made-up rows into a scratch table before the first real write: a fresh JVM runs
         its first writes several times slower than later ones (classes loaded, code compiled).
         Measured on 2 cores: the first real 50,000-row write took 2.6 s after two writes of 4,000
         rows and 1.6 s after three of 20,000, against 0.95 s warm and 7-8 s cold; the warm-up
@@ -166,21 +174,26 @@ class SparkSink:
             scratch = parse_output(str(folder))
             create_tables(self.session, scratch)
             writer = ChangeLog(scratch.changes)
-            for n in range(WARM_UP_WRITES):  # new positions each time: every write inserts
+            fences = {lease: LeaseFence(lease, f"warm-up/{lease}", 1) for lease in "ab"}
+            for n in range(WARM_UP_WRITES):  # new positions each time: every write appends
                 # a host stopped while warming up waits for one write at most
                 if self._queue.is_closed:
                     return
-                leases = {
-                    lease: made_up_changes(half, shard=lease, start=n * half) for lease in "ab"
-                }
-                writer.insert_unseen(self.session, leases)
+                for lease, fence in fences.items():
+                    rows = made_up_changes(half, shard=lease, start=n * half)
+                    writer.write(self.session, fence, rows)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    def forget(self, lease: str) -> None:
-        """A lease (re)opened here: it reads again from its checkpoint, so an old write failure
-        no longer stands in its way."""
+    def open_lease(self, lease: str, epoch: int, processor: str = "") -> None:
+        """A lease (re)opened here at `epoch`: it reads again from its checkpoint, so an old write
+        failure no longer stands in its way, and its next append syncs first (`fence.py`)."""
         self._failed.pop(lease, None)
+        fence = self._fences.get(lease)
+        if fence is None:
+            self._fences[lease] = LeaseFence(lease, app_id(processor, lease), epoch)
+        else:
+            fence.reopened(epoch)
 
     async def submit(
         self, lease: str, table: pa.Table, on_commit: Callable[[], Awaitable[None]]
@@ -207,39 +220,66 @@ class SparkSink:
                 return
 
     async def _flush(self) -> None:
-        items, rows, size = await self._queue.take_write()
+        items, _, _ = await self._queue.take_write()
         items = self._drop_failed(items)
         if not items:
             return
         started = time.monotonic()
-        try:
-            done, phases = await asyncio.to_thread(self._commit, items)
-        except Exception as e:
-            log.error("spark.write_failed", rows=rows, bytes=size, error=repr(e)[:2000])
-            for item in items:
-                self._failed[item.lease] = e
-                _resolve(item.done, e)
+        per_lease = _per_lease(items)
+        outcomes = await asyncio.to_thread(self._commit, per_lease)
+        spark_s = time.monotonic() - started
+        done: list[Pending] = []
+        written: list[Written] = []
+        for lease, outcome in outcomes.items():
+            if isinstance(outcome, Written):
+                written.append(outcome)
+                done.extend(per_lease[lease])
+            else:
+                self._fail(lease, per_lease[lease], outcome)
+        if not written:
             return
-        self.stats.writes += 1
-        self.stats.rows += done.rows
-        self.stats.inserted += done.inserted
-        self.stats.skipped += done.skipped
-        self.stats.retried += done.attempts - 1
-        self.stats.seconds += time.monotonic() - started
+        st = self.stats
+        st.writes += 1
+        st.rows += sum(w.rows for w in written)
+        st.appended += sum(w.appended for w in written)
+        st.skipped += sum(w.skipped for w in written)
+        st.commits += sum(w.attempts for w in written)
+        st.syncs += sum(w.synced for w in written)
+        st.seconds += time.monotonic() - started
         log.info(
             "spark.committed",
-            rows=done.rows,
-            inserted=done.inserted,
-            leases=len({i.lease for i in items}),
-            attempts=done.attempts,
+            rows=sum(w.rows for w in written),
+            appended=sum(w.appended for w in written),
+            leases=len(written),
+            commits=sum(w.attempts for w in written),
+            synced=sum(w.synced for w in written),
             seconds=round(time.monotonic() - started, 3),
-            **phases,
+            spark_s=round(spark_s, 3),
         )
-        if done.skipped:
-            log.info("spark.replay_skipped", rows=done.skipped)
+        if skipped := sum(w.skipped for w in written):
+            log.info("spark.replay_skipped", rows=skipped)
         if self._settling is not None:
             await self._settling  # one write settles while the next is written, no more
-        self._settling = asyncio.create_task(self._settle(items), name="spark-settle")
+        self._settling = asyncio.create_task(self._settle(done), name="spark-settle")
+
+    def _fail(self, lease: str, items: list[Pending], error: BaseException) -> None:
+        """The lease's append failed: its batches and those queued behind them fail."""
+        rows = sum(i.table.num_rows for i in items)
+        if isinstance(error, LeaseFenced):
+            self.stats.fenced += 1
+            log.warning(
+                "spark.fenced",
+                lease=lease,
+                epoch=error.epoch,
+                version=error.version,
+                rows=rows,
+                error=str(error),
+            )
+        else:
+            log.error("spark.write_failed", lease=lease, rows=rows, error=repr(error)[:2000])
+        self._failed[lease] = error
+        for item in items:
+            _resolve(item.done, error)
 
     def _drop_failed(self, items: list[Pending]) -> list[Pending]:
         """Fail the batches of leases whose earlier write failed: writing them would let their
@@ -261,23 +301,62 @@ class SparkSink:
             await asyncio.sleep(pause)
         await asyncio.gather(*(_checkpoint(batches) for batches in _per_lease(items).values()))
 
-    def _commit(self, items: list[Pending]) -> tuple[Inserted, dict[str, float]]:
-        """One write of the items' rows (blocking); what it inserted, and the seconds it took."""
+    def _commit(self, per_lease: Mapping[str, list[Pending]]) -> dict[str, Written | BaseException]:
+        """One write: each lease's rows appended, side by side (blocking); per lease, what
+        was written or why not."""
         tables = {
             lease: pa.concat_tables(i.table for i in batches).combine_chunks()
-            for lease, batches in _per_lease(items).items()
+            for lease, batches in per_lease.items()
         }
-        rows = sum(t.num_rows for t in tables.values())
-        if rows == 0:  # every event was left out (the output's own container): nothing to write
-            return Inserted(0, 0, 0), {}
+        hold: Hold | None = None
         if self._written and (pause := self._pauses.before_commit_s):
             self._pauses = dataclasses.replace(self._pauses, before_commit_s=0.0)
             log.info("spark.pausing_before_commit", seconds=pause)
             time.sleep(pause)
-        clock = time.monotonic()
-        done = self.changes.insert_unseen(self.session, tables)
+        if self._written and (flag := self._pauses.hold_file):
+            self._pauses = dataclasses.replace(self._pauses, hold_file="")
+            log.info("spark.holding_write", until=flag)
+            hold = _held_until(flag)
         self._written += 1
-        return done, {"spark_s": round(time.monotonic() - clock, 3)}
+
+        def one(lease: str) -> Written | BaseException:
+            table = tables[lease]
+            if table.num_rows == 0:  # every event was left out (the output's own container)
+                return Written(0, 0)
+            fence = self._fences.get(lease)
+            if fence is None:  # a lease that was never opened here (tests of the sink alone)
+                fence = self._fences[lease] = LeaseFence(lease, lease, 0)
+            held = hold if lease == min(tables) else None  # one task held, not the server
+            try:
+                return self.changes.write(self.session, fence, table, hold=held)
+            except Exception as e:
+                return e
+
+        if len(tables) == 1:
+            return {lease: one(lease) for lease in tables}
+        with ThreadPoolExecutor(min(SIDE_BY_SIDE, len(tables)), "spark-append") as pool:
+            return dict(zip(tables, pool.map(one, tables), strict=True))
+
+
+def _held_until(flag: str) -> Hold:
+    """A DataFrame's rows held inside Spark until `flag` exists (tests: a write in flight). The
+    first of its tasks to run makes `flag`.held (the write's Delta transaction is open by then)
+    and waits; the others pass, so that the held write takes one task slot, not the server."""
+
+    def wait_then_pass(batches: Any) -> Any:
+        try:
+            os.close(os.open(f"{flag}.held", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            yield from batches
+            return
+        while not os.path.exists(flag):
+            time.sleep(HOLD_POLL_S)
+        yield from batches
+
+    def hold(frame: Any) -> Any:
+        return frame.mapInArrow(wait_then_pass, frame.schema)
+
+    return hold
 
 
 def _per_lease(items: Sequence[Pending]) -> dict[str, list[Pending]]:

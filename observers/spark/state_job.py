@@ -36,7 +36,7 @@ from typing import Any
 import structlog
 
 from observers.spark import state
-from observers.spark.changelog import conflict_retrying
+from observers.spark.commits import conflict_retrying
 from observers.spark.history_run import Replaced, apply_history
 from observers.spark.sql import table_ref
 from observers.spark.tables import keep_closed_versions_only

@@ -23,7 +23,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_rand
 
 from observers.changes import CHANGES_SCHEMA
 from observers.errors import PluginLoadError
-from observers.spark.changelog import conflict_retrying, is_conflict
+from observers.spark.commits import conflict_retrying, is_conflict
 from observers.spark.history import HISTORY_SCHEMA, open_copies_removed
 from observers.spark.output import Output
 from observers.spark.sql import sql_string, table_ref

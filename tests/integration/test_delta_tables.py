@@ -1,11 +1,12 @@
-"""The Delta tables with embedded Spark on a local folder (the default, one command away): racing
-and replayed change-log writes leave each event once; the state MERGE gives the plain model's rows
-whatever the order, cut and replays of the changes; the state job records what it applied, skips
-a stale run, and reads the whole change log when the commits it needs were vacuumed; real hosts,
-each with its own embedded Spark, give the same guarantees as on Spark Connect (test_spark.py).
+"""The Delta tables with embedded Spark on a local folder (the default, one command away): the
+state MERGE gives the plain model's rows whatever the order, cut and replays of the changes; the
+state job records what it applied, skips a stale run, and reads the whole change log when the
+commits it needs were vacuumed; real hosts, each with its own embedded Spark, give the same
+guarantees as on Spark Connect (test_spark.py). The change log's own writes are tested in
+test_fenced_change_log.py.
 
-One module for every embedded Spark of `make test`: its tests run one after the other on one
-worker and share its session, while test_spark.py's Spark Connect server runs on another."""
+Its tests run one after the other on one worker and share one session, while test_spark.py's
+Spark Connect server runs on another."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import asyncio
 import contextlib
 import random
 import signal
-import threading
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -29,7 +29,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from observers.changes import records_table
-from observers.spark.changelog import ChangeLog, Inserted
+from observers.spark.changelog import ChangeLog
+from observers.spark.fence import LeaseFence
 from observers.spark.history import as_versions, every_version
 from observers.spark.history_run import Replaced, apply_history
 from observers.spark.output import Output, parse_output
@@ -102,52 +103,6 @@ def delta_rs_ids(uri: str) -> Counter[str]:
     """The change log's ids as delta-rs (an independent reader) sees them."""
     found = QueryBuilder().register("changes", DeltaTable(uri)).execute("SELECT id FROM changes")
     return Counter(pa.table(found).column("id").cast(pa.string()).to_pylist())
-
-
-def test_racing_and_replayed_writers_insert_each_event_once(
-    tmp_path: Path, delta_spark: Any
-) -> None:
-    output = tables(tmp_path, delta_spark)
-    options = SparkOptions(output, master="local[2]")
-    scan_keys = sorted(f"~c/{i:03d} it's a \\ {'x' * (i % 5)}" for i in range(40))
-    keys = {"00": [f"2026010101.{i:05d}" for i in range(80)], "scan-00": scan_keys}
-    results: list[Inserted] = []
-    failures: list[BaseException] = []
-
-    def writer(seed: int) -> None:
-        session = new_session(delta_spark, options)
-        log = ChangeLog(output.changes)
-        rng = random.Random(seed)
-        try:
-            for _ in range(2):  # each write replays from an earlier point, cut anywhere
-                batch = {}
-                for lease, ks in keys.items():
-                    lo = rng.randrange(len(ks))
-                    batch[lease] = rows(lease, ks[lo : lo + rng.randrange(1, 50)])
-                results.append(log.insert_unseen(session, batch))
-        except BaseException as e:
-            failures.append(e)
-
-    threads = [threading.Thread(target=writer, args=(seed,)) for seed in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures, failures
-    written = delta_spark.sql(f"SELECT id FROM {table_ref(output.changes)}").toArrow()
-    ids = Counter(written.column("id").to_pylist())
-    assert ids == delta_rs_ids(output.changes)
-    assert all(n == 1 for n in ids.values()), [i for i, n in ids.items() if n > 1][:5]
-    assert sum(r.inserted for r in results) == len(ids)
-    assert sum(r.skipped for r in results) > 0  # the replays were recognised, not re-inserted
-    # a last write of everything inserts exactly what is still missing
-    final = ChangeLog(output.changes).insert_unseen(
-        delta_spark, {lease: rows(lease, ks) for lease, ks in keys.items()}
-    )
-    assert final.inserted == sum(map(len, keys.values())) - len(ids)
-    assert delta_rs_ids(output.changes) == Counter(
-        f"{lease}|{k}" for lease, ks in keys.items() for k in ks
-    )
 
 
 def merge_state(spark: Any, state_uri: str, change_rows: pa.Table) -> Any:
@@ -311,13 +266,13 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
 ) -> None:
     output = tables(tmp_path, delta_spark)
     options = SparkOptions(output, master="local[2]")
-    log = ChangeLog(output.changes)
+    log, fence = ChangeLog(output.changes), LeaseFence("00", "t/00", 1)
     feed = [Event(b, s, "created" if s == 1 else "props", s) for s in (1, 2, 3) for b in range(3)]
 
     def commit(events: list[Event], start: int) -> None:
         table = changes(events)
         positions = pa.array([f"p{start + i:06d}" for i in range(table.num_rows)])
-        log.insert_unseen(delta_spark, {"00": table.set_column(18, "position", positions)})
+        log.write(delta_spark, fence, table.set_column(18, "position", positions))
 
     def job(*, history: bool = True) -> StateJob:
         session = new_session(delta_spark, options)
@@ -418,7 +373,7 @@ def test_a_sas_reaches_the_tables_on_azurite_through_abfs(
     assert not asyncio.run(ensure_container(output, access))  # made already: fine
     session = new_session(delta_spark, SparkOptions(output, access=access))
     create_tables(session, output)
-    ChangeLog(output.changes).insert_unseen(session, {"00": rows("00", ["a", "b"])})
+    ChangeLog(output.changes).write(session, LeaseFence("00", "t/00", 1), rows("00", ["a", "b"]))
     table = DeltaTable(output.changes, storage_options=delta_rs_options(output, access))
     found = QueryBuilder().register("changes", table).execute("SELECT id FROM changes")
     assert sorted(pa.table(found).column("id").cast(pa.string()).to_pylist()) == ["00|a", "00|b"]

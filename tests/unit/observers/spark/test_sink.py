@@ -1,20 +1,22 @@
-"""The Spark sink's batching without Spark: a write's checkpoints come after its commit, a failed
-write stops its leases' later batches, batches left empty are still checkpointed."""
+"""The Spark sink's batching without Spark: a write's checkpoints come after its commits, a failed
+or fenced append stops its lease's later batches and no other lease's, batches left empty are
+still checkpointed."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from structlog.testing import capture_logs
 
 import observers.spark.observer as spark_observer
 from observers.protocol import EventBatch, PartitionContext
-from observers.spark.changelog import Inserted
+from observers.spark.changelog import Hold, LeaseFenced, Written
+from observers.spark.fence import LeaseFence
 from observers.spark.observer import SparkObserver, SparkWriteError
 from observers.spark.output import parse_output
 from observers.spark.session import SparkOptions
@@ -24,24 +26,33 @@ from tests.state_model import Event, changes
 
 
 class FakeLog:
-    """Records what each write held; the first `fail` writes raise; `gate` holds writes."""
+    """Records each lease's appends, in order, with the fence it was given; the first append of
+    each lease in `fail` raises (a `LeaseFenced` for those in `fence`); `gate` holds appends."""
 
-    def __init__(self, *, fail: int = 0) -> None:
-        self.writes: list[dict[str, list[str]]] = []
-        self.fail = fail
+    def __init__(self, *, fail: set[str] | None = None, fence: set[str] | None = None) -> None:
+        self.writes: list[tuple[str, list[str]]] = []
+        self.fences: dict[str, LeaseFence] = {}
+        self.fail = set(fail or ())
+        self.fence = set(fence or ())
         self.gate = threading.Event()
         self.gate.set()
         self.entered = threading.Event()
+        self._lock = threading.Lock()
 
-    def insert_unseen(self, session: Any, tables: Mapping[str, pa.Table]) -> Inserted:
+    def write(
+        self, session: Any, fence: LeaseFence, table: pa.Table, *, hold: Hold | None = None
+    ) -> Written:
         self.entered.set()
         assert self.gate.wait(patience.left_s())
-        self.writes.append({k: t.column("id").to_pylist() for k, t in tables.items()})
-        if self.fail:
-            self.fail -= 1
-            raise RuntimeError("the Spark write failed")
-        rows = sum(t.num_rows for t in tables.values())
-        return Inserted(rows, rows, 1)
+        with self._lock:
+            self.writes.append((fence.lease, table.column("id").to_pylist()))
+            self.fences[fence.lease] = fence
+            if fence.lease in self.fail:
+                self.fail.discard(fence.lease)
+                if fence.lease in self.fence:
+                    raise LeaseFenced(fence.lease, fence.epoch, 7, "a newer owner's fence")
+                raise RuntimeError("the Spark write failed")
+        return Written(table.num_rows, table.num_rows, 1)
 
 
 def sink(tmp_path: Path, log: FakeLog, **options: Any) -> SparkSink:
@@ -74,13 +85,14 @@ async def test_leases_share_a_write_and_are_checkpointed_after_it(tmp_path: Path
         ]
         log.gate.set()
         await asyncio.gather(first, *later)
-    assert log.writes == [{"00": ["id-0-1"]}, {"00": ["id-0-2"], "01": ["id-0-3"]}]
-    assert done == ["00/1", "00/2", "01/3"]  # one checkpoint per lease and write, in order
-    assert (s.stats.writes, s.stats.rows) == (2, 3)
+    assert log.writes[0] == ("00", ["id-0-1"])
+    assert sorted(log.writes[1:]) == [("00", ["id-0-2"]), ("01", ["id-0-3"])]
+    assert done[0] == "00/1" and sorted(done[1:]) == ["00/2", "01/3"]  # after its write
+    assert (s.stats.writes, s.stats.rows) == (2, 3)  # three batches, two writes
 
 
 async def test_a_failed_write_fails_the_leases_queued_batches_unwritten(tmp_path: Path) -> None:
-    log = FakeLog(fail=1)
+    log = FakeLog(fail={"00"})
     log.gate.clear()
     checkpoints: list[str] = []
 
@@ -100,10 +112,49 @@ async def test_a_failed_write_fails_the_leases_queued_batches_unwritten(tmp_path
             with pytest.raises(RuntimeError, match="the Spark write failed"):
                 await future
         await other
-        s.forget("00")  # the lease is opened again: it reads from its checkpoint
+        s.open_lease("00", 1)  # the lease is opened again: it reads from its checkpoint
         await (await s.submit("00", rows("00", 1, 2), mark("00/again")))
-    assert log.writes == [{"00": ["id-0-1"]}, {"01": ["id-0-3"]}, {"00": ["id-0-1", "id-0-2"]}]
+    assert log.writes == [("00", ["id-0-1"]), ("01", ["id-0-3"]), ("00", ["id-0-1", "id-0-2"])]
     assert checkpoints == ["01/3", "00/again"]  # never past the lost batch
+
+
+async def test_a_fenced_lease_fails_alone_and_its_next_open_syncs_at_its_new_epoch(
+    tmp_path: Path,
+) -> None:
+    log = FakeLog(fail={"00"}, fence={"00"})
+    checkpoints: list[str] = []
+
+    def mark(name: str) -> Any:
+        async def on_commit() -> None:
+            checkpoints.append(name)
+
+        return on_commit
+
+    with capture_logs() as logged:
+        async with sink(tmp_path, log, max_rows=10) as s:
+            await fenced_then_reopened(s, log, mark)
+    assert checkpoints == ["01/2", "00/again"]
+    fenced = [e for e in logged if e["event"] == "spark.fenced"]
+    assert [(e["lease"], e["epoch"]) for e in fenced] == [("00", 3)]
+
+
+async def fenced_then_reopened(s: SparkSink, log: FakeLog, mark: Any) -> None:
+    """Lease 00 fenced beside lease 01 in one write, then taken again at a newer epoch."""
+    s.open_lease("00", 3, "p")
+    s.open_lease("01", 3, "p")
+    log.gate.clear()
+    fenced = await s.submit("00", rows("00", 1), mark("00/1"))
+    other = await s.submit("01", rows("01", 2), mark("01/2"))
+    log.gate.set()
+    with pytest.raises(LeaseFenced, match="lease 00 at epoch 3"):
+        await fenced
+    await other
+    assert s.stats.fenced == 1
+    fence = log.fences["00"]
+    assert (fence.app_id, fence.epoch) == ("p/00", 3)
+    s.open_lease("00", 5, "p")  # taken again, at a newer epoch
+    assert (fence.epoch, fence.sequence, fence.synced) == (5, -1, False)
+    await (await s.submit("00", rows("00", 1), mark("00/again")))
 
 
 async def test_an_observer_leaves_out_the_output_container_and_still_checkpoints(
@@ -126,7 +177,7 @@ async def test_an_observer_leaves_out_the_output_container_and_still_checkpoints
             with ctx.delivering(f"mark-{n}"):
                 await observer.process_changes(ctx, batch)
         await observer.close(ctx, None)  # type: ignore[arg-type]
-    assert log.writes == [{"00": ["id-0-1"]}]  # the c2 event never reached Spark
+    assert log.writes == [("00", ["id-0-1"])]  # the c2 event never reached Spark
     assert positions[-1] == "mark-1"  # the batch of c2 alone was checkpointed too
 
 
@@ -159,7 +210,7 @@ async def test_an_observer_builds_its_arrow_rows_off_the_event_loop(
 
 
 async def test_a_lease_whose_write_failed_refuses_its_next_batch(tmp_path: Path) -> None:
-    log = FakeLog(fail=1)
+    log = FakeLog(fail={"00"})
     ctx = PartitionContext(lease_token="00", host_name="h", epoch=1)
     record = Event(0, 1, "created", 1).record()
     async with sink(tmp_path, log) as s:
@@ -202,7 +253,7 @@ async def test_a_close_that_gives_up_waiting_leaves_the_sink_working(
         async with asyncio.timeout(5):
             await other
     assert checkpoints == ["slow"]  # the slow write was checkpointed once it was in
-    assert log.writes == [{"00": ["id-0-1"]}, {"01": ["id-0-3"]}]
+    assert log.writes == [("00", ["id-0-1"]), ("01", ["id-0-3"])]
 
 
 async def test_batches_are_taken_while_warming_up_and_written_after_it(tmp_path: Path) -> None:
@@ -222,7 +273,7 @@ async def test_batches_are_taken_while_warming_up_and_written_after_it(tmp_path:
         assert not log.writes and not first.done()
         warm.set()
         await first
-    assert log.writes == [{"00": ["id-0-1"]}]
+    assert log.writes == [("00", ["id-0-1"])]
 
 
 async def test_a_failed_warm_up_only_costs_slower_first_writes(tmp_path: Path) -> None:
@@ -233,7 +284,7 @@ async def test_a_failed_warm_up_only_costs_slower_first_writes(tmp_path: Path) -
     settings = SparkOptions(parse_output(str(tmp_path)), max_wait_s=0.05, min_rows=1)
     async with SparkSink(settings, writer=log, session=object(), warm_up=warm_up) as s:
         await (await s.submit("00", rows("00", 1), _nothing))
-    assert log.writes == [{"00": ["id-0-1"]}]
+    assert log.writes == [("00", ["id-0-1"])]
 
 
 async def _nothing() -> None:

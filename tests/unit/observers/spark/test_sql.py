@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from tenacity import wait_none
 
 from observers.changes import CHANGES_SCHEMA
-from observers.spark.changelog import Range, is_conflict, lease_ranges, merge_statement
+from observers.spark.changelog import ChangeLog
+from observers.spark.commits import is_conflict, is_retryable_conflict, is_transaction_conflict
 from observers.spark.sql import sql_string, table_ref
 from observers.spark.state import STATE_SCHEMA
 from observers.spark.state_job import applied_version, commit_metadata, is_gone
@@ -24,7 +25,6 @@ from observers.spark.tables import (
     is_creation_race,
     sql_type,
 )
-from tests.state_model import Event, changes
 
 
 @given(st.text())
@@ -49,29 +49,20 @@ def test_a_table_path_is_quoted_as_an_identifier() -> None:
     )
 
 
-def test_each_lease_of_a_write_gives_its_range_and_empty_ones_none() -> None:
-    rows = {
-        "01": changes([Event(0, 1, "created", 1)] * 3, shard="01"),
-        "00": changes([Event(0, 1, "created", 1)] * 2, shard="00"),
-        "02": changes([], shard="02"),
-    }
-    assert lease_ranges(rows) == [
-        Range("00", "p000000", "p000001"),
-        Range("01", "p000000", "p000002"),
-    ]
+def test_a_lease_floor_read_prunes_to_its_partition_and_positions() -> None:
+    class Session:
+        text = ""
 
+        def sql(self, text: str) -> Any:
+            Session.text = text
+            return type("R", (), {"collect": lambda _: [{"top": "p9"}]})()
 
-def test_the_change_log_merge_reads_only_its_leases_and_ranges() -> None:
-    sql = merge_statement(
-        "file:///out/changes", "cfp_write_1", [Range("00", "a", "b"), Range("~c/it's", "x", "y")]
+    log = ChangeLog("file:///out/changes")
+    assert log.max_position(Session(), "~c/it's", "p1") == "p9"
+    assert Session.text == (
+        "SELECT max(position) AS top FROM delta.`file:///out/changes` "
+        "WHERE shard = '~c/it\\'s' AND position >= 'p1'"
     )
-    assert "MERGE INTO delta.`file:///out/changes` AS t\nUSING cfp_write_1 AS s" in sql
-    assert "ON t.shard = s.shard AND t.position = s.position" in sql
-    assert "AND t.shard IN ('00', '~c/it\\'s')" in sql  # partition pruning, quoted
-    assert "(t.shard = '00' AND t.position BETWEEN 'a' AND 'b')" in sql  # data skipping
-    assert sql.endswith("WHEN NOT MATCHED THEN INSERT *")  # never an update or a delete
-    with pytest.raises(ValueError, match="needs rows"):
-        merge_statement("file:///out/changes", "v", [])
 
 
 def test_the_tables_are_made_with_their_columns_partitioning_and_properties() -> None:
@@ -106,6 +97,9 @@ def test_conflicts_and_vanished_commits_are_told_from_other_errors() -> None:
     assert is_conflict(ConcurrentAppendException("Files were added to partition [shard=00]"))
     assert is_conflict(RuntimeError("[DELTA_CONCURRENT_DELETE_READ] a concurrent OPTIMIZE"))
     assert not is_conflict(RuntimeError("[PATH_NOT_FOUND] Path does not exist"))
+    fenced = RuntimeError("[DELTA_CONCURRENT_TRANSACTION] app id p/00 was set by another commit")
+    assert is_transaction_conflict(fenced) and not is_retryable_conflict(fenced)
+    assert is_retryable_conflict(RuntimeError("io.delta.exceptions.MetadataChangedException"))
     assert is_gone(RuntimeError("[DELTA_CHANGE_DATA_FILE_NOT_FOUND] part-0001 was vacuumed"))
     assert not is_gone(RuntimeError("[DELTA_CONCURRENT_APPEND] files were added"))
 
