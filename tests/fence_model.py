@@ -113,8 +113,10 @@ class Proxy:
     def __init__(self, real: Any, before: Callable[[], None], ambiguous: bool) -> None:
         self.real, self.before, self.ambiguous = real, before, ambiguous
 
-    def createDataFrame(self, table: pa.Table) -> Any:
-        return _Frame(self, self.real.createDataFrame(table))
+    def createDataFrame(self, data: Any, schema: Any = None) -> Any:
+        if schema is None:
+            return _Frame(self, self.real.createDataFrame(data))
+        return _Frame(self, self.real.createDataFrame(data, schema))
 
     def sql(self, text: str) -> Any:
         self.before()

@@ -182,13 +182,13 @@ async def assert_verify_finds_a_change_the_feed_lacks(cluster: SparkCluster, fee
 
 
 @contextlib.contextmanager
-def spark_connect_server(logs: Path) -> Iterator[str]:
+def spark_connect_server(logs: Path, *, master: str = "local[2]") -> Iterator[str]:
     """`cfp spark-connect` on a free loopback port, its log in `logs`; its sc:// URL. Stopped
     with SIGTERM, which must exit 0."""
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "processor", "spark-connect", "--port", str(port),
-         "--spark-master", "local[2]", "--log-dir", str(logs)],
+         "--spark-master", master, "--log-dir", str(logs)],
         cwd=ROOT, stdout=(logs / "out.log").open("wb"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:

@@ -24,6 +24,7 @@ a batch moves only after the commit that holds it, so nothing is skipped.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,7 @@ class Written:
     attempts: int = 0  # Spark commits tried (fence included)
     synced: bool = False  # a fence and a floor read came first
     version: int = -1  # the write's txnVersion (-1: nothing appended)
+    sync_s: float = 0.0  # seconds of the fence and the floor read, when it synced
 
     @property
     def skipped(self) -> int:
@@ -95,15 +97,17 @@ class ChangeLog:
         lease must sync again (`fence.unsync`, done here) since the outcome is unknown."""
         if table.num_rows == 0:  # every event was left out (the output's own container)
             return Written(0, 0)
-        attempts = 0
+        attempts, sync_s = 0, 0.0
         synced = not fence.synced
         try:
             if synced:
                 first = pc.min(table["position"]).as_py()
+                started = time.monotonic()
                 attempts += self.sync(session, fence, at_least=first)
+                sync_s = time.monotonic() - started
             rows = above(table, fence.floor)
             if rows.num_rows == 0:
-                return Written(table.num_rows, 0, attempts, synced)
+                return Written(table.num_rows, 0, attempts, synced, sync_s=sync_s)
             version = fence.next_version()
             frame = session.createDataFrame(rows)  # the one hand-over of this commit
             if hold is not None:
@@ -113,7 +117,7 @@ class ChangeLog:
             if not fence.checked:
                 self.check(session, fence, version, last)
             fence.raise_floor(last)
-            return Written(table.num_rows, rows.num_rows, attempts, synced, version)
+            return Written(table.num_rows, rows.num_rows, attempts, synced, version, sync_s)
         except BaseException:
             fence.unsync()
             raise

@@ -162,28 +162,7 @@ class SparkSink:
             await asyncio.to_thread(self.session.stop)
 
     def _warm_up(self) -> None:
-        """Writes of made-up rows into a scratch table before the first real write: a fresh JVM runs
-        its first writes several times slower than later ones (classes loaded, code compiled).
-        Measured on 2 cores: the first real 50,000-row write took 2.6 s after two writes of 4,000
-        rows and 1.6 s after three of 20,000, against 0.95 s warm and 7-8 s cold; the warm-up
-        itself took 13-17 s, hence off by default. Only for an embedded session: a Spark Connect
-        server is shared, and warm already."""
-        half = self.options.warm_up_rows // 2 or 1
-        folder = Path(tempfile.mkdtemp(prefix="cfp-warm-up-"))
-        try:
-            scratch = parse_output(str(folder))
-            create_tables(self.session, scratch)
-            writer = ChangeLog(scratch.changes)
-            fences = {lease: LeaseFence(lease, f"warm-up/{lease}", 1) for lease in "ab"}
-            for n in range(WARM_UP_WRITES):  # new positions each time: every write appends
-                # a host stopped while warming up waits for one write at most
-                if self._queue.is_closed:
-                    return
-                for lease, fence in fences.items():
-                    rows = made_up_changes(half, shard=lease, start=n * half)
-                    writer.write(self.session, fence, rows)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        warm_up(self.session, self.options.warm_up_rows, is_closed=lambda: self._queue.is_closed)
 
     def open_lease(self, lease: str, epoch: int, processor: str = "") -> None:
         """A lease (re)opened here at `epoch`: it reads again from its checkpoint, so an old write
@@ -234,6 +213,8 @@ class SparkSink:
             if isinstance(outcome, Written):
                 written.append(outcome)
                 done.extend(per_lease[lease])
+                if outcome.synced:  # the cost of taking a lease, in the change log
+                    log.info("spark.synced", lease=lease, seconds=round(outcome.sync_s, 3))
             else:
                 self._fail(lease, per_lease[lease], outcome)
         if not written:
@@ -318,24 +299,58 @@ class SparkSink:
             log.info("spark.holding_write", until=flag)
             hold = _held_until(flag)
         self._written += 1
+        return append_each(self.changes, self.session, self._fences, tables, hold)
 
-        def one(lease: str) -> Written | BaseException:
-            table = tables[lease]
-            if table.num_rows == 0:  # every event was left out (the output's own container)
-                return Written(0, 0)
-            fence = self._fences.get(lease)
-            if fence is None:  # a lease that was never opened here (tests of the sink alone)
-                fence = self._fences[lease] = LeaseFence(lease, lease, 0)
-            held = hold if lease == min(tables) else None  # one task held, not the server
-            try:
-                return self.changes.write(self.session, fence, table, hold=held)
-            except Exception as e:
-                return e
 
-        if len(tables) == 1:
-            return {lease: one(lease) for lease in tables}
-        with ThreadPoolExecutor(min(SIDE_BY_SIDE, len(tables)), "spark-append") as pool:
-            return dict(zip(tables, pool.map(one, tables), strict=True))
+def append_each(
+    writer: Writer,
+    session: Any,
+    fences: dict[str, LeaseFence],
+    tables: Mapping[str, pa.Table],
+    hold: Hold | None,
+) -> dict[str, Written | BaseException]:
+    """Each lease's rows appended, side by side (blocking); per lease, what was written or why
+    not. `hold` (tests) holds the first lease's append only: one task slot, not the server."""
+
+    def one(lease: str) -> Written | BaseException:
+        table = tables[lease]
+        if table.num_rows == 0:  # every event was left out (the output's own container)
+            return Written(0, 0)
+        fence = fences.get(lease)
+        if fence is None:  # a lease that was never opened here (tests of the sink alone)
+            fence = fences[lease] = LeaseFence(lease, lease, 0)
+        try:
+            return writer.write(session, fence, table, hold=hold if lease == min(tables) else None)
+        except Exception as e:
+            return e
+
+    if len(tables) == 1:
+        return {lease: one(lease) for lease in tables}
+    with ThreadPoolExecutor(min(SIDE_BY_SIDE, len(tables)), "spark-append") as pool:
+        return dict(zip(tables, pool.map(one, tables), strict=True))
+
+
+def warm_up(session: Any, rows: int, *, is_closed: Callable[[], bool]) -> None:
+    """Writes of made-up rows into a scratch table before the first real write: a fresh JVM runs
+    its first writes several times slower than later ones (classes loaded, code compiled).
+    Measured on 2 cores: the first real 50,000-row write took 2.6 s after two writes of 4,000
+    rows and 1.6 s after three of 20,000, against 0.95 s warm and 7-8 s cold; the warm-up
+    itself took 13-17 s, hence off by default. Only for an embedded session: a Spark Connect
+    server is shared, and warm already. A host stopped meanwhile waits for one write at most."""
+    half = rows // 2 or 1
+    folder = Path(tempfile.mkdtemp(prefix="cfp-warm-up-"))
+    try:
+        scratch = parse_output(str(folder))
+        create_tables(session, scratch)
+        writer = ChangeLog(scratch.changes)
+        fences = {lease: LeaseFence(lease, f"warm-up/{lease}", 1) for lease in "ab"}
+        for n in range(WARM_UP_WRITES):  # new positions each time: every write appends
+            if is_closed():
+                return
+            for lease, fence in fences.items():
+                writer.write(session, fence, made_up_changes(half, shard=lease, start=n * half))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _held_until(flag: str) -> Hold:

@@ -111,8 +111,11 @@ class ModelWriter:
 class ModelSession:
     delta: ModelDelta
 
-    def createDataFrame(self, table: pa.Table) -> Any:
-        return ModelFrame(table, delta=self.delta)
+    def createDataFrame(self, data: Any, schema: Any = None) -> Any:
+        if isinstance(data, list):  # no rows (a fence), of the columns `schema` gives
+            assert not data and "`position` STRING" in schema
+            data = pa.table({"position": pa.array([], pa.string())})
+        return ModelFrame(data, delta=self.delta)
 
     def sql(self, text: str) -> Any:
         match = MAX_QUERY.search(text)
