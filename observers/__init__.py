@@ -5,8 +5,9 @@ Public names: `Observer`, `PartitionContext`, `CloseReason`, `ChangeEvent`, `Eve
 the batch as Arrow columns; from `protocol`), `LeaseLostError`, `SingletonJob` and `JobRun`
 (work one host at a time does), and the plugin loader (`ObserverChoice`, what `--observer`
 chose; `load_observer_factory`), and what an observer may declare beyond the contract
-(`checkpoints_after_each_batch`, `needs_segment_order`, `singleton_jobs`). Built-ins: `log`,
-`jsonl`, `spark`. Plugins import only from here. Nothing here knows about Azure Tables.
+(`checkpoints_after_each_batch`, `needs_segment_order`, `singleton_jobs`,
+`first_run_after_s`). Built-ins: `log`, `jsonl`, `spark`. Plugins import only from here. Nothing
+here knows about Azure Tables.
 """
 
 from observers.errors import ObserverError, PluginLoadError, ReplayRequired
@@ -24,6 +25,7 @@ from observers.protocol import (
     PartitionContext,
     SingletonJob,
     checkpoints_after_each_batch,
+    first_run_after_s,
     needs_segment_order,
     singleton_jobs,
     takes_arrow,
@@ -47,6 +49,7 @@ __all__ = [
     "ReplayRequired",
     "SingletonJob",
     "checkpoints_after_each_batch",
+    "first_run_after_s",
     "load_observer_factory",
     "needs_segment_order",
     "singleton_jobs",

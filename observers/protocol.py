@@ -194,6 +194,19 @@ class OffersJobs(Protocol):
     jobs: Sequence[SingletonJob]
 
 
+@runtime_checkable
+class WaitsBeforeItsFirstRun(Protocol):
+    """A job whose holder lets `first_run_after_s` pass after taking its lease before the first
+    run (the Spark state job: not beside a starting host's first writes)."""
+
+    first_run_after_s: float
+
+
+def first_run_after_s(job: object) -> float:
+    """How long the holder of `job` waits after taking its lease before its first run (0)."""
+    return job.first_run_after_s if isinstance(job, WaitsBeforeItsFirstRun) else 0.0
+
+
 def takes_arrow(observer: object) -> bool:
     """Whether the host hands `observer` its batches as Arrow columns (`process_arrow`)."""
     return callable(getattr(observer, "process_arrow", None))

@@ -26,8 +26,8 @@ from observers.spark.session import SparkOptions, prepare
 from processor.connection import storage_access
 from processor.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
 from tests import patience
-from tests.cluster import Cluster, Table, all_caught_up
-from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp
+from tests.cluster import Cluster, Table, all_caught_up, owners
+from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp, until
 
 _processors = itertools.count()
 TABLES_CONTAINER = "cfp-tables"  # in the monitored account: left out of the feed and of verify
@@ -197,3 +197,43 @@ def spark_connect_server(logs: Path, *, master: str = "local[2]") -> Iterator[st
     finally:
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=patience.left_s()) == 0, (logs / "out.log").read_text()[-2000:]
+
+
+async def took_everything(cluster: SparkCluster, host: str) -> None:
+    """Until `host` owns every lease and they are caught up."""
+    async with cluster.store() as store:
+        table = Table(await store.open())
+        await table.until(
+            lambda leases: all_caught_up(leases) and set(owners(leases)) == {host},
+            what=f"{host} owns every lease and caught up",
+        )
+
+
+async def assert_a_zombie_write_in_flight_is_refused(
+    cluster: SparkCluster, feed: Feed, flag: Path, request: pytest.FixtureRequest
+) -> None:
+    """h1's second write is held inside Spark (its Delta transaction open) until `flag` exists,
+    and h1 stopped with SIGSTOP; h2 takes every lease, fences them and writes them; then the held
+    write goes on to its commit, which Delta refuses, and h1, woken, logs `spark.fenced`. The
+    change log is unchanged by it, and holds each event once."""
+    cluster.start("h1", "--spark-max-rows", "500", CFP_TEST_SPARK_HOLD_WRITE_FILE=str(flag))
+    held = Path(f"{flag}.held")
+
+    async def is_held() -> bool:
+        return held.exists()
+
+    try:
+        await until(is_held, "h1's second write held inside Spark")
+        cluster.signal("h1", signal.SIGSTOP)
+        cluster.start("h2")
+        await took_everything(cluster, "h2")
+        before = delta_rs_ids(cluster)
+    finally:
+        flag.touch()  # the held write goes on to its commit
+    cluster.signal("h1", signal.SIGCONT)
+    await cluster.logged("h1", "spark.fenced")
+    fenced = next(e for e in cluster.log_events("h1") if e.get("event") == "spark.fenced")
+    assert "while it was in flight" in fenced["error"], fenced
+    assert delta_rs_ids(cluster) == before, "the zombie's write changed the change log"
+    assert set(cluster.stop_all().values()) == {0}
+    assert_exactly_once(cluster, feed, request)

@@ -26,7 +26,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from leases import ExpiryTracker, HostId, Lease, LeaseError, LeaseTable, job_token
-from observers import JobRun, SingletonJob
+from observers import JobRun, SingletonJob, first_run_after_s
 from processor.clock import Clock
 from processor.host.owner_writes import HeldLease
 from processor.host.progress import JobRecorder
@@ -81,6 +81,7 @@ class JobRunner:
         self._progress = progress or JobRecorder(CollectorRegistry())
         self._rng = rng or random.Random()
         self._held: HeldLease | None = None
+        self._first_run_at = 0.0  # monotonic: not before, after taking the lease
         self._tracker = ExpiryTracker(timings.expiry_s)
         self._continuation: str | None = None
         self.runs = 0
@@ -104,10 +105,12 @@ class JobRunner:
             await wait_any(stop, *self._lost(), timeout_s=self._pause())
 
     def _pause(self) -> float:
-        """Until the next run while holding the lease; else the jittered acquire interval, or
-        less when the holder's lease would expire before then (taken right after it does)."""
+        """Until the next run while holding the lease (the first one: until it is due); else the
+        jittered acquire interval, or less when the holder's lease would expire before then
+        (taken right after it does)."""
         if self.is_holder:
-            return self.job.every_s
+            first_in = self._first_run_at - self._clock.monotonic()
+            return first_in if first_in > 0 else self.job.every_s
         return self._timings.next_look_in_s(
             jitter=self._rng.uniform(-JITTER_FRACTION, JITTER_FRACTION),
             due=self._tracker.next_expiry(self._me),
@@ -125,7 +128,7 @@ class JobRunner:
                 await self._try_take()
             except LeaseError as e:
                 self.log.warning("job.take_failed", error=str(e))
-        if self.is_holder:
+        if self.is_holder and self._clock.monotonic() >= self._first_run_at:
             await self._run_once(final=False)
 
     async def finish(self, *, final: bool) -> None:
@@ -195,6 +198,7 @@ class JobRunner:
         if got is None:
             return
         self._held = HeldLease(got, clock=self._clock, fence_after_s=self._timings.fence_after_s)
+        self._first_run_at = self._clock.monotonic() + first_run_after_s(self.job)
         self._continuation = got.continuation
         self.log.info("job.acquired", epoch=got.epoch, was=row.owner, look=self.looks)
 

@@ -25,12 +25,13 @@ from processor.changefeed.layout import segment_path
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.reading.lease_position import LeasePosition
 from tests import patience
-from tests.cluster import Cluster, Table, all_caught_up, owners
-from tests.helpers import Feed, get_text, metric, run_cfp, until
+from tests.cluster import Cluster, Table
+from tests.helpers import Feed, get_text, metric, run_cfp
 from tests.spark_cluster import (
     EXPIRY_S,
     TABLES_CONTAINER,
     SparkCluster,
+    assert_a_zombie_write_in_flight_is_refused,
     assert_exactly_once,
     assert_state_equals_the_account,
     assert_verify_finds_a_change_the_feed_lacks,
@@ -42,6 +43,7 @@ from tests.spark_cluster import (
     remote_sql,
     spark_cluster,
     spark_connect_server,
+    took_everything,
 )
 
 pytestmark = pytest.mark.timeout(600)
@@ -198,7 +200,7 @@ async def test_a_zombie_hosts_late_write_is_skipped(
     await cluster.logged("h1", "spark.pausing_before_commit")
     cluster.signal("h1", signal.SIGSTOP)  # a zombie holding a write it has not started
     cluster.start("h2")
-    await h2_took_everything(cluster)
+    await took_everything(cluster, "h2")
     before = delta_rs_ids(cluster)
     cluster.signal("h1", signal.SIGCONT)  # wakes up, writes, checkpoints
     await cluster.logged("h1", "spark.checkpoint_refused")
@@ -214,37 +216,7 @@ async def test_a_zombie_write_in_flight_across_the_fence_is_refused(
     """A host stopped while its write runs on the Spark Connect server (its Delta transaction
     open, held by the test); the next owner fences the leases and writes them; the held write
     then goes on and Delta refuses its commit, and the woken host says it was fenced."""
-    flag = tmp_path / "go"
-    cluster.start("h1", "--spark-max-rows", "500", CFP_TEST_SPARK_HOLD_WRITE_FILE=str(flag))
-    held = Path(f"{flag}.held")
-
-    async def is_held() -> bool:
-        return held.exists()
-
-    try:
-        await until(is_held, "h1's second write held inside Spark")
-        cluster.signal("h1", signal.SIGSTOP)
-        cluster.start("h2")
-        await h2_took_everything(cluster)
-        before = delta_rs_ids(cluster)
-    finally:
-        flag.touch()  # the held write goes on to its commit, on the server
-    cluster.signal("h1", signal.SIGCONT)
-    await cluster.logged("h1", "spark.fenced")
-    fenced = next(e for e in cluster.log_events("h1") if e.get("event") == "spark.fenced")
-    assert "while it was in flight" in fenced["error"], fenced
-    assert delta_rs_ids(cluster) == before, "the zombie's write changed the change log"
-    assert set(cluster.stop_all().values()) == {0}
-    assert_exactly_once(cluster, feed, request)
-
-
-async def h2_took_everything(cluster: SparkCluster) -> None:
-    async with cluster.store() as store:
-        table = Table(await store.open())
-        await table.until(
-            lambda leases: all_caught_up(leases) and set(owners(leases)) == {"h2"},
-            what="h2 owns every lease and caught up",
-        )
+    await assert_a_zombie_write_in_flight_is_refused(cluster, feed, tmp_path / "go", request)
 
 
 # Last in the module: the live workload below changes the account the tests above share.

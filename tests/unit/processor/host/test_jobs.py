@@ -101,3 +101,17 @@ def test_what_a_leaving_host_does_about_the_last_run() -> None:
     held = dataclasses.replace(row, owner=other)
     assert final_step(held, me=me, is_expired=False) is FinalStep.WAIT
     assert final_step(held, me=me, is_expired=True) is FinalStep.TAKE
+
+
+async def test_a_job_that_waits_runs_first_one_wait_after_its_lease_is_taken() -> None:
+    store, clock = MemoryLeaseStore(), ManualClock()
+    a, job = runner(store, "a", clock)
+    job.first_run_after_s = 2.0  # type: ignore[attr-defined]  (below the fence: 2.4 s)
+    await a.tick()
+    assert a.is_holder and job.calls == []  # taken, not run
+    assert a._pause() == 2.0
+    clock.now += 2.0
+    await a.tick()
+    assert job.calls == [(None, False)] and a._pause() == job.every_s
+    await a.finish(final=True)  # a leaving holder's last run is never held back
+    assert job.calls[-1] == ("1", True)
