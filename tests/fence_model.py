@@ -183,6 +183,7 @@ class Run:
     session_of: Callable[[str], Any]
     gate: Callable[[], Gate]
     processor: str = "p"
+    fence_ahead: bool = False  # a taker commits its fence at once (as the Spark sink does)
     lease: LeaseRow = field(default_factory=LeaseRow)
     hosts: dict[str, HostView] = field(default_factory=dict)
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -214,6 +215,8 @@ class Run:
             view.epoch = self.lease.epoch
             view.cursor = view.committed = self.lease.checkpoint
             self.open(view)
+            if self.fence_ahead and view.fence is not None:
+                self.log.fence_ahead(Proxy(self.session_of(host), self.tick, False), view.fence)
         elif kind == "checkpoint":
             if self.holds(host) and view.committed > self.lease.checkpoint:
                 self.lease.checkpoint = view.committed

@@ -123,13 +123,21 @@ class ChangeLog:
             raise
 
     def sync(self, session: Any, fence: LeaseFence, *, at_least: str | None) -> int:
-        """Commit the lease's fence at its next version, then read its floor from a snapshot
-        taken after it (positions from `at_least` on: Delta's file statistics skip the rest).
-        Returns the commits tried."""
+        """Commit the lease's fence at its next version unless done already (`fence_ahead`),
+        then read its floor from a snapshot taken after it (positions from `at_least` on:
+        Delta's file statistics skip the rest). Returns the commits tried."""
+        attempts = 0 if fence.fenced else self.fence_ahead(session, fence)
+        fence.synced_at(self.max_position(session, fence.lease, at_least))
+        return attempts
+
+    def fence_ahead(self, session: Any, fence: LeaseFence) -> int:
+        """Commit the lease's fence at its next version (blocking): when the lease opens, so
+        that its first write finds it done. Returns the commits tried."""
+        generation = fence.generation
         version = fence.next_version()
         empty = session.createDataFrame([], EMPTY_DDL)
         attempts = self._append(empty, fence, version, "fence")
-        fence.synced_at(self.max_position(session, fence.lease, at_least))
+        fence.fenced_in(generation)
         return attempts
 
     def check(self, session: Any, fence: LeaseFence, version: int, last: str) -> None:

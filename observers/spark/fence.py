@@ -56,8 +56,10 @@ class LeaseFence:
     epoch: int
     sequence: int = -1  # the last sequence number used at this epoch (-1: none yet)
     floor: str | None = None  # highest position in the change log after the fence
-    synced: bool = False
+    fenced: bool = False  # the fence of this sync committed (its floor may not be read yet)
+    synced: bool = False  # ... and the floor read after it
     checked: bool = False  # a write since the last sync was seen in the table
+    generation: int = 0  # bumped at every unsync: a fence begun before does not count
 
     def next_version(self) -> int:
         """The version of the next write (or fence), consumed."""
@@ -66,13 +68,18 @@ class LeaseFence:
 
     def unsync(self) -> None:
         """A write failed or its outcome is unknown: sync again before the next one."""
-        self.synced = False
-        self.checked = False
+        self.fenced = self.synced = self.checked = False
+        self.generation += 1
+
+    def fenced_in(self, generation: int) -> None:
+        """The fence begun in `generation` committed: it counts unless the lease unsynced since."""
+        if generation == self.generation:
+            self.fenced = True
 
     def synced_at(self, floor: str | None) -> None:
         """The fence committed and the floor was read after it."""
         self.floor = floor
-        self.synced = True
+        self.fenced = self.synced = True
         self.checked = False
 
     def reopened(self, epoch: int) -> None:

@@ -76,6 +76,8 @@ class Writer(Protocol):
         self, session: Any, fence: LeaseFence, table: pa.Table, *, hold: Hold | None = None
     ) -> Written: ...
 
+    def fence_ahead(self, session: Any, fence: LeaseFence) -> int: ...
+
 
 @dataclass(slots=True)
 class SinkStats:
@@ -119,6 +121,7 @@ class SparkSink:
         self._queue = WriteQueue(options)
         self._failed: dict[str, BaseException] = {}  # lease -> why its last write failed
         self._fences: dict[str, LeaseFence] = {}  # lease -> where its writes stand
+        self._fencing: dict[str, asyncio.Task[None]] = {}  # lease -> its fence, committing
         self._flusher: asyncio.Task[None] | None = None
         self._settling: asyncio.Task[None] | None = None
         self._written = 0  # Spark writes committed
@@ -154,6 +157,8 @@ class SparkSink:
         self._queue.close()
         if self._flusher is not None:
             await self._flusher
+        if self._fencing:
+            await asyncio.wait(self._fencing.values())
         if self._settling is not None:
             await self._settling
         if self._own_session and self.session is not None:
@@ -170,9 +175,22 @@ class SparkSink:
         self._failed.pop(lease, None)
         fence = self._fences.get(lease)
         if fence is None:
-            self._fences[lease] = LeaseFence(lease, app_id(processor, lease), epoch)
+            fence = self._fences[lease] = LeaseFence(lease, app_id(processor, lease), epoch)
         else:
             fence.reopened(epoch)
+        before = self._fencing.get(lease)
+        self._fencing[lease] = asyncio.create_task(self._fence_ahead(fence, before))
+
+    async def _fence_ahead(self, fence: LeaseFence, before: asyncio.Task[None] | None) -> None:
+        """The lease's fence, committed while its first batches are read (taking a lease costs
+        a commit: not in front of its first write). A failure costs nothing: the first write
+        syncs itself."""
+        if before is not None:
+            await asyncio.wait([before])
+        try:
+            await asyncio.to_thread(self.changes.fence_ahead, self.session, fence)
+        except Exception as e:
+            log.warning("spark.fence_ahead_failed", lease=fence.lease, error=repr(e)[:1000])
 
     async def submit(
         self, lease: str, table: pa.Table, on_commit: Callable[[], Awaitable[None]]
@@ -205,6 +223,9 @@ class SparkSink:
             return
         started = time.monotonic()
         per_lease = _per_lease(items)
+        fencing = [self._fencing.pop(lease) for lease in per_lease if lease in self._fencing]
+        if fencing:
+            await asyncio.wait(fencing)
         outcomes = await asyncio.to_thread(self._commit, per_lease)
         spark_s = time.monotonic() - started
         done: list[Pending] = []

@@ -245,7 +245,8 @@ SPARK_OPTIONS: Options = (
         default=DEFAULT_STATE_EVERY_S,
         show_default=True,
         help="--observer spark: seconds between runs of the state job (one host runs it: the one "
-        "holding its lease), which MERGEs the new change-log commits into the state table.",
+        "holding its lease, first one interval after taking it), which MERGEs the new "
+        "change-log commits into the state table.",
     ),
     click.option(
         "--spark-max-rows",

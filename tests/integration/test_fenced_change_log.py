@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import strategies as st
 
 from observers.spark.changelog import ChangeLog
 from observers.spark.output import parse_output
@@ -79,14 +80,22 @@ ZOMBIE = ("write", "a", 3, (("take", "b"), ("write", "b", 4, (), 0)))
     phases=[Phase.explicit, Phase.generate],  # no shrinking: each run is seconds of Spark
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@example([("take", "a"), (*ZOMBIE, 1)])  # woken before the next owner's fence: floored
-@example([("take", "a"), (*ZOMBIE, 2)])  # after the fence, before the floor read: refused
-@example([("take", "a"), (*ZOMBIE, 3)])  # after the floor read, before the append: refused
-@example([("take", "a"), ("write", "a", 5, (), 0), ("ambiguous", "a", 4), ("crash", "a")])
-@given(schedule=schedules(max_size=6))
+@example([("take", "a"), (*ZOMBIE, 1)], ahead=False)  # woken before the next owner's fence: floored
+@example(
+    [("take", "a"), (*ZOMBIE, 2)], ahead=False
+)  # after the fence, before the floor read: refused
+@example(
+    [("take", "a"), (*ZOMBIE, 3)], ahead=False
+)  # after the floor read, before the append: refused
+@example(
+    [("take", "a"), ("write", "a", 5, (), 0), ("ambiguous", "a", 4), ("crash", "a")], ahead=False
+)
+@given(schedule=schedules(max_size=6), ahead=st.booleans())
 def test_each_event_once_on_real_delta_whoever_writes_and_whenever(
-    tmp_path_factory: pytest.TempPathFactory, spark: Any, schedule: list[Step]
+    tmp_path_factory: pytest.TempPathFactory, spark: Any, schedule: list[Step], ahead: bool
 ) -> None:
+    """`ahead`: owners fence when they take the lease (as the Spark sink does), else at their
+    first write."""
     folder = tmp_path_factory.mktemp("fenced")
     output = parse_output(str(folder / "tables"))
     create_tables(spark, output, history=False)
@@ -98,7 +107,7 @@ def test_each_event_once_on_real_delta_whoever_writes_and_whenever(
             sessions[host] = new_session(spark, options)
         return sessions[host]
 
-    run = Run(ChangeLog(output.changes), session_of, lambda: FileGate(folder))
+    run = Run(ChangeLog(output.changes), session_of, lambda: FileGate(folder), "p", ahead)
     assert_played(run, schedule, lambda: positions(output.changes))
     if schedule[1:] == [(*ZOMBIE, 2)] or schedule[1:] == [(*ZOMBIE, 3)]:
         assert run.outcomes["LeaseFenced"] == 1, run.outcomes  # Delta refused the zombie

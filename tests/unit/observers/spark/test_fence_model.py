@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from hypothesis import Phase, find, given, settings
+from hypothesis import strategies as st
 
 from observers.spark.changelog import ChangeLog
 from observers.spark.fence import (
@@ -144,17 +145,20 @@ class ModelGate(Gate):
         self._go.set()
 
 
-def run(schedule: list[Step], *, honours_txn: bool = True) -> tuple[Run, ModelDelta]:
+def run(
+    schedule: list[Step], *, honours_txn: bool = True, fence_ahead: bool = False
+) -> tuple[Run, ModelDelta]:
     delta = ModelDelta(honours_txn)
-    game = Run(ChangeLog("model"), lambda _host: ModelSession(delta), ModelGate)
+    game = Run(ChangeLog("model"), lambda _host: ModelSession(delta), ModelGate, "p", fence_ahead)
     assert_played(game, schedule, delta.positions)
     return game, delta
 
 
-@settings(max_examples=400, deadline=None)
-@given(schedules())
-def test_each_event_once_whoever_writes_and_whenever(schedule: list[Step]) -> None:
-    run(schedule)
+@settings(max_examples=300, deadline=None)
+@given(schedules(), st.booleans())
+def test_each_event_once_whoever_writes_and_whenever(schedule: list[Step], ahead: bool) -> None:
+    """Owners that fence at their first write, or when they take the lease."""
+    run(schedule, fence_ahead=ahead)
 
 
 def test_without_the_fence_the_model_finds_an_event_twice() -> None:

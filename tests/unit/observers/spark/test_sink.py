@@ -37,7 +37,15 @@ class FakeLog:
         self.gate = threading.Event()
         self.gate.set()
         self.entered = threading.Event()
+        self.fenced_ahead: list[tuple[str, int]] = []
         self._lock = threading.Lock()
+
+    def fence_ahead(self, session: Any, fence: LeaseFence) -> int:
+        with self._lock:
+            self.fenced_ahead.append((fence.lease, fence.epoch))
+            assert not any(lease == fence.lease for lease, _ in self.writes[-1:])
+        fence.fenced_in(fence.generation)
+        return 1
 
     def write(
         self, session: Any, fence: LeaseFence, table: pa.Table, *, hold: Hold | None = None
@@ -134,6 +142,7 @@ async def test_a_fenced_lease_fails_alone_and_its_next_open_syncs_at_its_new_epo
         async with sink(tmp_path, log, max_rows=10) as s:
             await fenced_then_reopened(s, log, mark)
     assert checkpoints == ["01/2", "00/again"]
+    assert log.fenced_ahead == [("00", 3), ("01", 3), ("00", 5)]  # at each open, before writes
     fenced = [e for e in logged if e["event"] == "spark.fenced"]
     assert [(e["lease"], e["epoch"]) for e in fenced] == [("00", 3)]
 
