@@ -178,19 +178,8 @@ class SparkSink:
             fence = self._fences[lease] = LeaseFence(lease, app_id(processor, lease), epoch)
         else:
             fence.reopened(epoch)
-        before = self._fencing.get(lease)
-        self._fencing[lease] = asyncio.create_task(self._fence_ahead(fence, before))
-
-    async def _fence_ahead(self, fence: LeaseFence, before: asyncio.Task[None] | None) -> None:
-        """The lease's fence, committed while its first batches are read (taking a lease costs
-        a commit: not in front of its first write). A failure costs nothing: the first write
-        syncs itself."""
-        if before is not None:
-            await asyncio.wait([before])
-        try:
-            await asyncio.to_thread(self.changes.fence_ahead, self.session, fence)
-        except Exception as e:
-            log.warning("spark.fence_ahead_failed", lease=fence.lease, error=repr(e)[:1000])
+        ahead = fence_ahead(self.changes, self.session, fence, self._fencing.get(lease))
+        self._fencing[lease] = asyncio.create_task(ahead)
 
     async def submit(
         self, lease: str, table: pa.Table, on_commit: Callable[[], Awaitable[None]]
@@ -321,6 +310,20 @@ class SparkSink:
             hold = _held_until(flag)
         self._written += 1
         return append_each(self.changes, self.session, self._fences, tables, hold)
+
+
+async def fence_ahead(
+    writer: Writer, session: Any, fence: LeaseFence, before: asyncio.Task[None] | None
+) -> None:
+    """The lease's fence, committed while its first batches are read (taking a lease costs a
+    commit: not in front of its first write), after the fence of its last open (`before`). A
+    failure costs nothing: the first write syncs itself."""
+    if before is not None:
+        await asyncio.wait([before])
+    try:
+        await asyncio.to_thread(writer.fence_ahead, session, fence)
+    except Exception as e:
+        log.warning("spark.fence_ahead_failed", lease=fence.lease, error=repr(e)[:1000])
 
 
 def append_each(

@@ -43,7 +43,6 @@ from processor.admin.verify import read_state
 from tests.helpers import Feed, run_cfp
 from tests.spark_cluster import (
     SparkCluster,
-    assert_a_zombie_write_in_flight_is_refused,
     assert_exactly_once,
     assert_state_equals_the_account,
     assert_verify_finds_a_change_the_feed_lacks,
@@ -473,14 +472,6 @@ async def test_hosts_write_each_event_once_and_the_state_equals_the_account(
     assert_exactly_once(cluster, feed, request)
     assert_state_equals_the_account(cluster)
     await assert_verify_finds_a_change_the_feed_lacks(cluster, feed)
-
-
-async def test_a_zombie_write_in_flight_across_the_fence_is_refused(
-    cluster: SparkCluster, feed: Feed, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    """The embedded case of test_spark.py's: h1 is stopped while its own JVM holds its write
-    open (the JVM runs on; the test holds the task), h2 fences and writes every lease."""
-    await assert_a_zombie_write_in_flight_is_refused(cluster, feed, tmp_path / "go", request)
 
 
 async def test_sigterm_while_the_spark_session_opens_stops_the_host_at_once(
