@@ -7,8 +7,6 @@ in production.
   monotonic clock: the tests show that a skew changes nothing).
 - `CFP_TEST_SPARK_PAUSE_AFTER_COMMIT_S`: pauses once after the first change-log commit, before its
   checkpoints (the moment a test kills a host).
-- `CFP_TEST_SPARK_PAUSE_BEFORE_COMMIT_S`: pauses once before the second write starts (the moment
-  a test stops a host).
 - `CFP_TEST_SPARK_HOLD_WRITE_FILE`: holds the second write in flight inside Spark (its Delta
   transaction open, its rows not yet written) until this file exists (a zombie's write that
   the next owner's fence overtakes).
@@ -22,7 +20,6 @@ from observers.spark.session import CommitPauses
 
 CLOCK_SKEW = "CFP_TEST_CLOCK_SKEW_S"
 PAUSE_AFTER_COMMIT = "CFP_TEST_SPARK_PAUSE_AFTER_COMMIT_S"
-PAUSE_BEFORE_COMMIT = "CFP_TEST_SPARK_PAUSE_BEFORE_COMMIT_S"
 HOLD_WRITE_FILE = "CFP_TEST_SPARK_HOLD_WRITE_FILE"
 
 
@@ -38,6 +35,5 @@ def clock_skew_s() -> float:
 def spark_commit_pauses() -> CommitPauses:
     return CommitPauses(
         after_commit_s=_seconds(PAUSE_AFTER_COMMIT),
-        before_commit_s=_seconds(PAUSE_BEFORE_COMMIT),
         hold_file=os.environ.get(HOLD_WRITE_FILE, "").strip(),
     )

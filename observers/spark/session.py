@@ -96,11 +96,10 @@ SQL_CONF = {
 @dataclass(frozen=True, slots=True)
 class CommitPauses:
     """Pauses the tests of real hosts ask for (`processor/faults.py`), each once: after the
-    first commit, before its checkpoints; before the second write starts; the second write held
-    in flight (its transaction open, its rows not yet written). 0 or "": none."""
+    first commit, before its checkpoints; the second write held in flight (its transaction
+    open, its rows not yet written). 0 or "": none."""
 
     after_commit_s: float = 0.0
-    before_commit_s: float = 0.0
     hold_file: str = ""  # holds the second write inside Spark until this file exists
 
 

@@ -300,10 +300,6 @@ class SparkSink:
             for lease, batches in per_lease.items()
         }
         hold: Hold | None = None
-        if self._written and (pause := self._pauses.before_commit_s):
-            self._pauses = dataclasses.replace(self._pauses, before_commit_s=0.0)
-            log.info("spark.pausing_before_commit", seconds=pause)
-            time.sleep(pause)
         if self._written and (flag := self._pauses.hold_file):
             self._pauses = dataclasses.replace(self._pauses, hold_file="")
             log.info("spark.holding_write", until=flag)

@@ -86,7 +86,7 @@ ZOMBIE = ("write", "a", 3, (("take", "b"), ("write", "b", 4, (), 0)))
 
 
 @settings(
-    max_examples=4,
+    max_examples=2,
     deadline=None,
     database=None,
     phases=[Phase.explicit, Phase.generate],  # no shrinking: each run is seconds of Spark

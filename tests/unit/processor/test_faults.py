@@ -9,8 +9,7 @@ from processor import faults
 
 
 def test_every_point_is_off_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    names = (faults.CLOCK_SKEW, faults.PAUSE_AFTER_COMMIT, faults.PAUSE_BEFORE_COMMIT)
-    for name in (*names, faults.HOLD_WRITE_FILE):
+    for name in (faults.CLOCK_SKEW, faults.PAUSE_AFTER_COMMIT, faults.HOLD_WRITE_FILE):
         monkeypatch.delenv(name, raising=False)
     assert faults.clock_skew_s() == 0.0
     assert faults.spark_commit_pauses() == CommitPauses()
@@ -18,8 +17,7 @@ def test_every_point_is_off_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_set_points_are_read_as_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(faults.CLOCK_SKEW, "-300")
-    monkeypatch.setenv(faults.PAUSE_BEFORE_COMMIT, "10")
+    monkeypatch.setenv(faults.PAUSE_AFTER_COMMIT, "10")
     monkeypatch.setenv(faults.HOLD_WRITE_FILE, "/tmp/go")
-    monkeypatch.delenv(faults.PAUSE_AFTER_COMMIT, raising=False)
     assert faults.clock_skew_s() == -300.0
-    assert faults.spark_commit_pauses() == CommitPauses(before_commit_s=10.0, hold_file="/tmp/go")
+    assert faults.spark_commit_pauses() == CommitPauses(after_commit_s=10.0, hold_file="/tmp/go")
