@@ -29,7 +29,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 from hypothesis import strategies as st
@@ -90,19 +90,16 @@ class CommittedThenLost(Exception):
     """The commit landed; its answer did not (an ambiguous commit)."""
 
 
-class Gate:
+class Gate(Protocol):
     """Holds one write inside its Delta transaction: `hold` wraps its DataFrame, `started`
     tells it is held, `release` lets it go on. The model's or real Delta's (files that the
     held Spark task polls)."""
 
-    def hold(self, frame: Any) -> Any:
-        raise NotImplementedError
+    def hold(self, frame: Any) -> Any: ...
 
-    def started(self) -> bool:
-        raise NotImplementedError
+    def started(self) -> bool: ...
 
-    def release(self) -> None:
-        raise NotImplementedError
+    def release(self) -> None: ...
 
 
 class Proxy:

@@ -216,7 +216,7 @@ class SparkSink:
         if fencing:
             await asyncio.wait(fencing)
         outcomes = await asyncio.to_thread(self._commit, per_lease)
-        spark_s = time.monotonic() - started
+        took = time.monotonic() - started
         done: list[Pending] = []
         written: list[Written] = []
         for lease, outcome in outcomes.items():
@@ -229,26 +229,28 @@ class SparkSink:
                 self._fail(lease, per_lease[lease], outcome)
         if not written:
             return
+        rows, appended = sum(w.rows for w in written), sum(w.appended for w in written)
+        commits, synced = sum(w.attempts for w in written), sum(w.synced for w in written)
         st = self.stats
         st.writes += 1
-        st.rows += sum(w.rows for w in written)
-        st.appended += sum(w.appended for w in written)
-        st.skipped += sum(w.skipped for w in written)
-        st.commits += sum(w.attempts for w in written)
-        st.syncs += sum(w.synced for w in written)
-        st.seconds += time.monotonic() - started
+        st.rows += rows
+        st.appended += appended
+        st.skipped += rows - appended
+        st.commits += commits
+        st.syncs += synced
+        st.seconds += took
         log.info(
             "spark.committed",
-            rows=sum(w.rows for w in written),
-            appended=sum(w.appended for w in written),
+            rows=rows,
+            appended=appended,
             leases=len(written),
-            commits=sum(w.attempts for w in written),
-            synced=sum(w.synced for w in written),
-            seconds=round(time.monotonic() - started, 3),
-            spark_s=round(spark_s, 3),
+            commits=commits,
+            synced=synced,
+            seconds=round(took, 3),
+            spark_s=round(took, 3),
         )
-        if skipped := sum(w.skipped for w in written):
-            log.info("spark.replay_skipped", rows=skipped)
+        if rows > appended:
+            log.info("spark.replay_skipped", rows=rows - appended)
         if self._settling is not None:
             await self._settling  # one write settles while the next is written, no more
         self._settling = asyncio.create_task(self._settle(done), name="spark-settle")
