@@ -6,11 +6,15 @@ Starts a dedicated Azurite, emulates a feed (cached in .bench/spark_ingest/ betw
 
   (a) ours       one `cfp run --observer spark --until-caught-up` host with an embedded session
                  and a local --output: reading the shards, decoding, Arrow conversion, the
-                 change log's MERGEs (insert-if-absent) and the checkpoints; timed from the host's
-                 start (its Spark observer open: session and tables) until every lease is
-                 caught up; (a') the same from the process's start. The state job runs once
-                 at the start and not again (--state-interval one hour): this measures the
-                 change log.
+                 change log's fenced appends (a fence and a floor read per lease, then one
+                 append per lease and write) and the checkpoints. Warm: the events after its
+                 first commit, over the time from it until every lease is caught up; best of
+                 --runs hosts (3), each into an empty --output (the baseline is a best of 3
+                 too). (a") the same from the host's start (its Spark observer open: session
+                 and tables), (a') from the process's start. The state job first runs one
+                 --state-interval (an hour) after its lease is taken: this measures the change
+                 log.
+  (c) the same   through a warm `cfp spark-connect` server (`--no-connect` leaves it out).
   (b) baseline   the same rows, read back from (a)'s change log as one ready `pyarrow.Table`,
                  appended to a fresh Delta table with `spark.createDataFrame(table)` in a warm
                  session with the same master and settings (best of 3); (b') from that session's
@@ -204,12 +208,17 @@ async def main() -> None:
     parser.add_argument("--events-per-segment", type=int, default=60_000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument(
+        "--runs", type=int, default=3, help="hosts run for (a), each afresh; the best counts"
+    )
+    parser.add_argument(
         "--no-connect", action="store_true", help="leave out the host on Spark Connect (c)"
     )
     args = parser.parse_args()
     shape = {"segments": args.segments, "events_per_segment": args.events_per_segment}
-    rows, run = await ingest(args.master, **shape)
-    table = read_back(parse_output(str(WORKDIR / "out")).changes)
+    runs = [await ingest(args.master, **shape) for _ in range(args.runs)]
+    rows, run = max(runs, key=lambda r: r[1].warm_rows / r[1].warm_seconds)
+    tried = ", ".join(f"{r.warm_rows / r.warm_seconds:,.0f}" for _, r in runs)
+    table = read_back(parse_output(str(WORKDIR / "out")).changes)  # the last run's
     remote = None if args.no_connect else await ingest(args.master, remote=True, **shape)
     base_seconds, cold_seconds = baseline(table, args.master)
     base = table.num_rows / base_seconds
@@ -217,7 +226,7 @@ async def main() -> None:
     print(f"spark_ingest: {rows:,} events, master {args.master}")
     print(
         f"(a) ours, warm: feed to Delta change log {warm:>9,.0f} events/s  ({run.warm_rows:,} "
-        f"events after its first commit in {run.warm_seconds:.1f} s)"
+        f"events after its first commit in {run.warm_seconds:.1f} s; best of {len(runs)}: {tried})"
     )
     print(f"(b) baseline: append to Delta            {base:>9,.0f} events/s  (warm, best of 3)")
     print(f"    (a) / (b) = {warm / base:.2f}x  (target >= 0.5; both warm)")

@@ -180,7 +180,7 @@ class Run:
     session_of: Callable[[str], Any]
     gate: Callable[[], Gate]
     processor: str = "p"
-    fence_ahead: bool = False  # a taker commits its fence at once (as the Spark sink does)
+    fence_ahead: bool = False  # a taker fences and reads its floor at once (as the Spark sink)
     lease: LeaseRow = field(default_factory=LeaseRow)
     hosts: dict[str, HostView] = field(default_factory=dict)
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -212,8 +212,13 @@ class Run:
             view.epoch = self.lease.epoch
             view.cursor = view.committed = self.lease.checkpoint
             self.open(view)
-            if self.fence_ahead and view.fence is not None:
-                self.log.fence_ahead(Proxy(self.session_of(host), self.tick, False), view.fence)
+            if self.fence_ahead and view.fence is not None:  # as soon as it can (the sink's
+                # fence at open, its floor read at the first batch): zombies act after both
+                session, fence = Proxy(self.session_of(host), self.tick, False), view.fence
+                self.log.fence_ahead(session, fence)
+                self.log.sync(
+                    session, fence, at_least=position(view.cursor), generation=fence.generation
+                )
         elif kind == "checkpoint":
             if self.holds(host) and view.committed > self.lease.checkpoint:
                 self.lease.checkpoint = view.committed

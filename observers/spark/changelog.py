@@ -122,12 +122,21 @@ class ChangeLog:
             fence.unsync()
             raise
 
-    def sync(self, session: Any, fence: LeaseFence, *, at_least: str | None) -> int:
+    def sync(
+        self,
+        session: Any,
+        fence: LeaseFence,
+        *,
+        at_least: str | None,
+        generation: int | None = None,
+    ) -> int:
         """Commit the lease's fence at its next version unless done already (`fence_ahead`),
         then read its floor from a snapshot taken after it (positions from `at_least` on:
-        Delta's file statistics skip the rest). Returns the commits tried."""
+        Delta's file statistics skip the rest). Returns the commits tried. A sync ahead of the
+        lease's first write (`generation`: when it was asked for) that the lease outlived (it
+        unsynced since) leaves it unsynced."""
         attempts = 0 if fence.fenced else self.fence_ahead(session, fence)
-        fence.synced_at(self.max_position(session, fence.lease, at_least))
+        fence.synced_at(self.max_position(session, fence.lease, at_least), generation)
         return attempts
 
     def fence_ahead(self, session: Any, fence: LeaseFence) -> int:

@@ -76,8 +76,11 @@ class LeaseFence:
         if generation == self.generation:
             self.fenced = True
 
-    def synced_at(self, floor: str | None) -> None:
-        """The fence committed and the floor was read after it."""
+    def synced_at(self, floor: str | None, generation: int | None = None) -> None:
+        """The fence committed and the floor was read after it (a sync begun in `generation`
+        does not count if the lease unsynced since)."""
+        if generation is not None and generation != self.generation:
+            return
         self.floor = floor
         self.fenced = self.synced = True
         self.checked = False

@@ -25,16 +25,23 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import structlog
 
 from observers.spark.changelog import ChangeLog, Hold, LeaseFenced, Written
 from observers.spark.fence import LeaseFence, app_id
+from observers.spark.lease_writes import (
+    Writer,
+    append_each,
+    fence_ahead,
+    sync_ahead,
+    wants_sync,
+)
 from observers.spark.output import parse_output
 from observers.spark.records import made_up_changes
 from observers.spark.session import SparkOptions, new_session, open_session
@@ -44,7 +51,6 @@ from observers.spark.write_queue import Pending, WriteQueue
 log = structlog.get_logger("cfp.spark")
 
 WARM_UP_WRITES = 3
-SIDE_BY_SIDE = 8  # leases' appends of one write in flight at once
 HOLD_POLL_S = 0.2
 
 
@@ -67,16 +73,6 @@ async def in_daemon_thread(fn: Callable[[], None]) -> None:
 
     threading.Thread(target=run, name="spark-open", daemon=True).start()
     await done
-
-
-class Writer(Protocol):
-    """Commits one lease's rows (blocking); the Spark one is `ChangeLog`."""
-
-    def write(
-        self, session: Any, fence: LeaseFence, table: pa.Table, *, hold: Hold | None = None
-    ) -> Written: ...
-
-    def fence_ahead(self, session: Any, fence: LeaseFence) -> int: ...
 
 
 @dataclass(slots=True)
@@ -122,6 +118,7 @@ class SparkSink:
         self._failed: dict[str, BaseException] = {}  # lease -> why its last write failed
         self._fences: dict[str, LeaseFence] = {}  # lease -> where its writes stand
         self._fencing: dict[str, asyncio.Task[None]] = {}  # lease -> its fence, committing
+        self._asked: dict[str, int] = {}  # lease -> the generation its sync ahead was asked in
         self._flusher: asyncio.Task[None] | None = None
         self._settling: asyncio.Task[None] | None = None
         self._written = 0  # Spark writes committed
@@ -186,9 +183,24 @@ class SparkSink:
     ) -> asyncio.Future[None]:
         """Queue one batch; the future resolves once it is committed and `on_commit` ran.
         Waits while twice a write's worth is pending (back-pressure on the readers)."""
+        self._sync_ahead(lease, table)
         item = Pending(lease, table, on_commit)
         await self._queue.put(item)
         return item.done
+
+    def _sync_ahead(self, lease: str, table: pa.Table) -> None:
+        """The first batch of a lease not synced yet: its floor read (after its fence) starts
+        now, from the batch's first position, so that its first write finds it done."""
+        fence = self._fences.get(lease)
+        if fence is None or not wants_sync(fence, table, self._asked, failed=lease in self._failed):
+            return
+        self._asked[lease] = fence.generation
+        first = pc.min(table["position"]).as_py()
+        before = self._fencing.get(lease)
+        ahead = sync_ahead(
+            self.changes, self.session, fence, before, at_least=first, generation=fence.generation
+        )
+        self._fencing[lease] = asyncio.create_task(ahead)
 
     async def _flush_loop(self) -> None:
         # warmed up while the host already takes its leases and reads ahead: their first
@@ -207,7 +219,7 @@ class SparkSink:
 
     async def _flush(self) -> None:
         items, _, _ = await self._queue.take_write()
-        items = self._drop_failed(items)
+        items = drop_failed(items, self._failed)
         if not items:
             return
         started = time.monotonic()
@@ -224,7 +236,9 @@ class SparkSink:
                 written.append(outcome)
                 done.extend(per_lease[lease])
                 if outcome.synced:  # the cost of taking a lease, in the change log
-                    log.info("spark.synced", lease=lease, seconds=round(outcome.sync_s, 3))
+                    log.info(
+                        "spark.synced", lease=lease, seconds=round(outcome.sync_s, 3), ahead=False
+                    )
             else:
                 self._fail(lease, per_lease[lease], outcome)
         if not written:
@@ -274,18 +288,6 @@ class SparkSink:
         for item in items:
             _resolve(item.done, error)
 
-    def _drop_failed(self, items: list[Pending]) -> list[Pending]:
-        """Fail the batches of leases whose earlier write failed: writing them would let their
-        checkpoint pass the lost batch."""
-        kept = []
-        for item in items:
-            error = self._failed.get(item.lease)
-            if error is None:
-                kept.append(item)
-            else:
-                _resolve(item.done, error)
-        return kept
-
     async def _settle(self, items: list[Pending]) -> None:
         """A committed write's checkpoints, one per lease (its newest batch's mark covers the
         older ones). Runs beside the next Spark write."""
@@ -297,10 +299,7 @@ class SparkSink:
     def _commit(self, per_lease: Mapping[str, list[Pending]]) -> dict[str, Written | BaseException]:
         """One write: each lease's rows appended, side by side (blocking); per lease, what
         was written or why not."""
-        tables = {
-            lease: pa.concat_tables(i.table for i in batches).combine_chunks()
-            for lease, batches in per_lease.items()
-        }
+        tables = {lease: _joined(batches) for lease, batches in per_lease.items()}
         hold: Hold | None = None
         if self._written and (flag := self._pauses.hold_file):
             self._pauses = dataclasses.replace(self._pauses, hold_file="")
@@ -308,48 +307,6 @@ class SparkSink:
             hold = _held_until(flag)
         self._written += 1
         return append_each(self.changes, self.session, self._fences, tables, hold)
-
-
-async def fence_ahead(
-    writer: Writer, session: Any, fence: LeaseFence, before: asyncio.Task[None] | None
-) -> None:
-    """The lease's fence, committed while its first batches are read (taking a lease costs a
-    commit: not in front of its first write), after the fence of its last open (`before`). A
-    failure costs nothing: the first write syncs itself."""
-    if before is not None:
-        await asyncio.wait([before])
-    try:
-        await asyncio.to_thread(writer.fence_ahead, session, fence)
-    except Exception as e:
-        log.warning("spark.fence_ahead_failed", lease=fence.lease, error=repr(e)[:1000])
-
-
-def append_each(
-    writer: Writer,
-    session: Any,
-    fences: dict[str, LeaseFence],
-    tables: Mapping[str, pa.Table],
-    hold: Hold | None,
-) -> dict[str, Written | BaseException]:
-    """Each lease's rows appended, side by side (blocking); per lease, what was written or why
-    not. `hold` (tests) holds the first lease's append only: one task slot, not the server."""
-
-    def one(lease: str) -> Written | BaseException:
-        table = tables[lease]
-        if table.num_rows == 0:  # every event was left out (the output's own container)
-            return Written(0, 0)
-        fence = fences.get(lease)
-        if fence is None:  # a lease that was never opened here (tests of the sink alone)
-            fence = fences[lease] = LeaseFence(lease, lease, 0)
-        try:
-            return writer.write(session, fence, table, hold=hold if lease == min(tables) else None)
-        except Exception as e:
-            return e
-
-    if len(tables) == 1:
-        return {lease: one(lease) for lease in tables}
-    with ThreadPoolExecutor(min(SIDE_BY_SIDE, len(tables)), "spark-append") as pool:
-        return dict(zip(tables, pool.map(one, tables), strict=True))
 
 
 def warm_up(session: Any, rows: int, *, is_closed: Callable[[], bool]) -> None:
@@ -394,6 +351,24 @@ def _held_until(flag: str) -> Hold:
         return frame.mapInArrow(wait_then_pass, frame.schema)
 
     return hold
+
+
+def _joined(batches: list[Pending]) -> pa.Table:
+    """One lease's batches of a write as one Arrow table, one chunk: Spark's one hand-over."""
+    return pa.concat_tables(i.table for i in batches).combine_chunks()
+
+
+def drop_failed(items: list[Pending], failed: Mapping[str, BaseException]) -> list[Pending]:
+    """Fail the batches of leases whose earlier write failed (writing them would let their
+    checkpoint pass the lost batch); the others."""
+    kept = []
+    for item in items:
+        error = failed.get(item.lease)
+        if error is None:
+            kept.append(item)
+        else:
+            _resolve(item.done, error)
+    return kept
 
 
 def _per_lease(items: Sequence[Pending]) -> dict[str, list[Pending]]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import Phase, find, given, settings
+from hypothesis import Phase, example, find, given, settings
 from hypothesis import strategies as st
 
 from observers.spark.changelog import ChangeLog
@@ -154,8 +154,17 @@ def run(
     return game, delta
 
 
+# a zombie woken between the owner's fence and its floor read (a floor read before the fence
+# lets its rows in twice)
+WOKEN_AFTER_THE_FENCE = [
+    ("take", "a"),
+    ("write", "a", 3, (("take", "b"), ("write", "b", 3, (), 0)), 2),
+]
+
+
 @settings(max_examples=300, deadline=None)
 @given(schedules(), st.booleans())
+@example(schedule=WOKEN_AFTER_THE_FENCE, ahead=False)
 def test_each_event_once_whoever_writes_and_whenever(schedule: list[Step], ahead: bool) -> None:
     """Owners that fence at their first write, or when they take the lease."""
     run(schedule, fence_ahead=ahead)
@@ -219,6 +228,16 @@ def test_a_lease_reopened_at_its_epoch_never_uses_a_version_twice() -> None:
     used.append(fence.next_version())
     assert used == sorted(set(used)) and used[-1] == txn_version(5, 0)
     assert not fence.synced
+
+
+def test_a_sync_ahead_that_the_lease_outlived_leaves_it_unsynced() -> None:
+    fence = LeaseFence("00", "p/00", 4)
+    asked = fence.generation
+    fence.reopened(4)  # opened again while its floor was being read
+    fence.synced_at(position(3), asked)
+    assert not fence.synced and fence.floor is None
+    fence.synced_at(position(3), fence.generation)
+    assert fence.synced and fence.floor == position(3)
 
 
 def test_rows_at_or_below_the_floor_are_left_out() -> None:

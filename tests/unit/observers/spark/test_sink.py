@@ -38,6 +38,7 @@ class FakeLog:
         self.gate.set()
         self.entered = threading.Event()
         self.fenced_ahead: list[tuple[str, int]] = []
+        self.synced_ahead: list[tuple[str, int, str | None]] = []
         self._lock = threading.Lock()
 
     def fence_ahead(self, session: Any, fence: LeaseFence) -> int:
@@ -46,6 +47,16 @@ class FakeLog:
             assert not any(lease == fence.lease for lease, _ in self.writes[-1:])
         fence.fenced_in(fence.generation)
         return 1
+
+    def sync(
+        self, session: Any, fence: LeaseFence, *, at_least: str | None, generation: int | None
+    ) -> int:
+        with self._lock:
+            self.synced_ahead.append((fence.lease, fence.epoch, at_least))
+            assert fence.fenced, "the floor read before the fence"
+            assert not any(lease == fence.lease for lease, _ in self.writes[-1:])
+        fence.synced_at(None, generation)
+        return 0
 
     def write(
         self, session: Any, fence: LeaseFence, table: pa.Table, *, hold: Hold | None = None
@@ -143,6 +154,10 @@ async def test_a_fenced_lease_fails_alone_and_its_next_open_syncs_at_its_new_epo
             await fenced_then_reopened(s, log, mark)
     assert checkpoints == ["01/2", "00/again"]
     assert log.fenced_ahead == [("00", 3), ("01", 3), ("00", 5)]  # at each open, before writes
+    first = [(lease, epoch) for lease, epoch, _ in log.synced_ahead]
+    assert first == [("00", 3), ("01", 3), ("00", 5)]  # the floor at its first batch, after it
+    assert [w for w in log.writes if w[0] == "00"] == [("00", ["id-0-1"])] * 2
+    assert log.synced_ahead[1][2] == rows("01", 2)["position"][0].as_py()  # from its first event
     fenced = [e for e in logged if e["event"] == "spark.fenced"]
     assert [(e["lease"], e["epoch"]) for e in fenced] == [("00", 3)]
 
