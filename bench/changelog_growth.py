@@ -10,14 +10,14 @@ writes into an empty one.
             a month at a time and compacted (OPTIMIZE) after each month. Made once with Spark and
             kept in .bench/changelog_growth/. The state and history tables are marked as having
             applied those months, so the host's state job has nothing of them to fold: this
-            measures the change log's insert-if-absent MERGE, which should read only the files
-            whose `position` range overlaps its batch (`observers.spark.changelog`).
+            measures the change log's fenced appends, whose only reads are each lease's floor
+            (the highest position from the lease's first batch on: the partition and Delta's
+            statistics keep it to a few files) and the check after its first append.
 
 (a) and (b) take turns, --rounds times. Prints each run's rate and the ratio of the best of each
-(target >= 0.8: the log's growth does not slow its writes; single runs vary by 20% here),
-and the files each of (b)'s MERGEs read against the table's files, from Delta's own metrics of
-the MERGE (number of target files after / before skipping), which the host's Spark writes to an
-event log (`spark.eventLog.*`, through --spark-conf; Delta leaves them out of the commit).
+(target >= 0.8: the log's growth does not slow its writes; single runs vary by 20% here), and
+what taking a lease cost in each: its fence commit and its floor read, in ms, from the host's
+log (`spark.fence_committed`, `spark.synced`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import asyncio
 import json
 import shutil
 from pathlib import Path
+from statistics import median
 from typing import Any
-from urllib.parse import urlsplit
 
 from deltalake import DeltaTable, QueryBuilder
 
@@ -143,61 +143,22 @@ def mark_applied(spark: Any, output: Output) -> None:
     spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
 
 
-def merge_files(eventlog: Path, changes: str) -> list[tuple[int, int]]:
-    """For each MERGE into the change log at `changes` in the Spark event log under `eventlog`:
-    the table's files before data skipping and the files it read after (Delta's own metrics of
-    the MERGE)."""
-    events = [
-        json.loads(line) for f in eventlog.rglob("events_*") for line in f.read_text().splitlines()
+def lease_takes(host_log: Path) -> list[tuple[str, float, float]]:
+    """Per lease, from a host's JSON log: its fence commit's and its floor read's ms."""
+    events = [json.loads(line) for line in host_log.read_text().splitlines() if line]
+    fences = {e["lease"]: e["seconds"] for e in events if e["event"] == "spark.fence_committed"}
+    floors = {e["lease"]: e["seconds"] for e in events if e["event"] == "spark.synced"}
+    return [
+        (lease, 1000 * fences[lease], 1000 * floors.get(lease, 0.0)) for lease in sorted(fences)
     ]
-    values: dict[int, int] = {}
-    for e in events:
-        if e["Event"].endswith("SparkListenerDriverAccumUpdates"):
-            for acc, value in e["accumUpdates"]:
-                values[acc] = values.get(acc, 0) + value
-    target = f"{urlsplit(changes).path.rstrip('/')}]"  # the plan says Delta[version=N, file:<path>]
-    found = []
-    for e in events:
-        if not e["Event"].endswith("SparkListenerSQLExecutionStart"):
-            continue
-        merge = _nodes(e["sparkPlanInfo"], "Execute MergeIntoCommand")
-        if not merge or target not in e.get("physicalPlanDescription", ""):
-            continue
-        metrics = {m["name"]: m["accumulatorId"] for m in merge}
-        found.append(
-            (
-                values.get(metrics["number of target files before skipping"], 0),
-                values.get(metrics["number of target files after skipping"], 0),
-            )
-        )
-    return found
 
 
-def _nodes(plan: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    """The metrics of the nodes called `name` in a plan tree of the event log."""
-    found = list(plan.get("metrics", [])) if plan.get("nodeName") == name else []
-    for child in plan.get("children", []):
-        found += _nodes(child, name)
-    return found
-
-
-async def grown_run(
-    master: str, grown: Path
-) -> tuple[tuple[int, float, float, str], list[tuple[int, int]]]:
-    """(b) once, with the files each of its change-log MERGEs read."""
-    eventlog = WORKDIR / "eventlog"
-    shutil.rmtree(eventlog, ignore_errors=True)
-    eventlog.mkdir(parents=True)
-    run = await ingest_rate(
-        master,
-        start_from=grown,
-        extra=(
-            "--spark-conf", "spark.eventLog.enabled=true",
-            "--spark-conf", f"spark.eventLog.dir={eventlog.as_uri()}",
-            "--spark-conf", "spark.eventLog.compress=false",
-        ),
-    )  # fmt: skip
-    return run, merge_files(eventlog, parse_output(str(INGEST_WORKDIR / "out")).changes)
+async def taking_run(
+    master: str, grown: Path | None
+) -> tuple[tuple[int, float, float, str], list[tuple[str, float, float]]]:
+    """(a) (`grown` None) or (b) once, with what taking each lease cost."""
+    run = await ingest_rate(master, start_from=grown)
+    return run, lease_takes(INGEST_WORKDIR / "bench.log")
 
 
 async def main() -> None:
@@ -207,19 +168,22 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="(a) then (b), this many times")
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
-    empty_runs = [await ingest_rate(args.master)]
+    first_run, first_takes = await taking_run(args.master, None)
+    empty_runs, takes = [first_run], {"empty": first_takes, "grown": []}
     shards, first = feed_shape(parse_output(str(INGEST_WORKDIR / "out")).changes)
     grown = WORKDIR / f"grown-{args.rows}-{args.months}-{'.'.join(shards)}"
     print(f"changelog_growth: building {grown.name} (once)", flush=True)
     build_grown(grown, shards, first, args.rows, args.months, args.master)
     prefilled = DeltaTable(parse_output(str(grown)).changes)
-    grown_runs, merges = [], []
+    grown_runs = []
     for n in range(args.rounds):
         if n:
-            empty_runs.append(await ingest_rate(args.master))
-        run, read = await grown_run(args.master, grown)
+            run, took = await taking_run(args.master, None)
+            empty_runs.append(run)
+            takes["empty"] += took
+        run, took = await taking_run(args.master, grown)
         grown_runs.append(run)
-        merges += read
+        takes["grown"] += took
     print(
         f"changelog_growth: {empty_runs[0][0]:,} events, master {args.master}, "
         f"best of {args.rounds}"
@@ -232,11 +196,15 @@ async def main() -> None:
     )
     full = _report(grown_runs)
     print(f"    grown / empty = {full / empty:.2f}x  (target >= 0.8)")
-    files = ", ".join(f"{after} of {before}" for before, after in merges)
-    print(
-        f"    files (b)'s {len(merges)} change-log MERGEs read, of the table's (Delta's data "
-        f"skipping): {files}"
-    )
+    for kind, found in takes.items():
+        fence = median(f for _, f, _ in found)
+        floor = median(f for _, _, f in found)
+        print(
+            f"    taking a lease, {kind}: fence {fence:,.0f} ms, floor read {floor:,.0f} ms "
+            f"(medians of {len(found)}; each: "
+            + ", ".join(f"{f:,.0f}+{r:,.0f}" for _, f, r in found)
+            + ")"
+        )
 
 
 def _report(runs: list[tuple[int, float, float, str]]) -> float:
