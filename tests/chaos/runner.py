@@ -8,7 +8,9 @@ counts cycling through `--shards`, each segment `Publishing` then finalized), an
 hosts write the Delta tables into Azurite's blob storage through ABFS (`abfs://`, through the
 proxy: the faults reach the change log's commits, its checkpoints and the state job's MERGEs;
 `--tables local` writes them to a folder instead). Then it applies the schedule of
-`schedule.make_schedule(seed)`, stops the faults, lets the hosts catch up, and checks the
+`schedule.make_schedule(seed)`, stops the faults, makes a zombie with a Spark write in flight
+(`zombie.py`: Delta must refuse its append; `--no-zombie` leaves it out), lets the hosts catch
+up, and checks the
 invariants of `invariants.py` (the change log read with delta-rs), the state and history tables
 with `cfp verify`, and the lease table at rest. The lease table and the state job's row are
 sampled every 0.25 s for the whole run. It prints a summary
@@ -47,6 +49,7 @@ from processor.changefeed.layout import SEGMENT_INTERVAL
 from processor.connection import ENV_VAR, azurite_connection_string, storage_access
 from processor.emulator.azurite import ROOT, Azurite
 from processor.emulator.emulator import Emulator, EmulatorConfig
+from processor.faults import HOLD_WRITE_FILE
 from tests.chaos.invariants import (
     Delivery,
     backward_moves,
@@ -57,6 +60,7 @@ from tests.chaos.invariants import (
 )
 from tests.chaos.proxy import FaultyProxy
 from tests.chaos.schedule import KINDS, Fault, make_schedule
+from tests.chaos.zombie import Zombie, pause_in_flight
 from tests.conftest import quick_jvms
 from tests.helpers import read_all
 
@@ -80,6 +84,7 @@ class ChaosConfig:
     shards: tuple[int, ...] = (2, 3, 4, 3)
     settle_s: float = 300.0
     tables: str = "abfs"  # or "local": a folder of workdir
+    zombie: bool = True  # after the storm, a host paused with its write in flight (`zombie.py`)
 
     @property
     def output(self) -> Output:
@@ -100,6 +105,7 @@ class Report:
     failed_writes: Counter[str] = field(default_factory=Counter)  # by log event
     abfs: tuple[int, int] = (0, 0)  # the tables' ABFS connections cut, and chunks delayed
     drains: list[float] = field(default_factory=list)  # seconds from SIGTERM to exit
+    zombie: str = "none made"  # what became of the host paused with its write in flight
 
     def note(self, started: float, text: str) -> None:
         self.timeline.append(f"[{time.monotonic() - started:7.1f}s] {text}")
@@ -134,6 +140,7 @@ class Report:
                 if self.drains
                 else ""
             ),
+            f"  zombie with a write in flight: {self.zombie}",
             f"  caught up after the faults in {self.settle_s:.1f}s",
         ]
         if self.problems:
@@ -187,7 +194,9 @@ class Hosts:
     def name(self, i: int) -> str:
         return f"h{i}"
 
-    def start(self, i: int, *, skew_s: float = 0.0) -> None:
+    def start(self, i: int, *, skew_s: float = 0.0, hold: Path | None = None) -> None:
+        """Start host `i` (`hold`: its second Spark write held in flight until that file
+        exists, `zombie.py`)."""
         old = self.procs.get(i)
         if old is not None and old.poll() is None:  # two processes under one name: a bug here
             raise RuntimeError(f"h{i} is still running (pid {old.pid}): not starting it twice")
@@ -202,6 +211,8 @@ class Hosts:
             "CFP_TEST_CLOCK_SKEW_S": str(skew_s),
             RUN_MARKER: str(c.workdir),  # inherited by each host's JVM: see `outliving`
         }
+        if hold is not None:
+            env[HOLD_WRITE_FILE] = str(hold)
         cmd = [
             sys.executable, "-m", "processor", "run",
             "--processor-name", PROCESSOR, "--lease-table", TABLE, "--host-name", self.name(i),
@@ -384,6 +395,7 @@ def change_log_ids(output: Output, conn: str) -> Counter[str]:
 
 
 STALL_S = 60.0  # a settle this long asks the hosts for their stacks (SIGUSR1)
+ZOMBIE_PATIENCE_S = 90.0  # for each step of making the zombie (`zombie.py`)
 GRACE_S = 120.0  # deploy/'s grace period after SIGTERM (k8s, compose), then SIGKILL
 
 
@@ -396,6 +408,7 @@ class Chaos:
         self.recoveries: list[asyncio.Task[None]] = []
         self.kills: list[tuple[float, str]] = []
         self.faults_ended = self.stopping_at = 0.0
+        self.zombie: Zombie | None = None
 
     def note(self, text: str) -> None:
         self.report.note(self.started, text)
@@ -424,6 +437,8 @@ class Chaos:
                     self.hosts.start(i)
                 self.note(f"{c.hosts} hosts started; workload running")
                 await self._storm(workload)
+                if c.zombie:
+                    await self._zombie(store)
                 await self._settle(workload, store, direct)
                 sampling.set()
                 await sampler
@@ -460,6 +475,25 @@ class Chaos:
                 self.hosts.signal(i, signal.SIGCONT)
             if not self.hosts.is_up(i):
                 self.hosts.start(i)
+
+    async def _zombie(self, store: TableLeaseStore) -> None:
+        """A host paused with its Spark write in flight, its leases fenced by others meanwhile
+        (`zombie.py`); counted as a pause (its takeover time)."""
+        c = self.config
+        zombie = await pause_in_flight(
+            self.hosts,
+            store,
+            c.workdir,
+            count=c.hosts,
+            patience_s=ZOMBIE_PATIENCE_S,
+            note=self.note,
+        )
+        if zombie is None:
+            self.report.problems.append("no zombie with a write in flight could be made")
+            return
+        self.zombie = zombie
+        self.kills.append((zombie.paused_at, zombie.host))
+        self.report.applied["zombie"] += 1
 
     def _crashes(self) -> None:
         for crash in self.hosts.exited_on_their_own():
@@ -602,6 +636,14 @@ class Chaos:
         )
         if not deliveries:
             self.report.problems.append("no batch.delivering lines in the host logs")
+        if self.zombie is not None:
+            found = self.zombie.problems(self.hosts.logged)
+            self.report.problems += found
+            self.report.zombie = f"{self.zombie.host}, leases {', '.join(self.zombie.leases)}: " + (
+                "not refused (see FAILED)"
+                if found
+                else "its append refused by Delta (spark.fenced)"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -619,6 +661,11 @@ def main(argv: list[str] | None = None) -> int:
         help="where the hosts write the Delta tables: Azurite's blob storage (through the faults) "
         "or a local folder",
     )
+    parser.add_argument(
+        "--no-zombie",
+        action="store_true",
+        help="leave out the host paused with its Spark write in flight after the storm",
+    )
     args = parser.parse_args(argv)
     quick_jvms()  # as in `make test`: four hosts' JVMs share two cores
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cfp-chaos-"))
@@ -630,6 +677,7 @@ def main(argv: list[str] | None = None) -> int:
         expiry_s=args.expiry,
         kinds=tuple(k for k in args.kinds.split(",") if k),
         tables=args.tables,
+        zombie=not args.no_zombie,
     )
     print(f"chaos: seed {config.seed}, work folder {workdir}", flush=True)
     try:

@@ -4,6 +4,7 @@ fails on the history it exists to catch."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -22,6 +23,7 @@ from tests.chaos.invariants import (
 )
 from tests.chaos.runner import takeover_times
 from tests.chaos.schedule import KINDS, make_schedule
+from tests.chaos.zombie import Zombie
 
 SEGMENT = "idx/segments/2026/01/01/0000/meta.json"
 
@@ -127,3 +129,16 @@ def test_a_state_job_unwritten_too_long_or_never_moving_after_the_faults_is_caug
     renewed = [(9.0, job_row("a", "v1")), *((10.0 + i, job_row(str(i), "v1")) for i in range(9))]
     (stuck,) = job_stalls(renewed, since=10.0, until=19.0, limit_s=8)
     assert "did not move" in stuck
+
+
+def test_a_zombie_whose_write_in_flight_was_not_refused_is_caught() -> None:
+    zombie = Zombie("h1", 10.0, ("00", "01"), fenced_before=1)
+    earlier = {"event": "spark.fenced", "host": "h1", "error": "... while it was in flight ..."}
+    skipped = {"event": "spark.fenced", "host": "h1", "error": "Delta skipped it: ..."}
+    other = {"event": "spark.fenced", "host": "h2", "error": "... while it was in flight ..."}
+
+    def logged(*lines: dict[str, object]) -> Any:
+        return lambda *_events: list(lines)
+
+    assert zombie.problems(logged(earlier, skipped, other)) != []  # not its own, nor after it
+    assert zombie.problems(logged(earlier, skipped, earlier)) == []

@@ -1,0 +1,126 @@
+"""The chaos run's zombie with a write in flight, on the tables in Azurite through the fault proxy.
+
+Once the storm is over, one host that holds leases is restarted with its second Spark write held
+inside Spark (its Delta transaction open: `CFP_TEST_SPARK_HOLD_WRITE_FILE`), stopped with SIGSTOP
+while it is held, and woken with SIGCONT only once other hosts own its leases and have committed
+their fences. Delta must refuse the held append (the fence landed while it was in flight), the
+host must log `spark.fenced`, and the run's invariants (each event once in the change log,
+`cfp verify`) must still hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from leases import TableLeaseStore
+
+FENCE_EVENTS = ("spark.fence_committed", "spark.synced")
+POLL_S = 0.25
+
+
+class ChaosHosts(Protocol):
+    """What the zombie needs of the runner's hosts."""
+
+    def name(self, i: int) -> str: ...
+    def is_up(self, i: int) -> bool: ...
+    def start(self, i: int, *, skew_s: float = 0.0, hold: Path | None = None) -> None: ...
+    def signal(self, i: int, sig: signal.Signals) -> None: ...
+    async def drain(self, i: int) -> tuple[int, float]: ...
+    def logged(self, *events: str) -> list[dict[str, object]]: ...
+
+
+@dataclass(frozen=True)
+class Zombie:
+    """A host paused with a write in flight: its name, when it was paused, the leases it held
+    (taken and fenced by others before it was woken), and its `spark.fenced` lines before."""
+
+    host: str
+    paused_at: float
+    leases: tuple[str, ...]
+    fenced_before: int
+
+    def problems(self, logged: Callable[..., list[dict[str, object]]]) -> list[str]:
+        """Its write in flight must have been refused by Delta, and said so."""
+        fenced = [e for e in logged("spark.fenced") if e.get("host") == self.host]
+        refused = [e for e in fenced[self.fenced_before :] if "in flight" in str(e.get("error"))]
+        if refused:
+            return []
+        return [
+            f"{self.host}, paused with a Spark write in flight and woken after its leases "
+            f"{list(self.leases)} were fenced by other hosts, never logged spark.fenced for it "
+            f"(its spark.fenced lines: {fenced[self.fenced_before :]})"
+        ]
+
+
+async def pause_in_flight(
+    hosts: ChaosHosts,
+    store: TableLeaseStore,
+    workdir: Path,
+    *,
+    count: int,
+    patience_s: float,
+    note: Callable[[str], None],
+) -> Zombie | None:
+    """Make a zombie of a host that holds leases (None: no host held any, or none wrote twice
+    within `patience_s`: noted). Returns once it is woken; `Zombie.problems` checks it later."""
+    owners = {x.owner for x in await store.list_leases() if x.owner}
+    chosen = [i for i in range(count) if hosts.is_up(i) and hosts.name(i) in owners]
+    if not chosen:
+        note("zombie: no host holds a lease; none made")
+        return None
+    i, name = chosen[0], hosts.name(chosen[0])
+    flag = workdir / f"zombie-{name}"
+    hosts.signal(i, signal.SIGTERM)
+    await hosts.drain(i)
+    hosts.start(i, hold=flag)
+    note(f"zombie: {name} restarted with its second Spark write held in flight")
+    paused = False
+    try:
+        if not await _within(patience_s, Path(f"{flag}.held").exists):
+            note(f"zombie: {name} wrote nothing twice in {patience_s:g}s; none made")
+            return None
+        fenced_before = sum(1 for e in hosts.logged("spark.fenced") if e.get("host") == name)
+        fences_before = _fences(hosts)
+        held = tuple(sorted(x.token for x in await store.list_leases() if x.owner == name))
+        hosts.signal(i, signal.SIGSTOP)
+        paused, paused_at = True, time.monotonic()
+        note(f"zombie: {name} paused with its write in flight (leases {list(held)})")
+
+        async def fenced_by_others() -> bool:
+            leases = {x.token: x.owner for x in await store.list_leases()}
+            now = _fences(hosts)
+            return all(leases.get(t) not in (None, name) for t in held) and all(
+                now[t] > fences_before[t] for t in held
+            )
+
+        if not await _within(patience_s, fenced_by_others):
+            note(f"zombie: {name}'s leases were not all taken and fenced in {patience_s:g}s")
+        return Zombie(name, paused_at, held, fenced_before)
+    finally:
+        flag.touch()  # the held write goes on to its commit
+        if paused:
+            hosts.signal(i, signal.SIGCONT)
+            note(f"zombie: {name} woken")
+
+
+def _fences(hosts: ChaosHosts) -> Counter[str]:
+    """Fences committed (or syncs done) so far, per lease, by any host."""
+    return Counter(str(e.get("lease")) for e in hosts.logged(*FENCE_EVENTS))
+
+
+async def _within(seconds: float, check: Callable[[], bool | Awaitable[bool]]) -> bool:
+    """Poll `check` until it holds (True) or `seconds` pass (False)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found if isinstance(found, bool) else await found:
+            return True
+        await asyncio.sleep(POLL_S)
+    return False
