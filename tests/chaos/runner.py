@@ -4,13 +4,13 @@
 
 Starts Azurite (on a data folder that survives its restarts), a `FaultyProxy` in front of its blob
 and table ports (the hosts see only the proxy), a live emulated workload (new segments, shard
-counts cycling through `--shards`, each segment `Publishing` then finalized), and the hosts. The
+counts cycling through `--shards`, each segment `Publishing` then finalized), and the hosts, the
+first of them made a zombie with a Spark write in flight (`zombie.py`: Delta must refuse its
+append; `--no-zombie` leaves it out). The
 hosts write the Delta tables into Azurite's blob storage through ABFS (`abfs://`, through the
 proxy: the faults reach the change log's commits, its checkpoints and the state job's MERGEs;
 `--tables local` writes them to a folder instead). Then it applies the schedule of
-`schedule.make_schedule(seed)`, stops the faults, makes a zombie with a Spark write in flight
-(`zombie.py`: Delta must refuse its append; `--no-zombie` leaves it out), lets the hosts catch
-up, and checks the
+`schedule.make_schedule(seed)`, stops the faults, lets the hosts catch up, and checks the
 invariants of `invariants.py` (the change log read with delta-rs), the state and history tables
 with `cfp verify`, and the lease table at rest. The lease table and the state job's row are
 sampled every 0.25 s for the whole run. It prints a summary
@@ -60,7 +60,7 @@ from tests.chaos.invariants import (
 )
 from tests.chaos.proxy import FaultyProxy
 from tests.chaos.schedule import KINDS, Fault, make_schedule
-from tests.chaos.zombie import Zombie, pause_in_flight
+from tests.chaos.zombie import Zombie, start_with_a_zombie
 from tests.conftest import quick_jvms
 from tests.helpers import read_all
 
@@ -84,7 +84,7 @@ class ChaosConfig:
     shards: tuple[int, ...] = (2, 3, 4, 3)
     settle_s: float = 300.0
     tables: str = "abfs"  # or "local": a folder of workdir
-    zombie: bool = True  # after the storm, a host paused with its write in flight (`zombie.py`)
+    zombie: bool = True  # before the storm, a host paused with its write in flight (`zombie.py`)
 
     @property
     def output(self) -> Output:
@@ -395,7 +395,7 @@ def change_log_ids(output: Output, conn: str) -> Counter[str]:
 
 
 STALL_S = 60.0  # a settle this long asks the hosts for their stacks (SIGUSR1)
-ZOMBIE_PATIENCE_S = 90.0  # for each step of making the zombie (`zombie.py`)
+ZOMBIE_PATIENCE_S = 120.0  # for each step of making the zombie (`zombie.py`)
 GRACE_S = 120.0  # deploy/'s grace period after SIGTERM (k8s, compose), then SIGKILL
 
 
@@ -433,12 +433,13 @@ class Chaos:
                 await store.open()
                 workload = asyncio.create_task(self.workload.run())
                 sampler = asyncio.create_task(_sample(store, samples, sampling))
-                for i in range(c.hosts):
-                    self.hosts.start(i)
-                self.note(f"{c.hosts} hosts started; workload running")
-                await self._storm(workload)
                 if c.zombie:
                     await self._zombie(store)
+                else:
+                    for i in range(c.hosts):
+                        self.hosts.start(i)
+                self.note(f"{c.hosts} hosts started; workload running")
+                await self._storm(workload)
                 await self._settle(workload, store, direct)
                 sampling.set()
                 await sampler
@@ -477,10 +478,10 @@ class Chaos:
                 self.hosts.start(i)
 
     async def _zombie(self, store: TableLeaseStore) -> None:
-        """A host paused with its Spark write in flight, its leases fenced by others meanwhile
-        (`zombie.py`); counted as a pause (its takeover time)."""
+        """The hosts started, the first of them a zombie with a Spark write in flight, its
+        leases fenced by the others meanwhile (`zombie.py`)."""
         c = self.config
-        zombie = await pause_in_flight(
+        zombie = await start_with_a_zombie(
             self.hosts,
             store,
             c.workdir,
@@ -492,7 +493,6 @@ class Chaos:
             self.report.problems.append("no zombie with a write in flight could be made")
             return
         self.zombie = zombie
-        self.kills.append((zombie.paused_at, zombie.host))
         self.report.applied["zombie"] += 1
 
     def _crashes(self) -> None:
@@ -664,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-zombie",
         action="store_true",
-        help="leave out the host paused with its Spark write in flight after the storm",
+        help="leave out the host paused with its Spark write in flight before the storm",
     )
     args = parser.parse_args(argv)
     quick_jvms()  # as in `make test`: four hosts' JVMs share two cores

@@ -1,9 +1,9 @@
 """The chaos run's zombie with a write in flight, on the tables in Azurite through the fault proxy.
 
-Once the storm is over, one host that holds leases is restarted with its second Spark write held
-inside Spark (its Delta transaction open: `CFP_TEST_SPARK_HOLD_WRITE_FILE`), stopped with SIGSTOP
-while it is held, and woken with SIGCONT only once other hosts own its leases and have committed
-their fences. Delta must refuse the held append (the fence landed while it was in flight), the
+Before the storm, the first host starts alone, with its second Spark write held inside Spark (its
+Delta transaction open: `CFP_TEST_SPARK_HOLD_WRITE_FILE`); alone, it owns every lease and writes.
+It is stopped with SIGSTOP while the write is held, the other hosts start, and it is woken with
+SIGCONT only once they own its leases and have committed their fences. Delta must refuse the held append (the fence landed while it was in flight), the
 host must log `spark.fenced`, and the run's invariants (each event once in the change log,
 `cfp verify`) must still hold.
 """
@@ -32,7 +32,6 @@ class ChaosHosts(Protocol):
     def is_up(self, i: int) -> bool: ...
     def start(self, i: int, *, skew_s: float = 0.0, hold: Path | None = None) -> None: ...
     def signal(self, i: int, sig: signal.Signals) -> None: ...
-    async def drain(self, i: int) -> tuple[int, float]: ...
     def logged(self, *events: str) -> list[dict[str, object]]: ...
 
 
@@ -59,7 +58,7 @@ class Zombie:
         ]
 
 
-async def pause_in_flight(
+async def start_with_a_zombie(
     hosts: ChaosHosts,
     store: TableLeaseStore,
     workdir: Path,
@@ -68,30 +67,25 @@ async def pause_in_flight(
     patience_s: float,
     note: Callable[[str], None],
 ) -> Zombie | None:
-    """Make a zombie of a host that holds leases (None: no host held any, or none wrote twice
-    within `patience_s`: noted). Returns once it is woken; `Zombie.problems` checks it later."""
-    owners = {x.owner for x in await store.list_leases() if x.owner}
-    chosen = [i for i in range(count) if hosts.is_up(i) and hosts.name(i) in owners]
-    if not chosen:
-        note("zombie: no host holds a lease; none made")
-        return None
-    i, name = chosen[0], hosts.name(chosen[0])
+    """Start the `count` hosts, the first of them made a zombie (None: it did not write twice
+    within `patience_s`, noted). Returns once it is woken; `Zombie.problems` checks it later."""
+    name = hosts.name(0)
     flag = workdir / f"zombie-{name}"
-    hosts.signal(i, signal.SIGTERM)
-    await hosts.drain(i)
-    hosts.start(i, hold=flag)
-    note(f"zombie: {name} restarted with its second Spark write held in flight")
+    hosts.start(0, hold=flag)
+    note(f"zombie: {name} started alone, its second Spark write to be held in flight")
     paused = False
     try:
         if not await _within(patience_s, Path(f"{flag}.held").exists):
             note(f"zombie: {name} wrote nothing twice in {patience_s:g}s; none made")
             return None
+        held = tuple(sorted(x.token for x in await store.list_leases() if x.owner == name))
         fenced_before = sum(1 for e in hosts.logged("spark.fenced") if e.get("host") == name)
         fences_before = _fences(hosts)
-        held = tuple(sorted(x.token for x in await store.list_leases() if x.owner == name))
-        hosts.signal(i, signal.SIGSTOP)
+        hosts.signal(0, signal.SIGSTOP)
         paused, paused_at = True, time.monotonic()
         note(f"zombie: {name} paused with its write in flight (leases {list(held)})")
+        for i in range(1, count):
+            hosts.start(i)
 
         async def fenced_by_others() -> bool:
             leases = {x.token: x.owner for x in await store.list_leases()}
@@ -106,8 +100,11 @@ async def pause_in_flight(
     finally:
         flag.touch()  # the held write goes on to its commit
         if paused:
-            hosts.signal(i, signal.SIGCONT)
+            hosts.signal(0, signal.SIGCONT)
             note(f"zombie: {name} woken")
+        for i in range(1, count):
+            if not hosts.is_up(i):
+                hosts.start(i)
 
 
 def _fences(hosts: ChaosHosts) -> Counter[str]:
