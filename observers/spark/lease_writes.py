@@ -104,8 +104,8 @@ def append_each(
         if table.num_rows == 0:  # every event was left out (the output's own container)
             return Written(0, 0)
         fence = fences.get(lease)
-        if fence is None:  # a lease that was never opened here (tests of the sink alone)
-            fence = fences[lease] = LeaseFence(lease, lease, 0)
+        if fence is None:  # a batch of a lease never opened here: a bug, never written unfenced
+            return RuntimeError(f"lease {lease}: a batch came before the lease was opened")
         try:
             return writer.write(session, fence, table, hold=hold if lease == min(tables) else None)
         except Exception as e:

@@ -5,7 +5,9 @@ still checkpointed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +76,17 @@ class FakeLog:
         return Written(table.num_rows, table.num_rows, 1)
 
 
-def sink(tmp_path: Path, log: FakeLog, **options: Any) -> SparkSink:
+@contextlib.asynccontextmanager
+async def sink(
+    tmp_path: Path, log: FakeLog, *, leases: tuple[str, ...] = ("00", "01"), **options: Any
+) -> AsyncIterator[SparkSink]:
+    """An open sink on `log`, with `leases` opened at epoch 1 (the sink writes no lease that
+    was never opened)."""
     settings = SparkOptions(parse_output(str(tmp_path)), max_wait_s=0.05, min_rows=1, **options)
-    return SparkSink(settings, writer=log, session=object())
+    async with SparkSink(settings, writer=log, session=object()) as s:
+        for lease in leases:
+            s.open_lease(lease, 1)
+        yield s
 
 
 def rows(lease: str, *seqs: int) -> pa.Table:
@@ -150,7 +160,7 @@ async def test_a_fenced_lease_fails_alone_and_its_next_open_syncs_at_its_new_epo
         return on_commit
 
     with capture_logs() as logged:
-        async with sink(tmp_path, log, max_rows=10) as s:
+        async with sink(tmp_path, log, leases=(), max_rows=10) as s:
             await fenced_then_reopened(s, log, mark)
     assert checkpoints == ["01/2", "00/again"]
     assert log.fenced_ahead == [("00", 3), ("01", 3), ("00", 5)]  # at each open, before writes
@@ -233,6 +243,14 @@ async def test_an_observer_builds_its_arrow_rows_off_the_event_loop(
     assert threads and threading.get_ident() not in threads
 
 
+async def test_a_batch_of_a_lease_never_opened_is_refused_unwritten(tmp_path: Path) -> None:
+    log = FakeLog()
+    async with sink(tmp_path, log, leases=("01",)) as s:
+        with pytest.raises(RuntimeError, match="lease 00: a batch came before the lease was"):
+            await (await s.submit("00", rows("00", 1), _nothing))
+    assert log.writes == []
+
+
 async def test_a_lease_whose_write_failed_refuses_its_next_batch(tmp_path: Path) -> None:
     log = FakeLog(fail={"00"})
     ctx = PartitionContext(lease_token="00", host_name="h", epoch=1)
@@ -291,6 +309,7 @@ async def test_batches_are_taken_while_warming_up_and_written_after_it(tmp_path:
 
     settings = SparkOptions(parse_output(str(tmp_path)), max_wait_s=0.05, min_rows=1)
     async with SparkSink(settings, writer=log, session=object(), warm_up=warm_up) as s:
+        s.open_lease("00", 1)
         assert await asyncio.to_thread(warming.wait, patience.left_s())
         first = await s.submit("00", rows("00", 1), _nothing)
         await asyncio.sleep(0.2)  # several max_wait_s: a write would have started by now
@@ -307,6 +326,7 @@ async def test_a_failed_warm_up_only_costs_slower_first_writes(tmp_path: Path) -
     log = FakeLog()
     settings = SparkOptions(parse_output(str(tmp_path)), max_wait_s=0.05, min_rows=1)
     async with SparkSink(settings, writer=log, session=object(), warm_up=warm_up) as s:
+        s.open_lease("00", 1)
         await (await s.submit("00", rows("00", 1), _nothing))
     assert log.writes == [("00", ["id-0-1"])]
 
