@@ -7,7 +7,7 @@ Uses the feed of `bench/spark_ingest.py` (cached in .bench/spark_ingest/) and a 
 Azurite, then:
 
   (a) hosts    one `cfp run --observer spark --until-caught-up` host into the change log
-               (insert-if-absent MERGEs, checkpoints in the lease table), timed from the host's
+               (fenced appends, checkpoints in the lease table), timed from the host's
                start, its Spark session open and its tables made (not counted), until every
                lease is caught up; (a') from its process's start.
   (b) source   `spark.readStream.format("blobchangefeed")` into a Delta table with a

@@ -1,9 +1,9 @@
 """The Delta tables under `--output`: how they are made, a clear error for an old layout, and
 the one step that brings tables of an older cfp up to date.
 
-`OUTPUT/changes` (the change log) is partitioned by `shard`: a writer's MERGE reads and may only
-conflict with the partitions of the leases it writes, so hosts writing other leases never fail
-each other's commits. Change data feed is on: the state job reads the rows each commit added.
+`OUTPUT/changes` (the change log) is partitioned by `shard`: a lease's floor read (`changelog.py`)
+reads its own partition only, and checkpoints every 100 commits (a commit per lease and write).
+Change data feed is on: the state job reads the rows each commit added.
 `OUTPUT/state` (one row per blob) and `OUTPUT/history` (one per version of a blob) have
 deletion vectors on, so that a MERGE writes the rows it changes rather than rewriting whole
 files. Each is made with `CREATE TABLE IF NOT EXISTS`; two hosts making one at the same moment
