@@ -60,6 +60,7 @@ class LeaseFence:
     synced: bool = False  # ... and the floor read after it
     checked: bool = False  # a write since the last sync was seen in the table
     generation: int = 0  # bumped at every unsync: a fence begun before does not count
+    asked: int = -1  # the generation in which a sync ahead of the first write was last asked
 
     def next_version(self) -> int:
         """The version of the next write (or fence), consumed."""
@@ -70,6 +71,14 @@ class LeaseFence:
         """A write failed or its outcome is unknown: sync again before the next one."""
         self.fenced = self.synced = self.checked = False
         self.generation += 1
+
+    def ask_sync(self) -> bool:
+        """Whether a sync ahead of the lease's next write is due (not synced, none asked since
+        it last unsynced); if so, it counts as asked."""
+        if self.synced or self.asked == self.generation:
+            return False
+        self.asked = self.generation
+        return True
 
     def fenced_in(self, generation: int) -> None:
         """The fence begun in `generation` committed: it counts unless the lease unsynced since."""

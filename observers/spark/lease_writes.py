@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -42,25 +42,9 @@ async def fence_ahead(
     """The lease's fence, committed while its first batches are read (taking a lease costs a
     commit: not in front of its first write), after the fence of its last open (`before`). A
     failure costs nothing: the first write syncs itself."""
-    if before is not None:
-        await asyncio.wait([before])
-    started = time.monotonic()
-    try:
-        await asyncio.to_thread(writer.fence_ahead, session, fence)
-    except Exception as e:
-        log.warning("spark.fence_ahead_failed", lease=fence.lease, error=repr(e)[:1000])
-        return
-    log.info("spark.fence_committed", lease=fence.lease, seconds=_since(started))
-
-
-def wants_sync(
-    fence: LeaseFence, table: pa.Table, asked: Mapping[str, int], *, failed: bool
-) -> bool:
-    """A batch is the lease's first since it opened or unsynced (`asked`: the generation of each
-    lease's last sync ahead), and the lease is neither synced nor failed."""
-    return not (
-        fence.synced or failed or table.num_rows == 0 or asked.get(fence.lease) == fence.generation
-    )
+    fence_it = functools.partial(writer.fence_ahead, session, fence)
+    if (took := await _after(before, fence, "fence_ahead", fence_it)) is not None:
+        log.info("spark.fence_committed", lease=fence.lease, seconds=took)
 
 
 async def sync_ahead(
@@ -76,17 +60,26 @@ async def sync_ahead(
     half of taking a lease, done while its first write waits for other batches or for Spark.
     A failure costs nothing: the first write syncs itself; nor does a lease that unsynced
     since `generation` (when it was asked for) count it."""
+    sync = functools.partial(writer.sync, session, fence, at_least=at_least, generation=generation)
+    took = await _after(before, fence, "sync_ahead", sync)
+    if took is not None and fence.synced:  # the cost of taking a lease (with the fence's)
+        log.info("spark.synced", lease=fence.lease, seconds=took, ahead=True)
+
+
+async def _after(
+    before: asyncio.Task[None] | None, fence: LeaseFence, what: str, call: Callable[[], int]
+) -> float | None:
+    """`call` (blocking, in a thread) once `before` is done: its seconds, or None when it
+    failed (logged as `spark.<what>_failed`)."""
     if before is not None:
         await asyncio.wait([before])
     started = time.monotonic()
     try:
-        sync = functools.partial(writer.sync, at_least=at_least, generation=generation)
-        await asyncio.to_thread(sync, session, fence)
+        await asyncio.to_thread(call)
     except Exception as e:
-        log.warning("spark.sync_ahead_failed", lease=fence.lease, error=repr(e)[:1000])
-        return
-    if fence.synced:  # the cost of taking a lease, in the change log (with the fence's)
-        log.info("spark.synced", lease=fence.lease, seconds=_since(started), ahead=True)
+        log.warning(f"spark.{what}_failed", lease=fence.lease, error=repr(e)[:1000])
+        return None
+    return round(time.monotonic() - started, 3)
 
 
 def append_each(
@@ -115,7 +108,3 @@ def append_each(
         return {lease: one(lease) for lease in tables}
     with ThreadPoolExecutor(min(SIDE_BY_SIDE, len(tables)), "spark-append") as pool:
         return dict(zip(tables, pool.map(one, tables), strict=True))
-
-
-def _since(started: float) -> float:
-    return round(time.monotonic() - started, 3)

@@ -35,13 +35,7 @@ import structlog
 
 from observers.spark.changelog import ChangeLog, Hold, LeaseFenced, Written
 from observers.spark.fence import LeaseFence, app_id
-from observers.spark.lease_writes import (
-    Writer,
-    append_each,
-    fence_ahead,
-    sync_ahead,
-    wants_sync,
-)
+from observers.spark.lease_writes import Writer, append_each, fence_ahead, sync_ahead
 from observers.spark.output import parse_output
 from observers.spark.records import made_up_changes
 from observers.spark.session import SparkOptions, new_session, open_session
@@ -118,7 +112,6 @@ class SparkSink:
         self._failed: dict[str, BaseException] = {}  # lease -> why its last write failed
         self._fences: dict[str, LeaseFence] = {}  # lease -> where its writes stand
         self._fencing: dict[str, asyncio.Task[None]] = {}  # lease -> its fence, committing
-        self._asked: dict[str, int] = {}  # lease -> the generation its sync ahead was asked in
         self._flusher: asyncio.Task[None] | None = None
         self._settling: asyncio.Task[None] | None = None
         self._written = 0  # Spark writes committed
@@ -192,9 +185,8 @@ class SparkSink:
         """The first batch of a lease not synced yet: its floor read (after its fence) starts
         now, from the batch's first position, so that its first write finds it done."""
         fence = self._fences.get(lease)
-        if fence is None or not wants_sync(fence, table, self._asked, failed=lease in self._failed):
+        if fence is None or table.num_rows == 0 or lease in self._failed or not fence.ask_sync():
             return
-        self._asked[lease] = fence.generation
         first = pc.min(table["position"]).as_py()
         before = self._fencing.get(lease)
         ahead = sync_ahead(

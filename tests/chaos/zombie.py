@@ -3,9 +3,9 @@
 Before the storm, the first host starts alone, with its second Spark write held inside Spark (its
 Delta transaction open: `CFP_TEST_SPARK_HOLD_WRITE_FILE`); alone, it owns every lease and writes.
 It is stopped with SIGSTOP while the write is held, the other hosts start, and it is woken with
-SIGCONT only once they own its leases and have committed their fences. Delta must refuse the held append (the fence landed while it was in flight), the
-host must log `spark.fenced`, and the run's invariants (each event once in the change log,
-`cfp verify`) must still hold.
+SIGCONT only once they own its leases and have committed their fences. Delta must refuse the held
+append (the fence landed while it was in flight), the host must log `spark.fenced`, and the run's
+invariants (each event once in the change log, `cfp verify`) must still hold.
 """
 
 from __future__ import annotations
@@ -37,11 +37,10 @@ class ChaosHosts(Protocol):
 
 @dataclass(frozen=True)
 class Zombie:
-    """A host paused with a write in flight: its name, when it was paused, the leases it held
-    (taken and fenced by others before it was woken), and its `spark.fenced` lines before."""
+    """A host paused with a write in flight: its name, the leases it held (taken and fenced by
+    others before it was woken), and its `spark.fenced` lines before."""
 
     host: str
-    paused_at: float
     leases: tuple[str, ...]
     fenced_before: int
 
@@ -82,7 +81,7 @@ async def start_with_a_zombie(
         fenced_before = sum(1 for e in hosts.logged("spark.fenced") if e.get("host") == name)
         fences_before = _fences(hosts)
         hosts.signal(0, signal.SIGSTOP)
-        paused, paused_at = True, time.monotonic()
+        paused = True
         note(f"zombie: {name} paused with its write in flight (leases {list(held)})")
         for i in range(1, count):
             hosts.start(i)
@@ -96,7 +95,7 @@ async def start_with_a_zombie(
 
         if not await _within(patience_s, fenced_by_others):
             note(f"zombie: {name}'s leases were not all taken and fenced in {patience_s:g}s")
-        return Zombie(name, paused_at, held, fenced_before)
+        return Zombie(name, held, fenced_before)
     finally:
         flag.touch()  # the held write goes on to its commit
         if paused:

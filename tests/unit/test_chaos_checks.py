@@ -132,7 +132,7 @@ def test_a_state_job_unwritten_too_long_or_never_moving_after_the_faults_is_caug
 
 
 def test_a_zombie_whose_write_in_flight_was_not_refused_is_caught() -> None:
-    zombie = Zombie("h1", 10.0, ("00", "01"), fenced_before=1)
+    zombie = Zombie("h1", ("00", "01"), fenced_before=1)
     earlier = {"event": "spark.fenced", "host": "h1", "error": "... while it was in flight ..."}
     skipped = {"event": "spark.fenced", "host": "h1", "error": "Delta skipped it: ..."}
     other = {"event": "spark.fenced", "host": "h2", "error": "... while it was in flight ..."}
