@@ -13,9 +13,9 @@ AZURITE_DIR ?= .azurite
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
 	@echo "make test       lint, type-check, unit and integration tests (starts its own Azurite)"
-	@echo "make chaos      hosts, Azurite and the network failing at random (SEED=1 DURATION=60 HOSTS=4)"
-	@echo "make image      the container image cfp:local, with docker or podman (see docs/deploy.md)"
-	@echo "make image-test containers of the image: a fleet (kill one, stop one), the whole topology"
+	@echo "make chaos      hosts, Azurite and the network failing at random (SEED=1 DURATION=60 HOSTS=4 SPARK=connect|embedded)"
+	@echo "make image      the images cfp:host (thin hosts, no Java) and cfp:spark, with docker or podman"
+	@echo "make image-test containers of them: a fleet, a Spark standalone cluster, a lost worker"
 	@echo "make lock       the dependency locks again, after a change to pyproject.toml"
 	@echo "make docs       the reference pages made from the code (docs/reference/)"
 	@echo "make azurite    run Azurite in the foreground on the default ports (data in $(AZURITE_DIR)/)"
@@ -51,9 +51,12 @@ $(VENV)/.installed: pyproject.toml $(LOCK)
 docs: $(VENV)/.installed
 	$(PY) -m processor.cli.reference
 
-# after changing a dependency in pyproject.toml (tests/unit/test_locks.py fails until then)
+# after changing a dependency in pyproject.toml (tests/unit/test_locks.py fails until then): a
+# lock per role, the core, a thin host ([connect]), Spark ([spark]) and development ([dev])
 lock: $(VENV)/.installed
 	$(UV_COMPILE) -o deploy/requirements.lock
+	$(UV_COMPILE) --extra connect -o deploy/requirements-connect.lock
+	$(UV_COMPILE) --extra spark -o deploy/requirements-spark.lock
 	$(UV_COMPILE) --extra dev -o $(LOCK)
 
 $(AZURITE): deploy/local/package.json deploy/local/package-lock.json
@@ -117,7 +120,7 @@ test: install lint typecheck
 	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 tests --ignore=tests/image
 
 chaos: install
-	$(PY) -m tests.chaos.runner --seed $(or $(SEED),1) --duration $(or $(DURATION),60) --hosts $(or $(HOSTS),4)
+	$(PY) -m tests.chaos.runner --seed $(or $(SEED),1) --duration $(or $(DURATION),60) --hosts $(or $(HOSTS),4) --spark $(or $(SPARK),connect)
 
 chaos-ci: install
 	$(PY) -m tests.chaos.runner --seed 20261550 --duration 60 --hosts 4

@@ -28,12 +28,20 @@ class Dockerfile:
     copies: list[str] = field(default_factory=list)
 
 
-def dockerfile() -> Dockerfile:
-    """The instructions the tests check, with line continuations joined."""
+def dockerfile(target: str = "host") -> Dockerfile:
+    """The instructions the tests check of the stage `target` (an image: host or spark), with
+    line continuations joined; `copies` holds what every stage copies from the build context."""
     text = re.sub(r"\\\n", " ", (DEPLOY / "Dockerfile").read_text())
     out = Dockerfile()
+    stage = None
     for line in text.splitlines():
         word, _, rest = line.strip().partition(" ")
+        if word == "FROM":
+            stage = rest.split(" AS ")[-1].strip() if " AS " in rest else None
+        elif word == "COPY" and not rest.startswith("--from="):  # not from another stage
+            out.copies += shlex.split(rest)[:-1]
+        if stage != target:
+            continue
         if word == "ENV":
             out.env.update(dict(kv.split("=", 1) for kv in shlex.split(rest)))
         elif word == "ENTRYPOINT":
@@ -42,8 +50,6 @@ def dockerfile() -> Dockerfile:
             out.cmd = json.loads(rest)
         elif word == "HEALTHCHECK":
             out.healthcheck = json.loads(rest.split(" CMD ", 1)[1])
-        elif word == "COPY" and not rest.startswith("--from="):  # not from another stage
-            out.copies += shlex.split(rest)[:-1]
     return out
 
 

@@ -68,15 +68,18 @@ async def read_all(
         return records, reader
 
 
-def run_cfp(conn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """`cfp ARGS` against the account `conn`, to its end (as long as the test may wait)."""
+def run_cfp(
+    conn: str, *args: str, python: str = sys.executable, path: str = "/usr/bin:/bin"
+) -> subprocess.CompletedProcess[str]:
+    """`cfp ARGS` against the account `conn`, to its end (as long as the test may wait), run by
+    `python` (another virtualenv's: the checkout is its working directory) with PATH `path`."""
     return subprocess.run(
-        [sys.executable, "-m", "processor", *args],
+        [python, "-m", "processor", *args],
         capture_output=True,
         text=True,
         timeout=patience.left_s(),
         cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", ENV_VAR: conn},
+        env={"PATH": path, ENV_VAR: conn},
     )
 
 

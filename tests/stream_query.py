@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
 
 from observers.spark.output import parse_output
 from observers.spark.session import SparkOptions, open_session
+from processor.connection import ENV_VAR, storage_access
 from processor.streaming.registration import register
 
 
@@ -31,9 +33,16 @@ def main() -> int:
     parser.add_argument("--option", action="append", default=[])
     args = parser.parse_args()
     hooks = (register,) if args.register or not args.remote else ()
+    # a table in blob storage (abfs://) is in the account of CFP_CONNECTION_STRING: the
+    # session gets its credentials
+    on_account = "://" in args.table
     spark = open_session(
         SparkOptions(
-            parse_output("/unused"), master="local[2]", remote=args.remote, on_session=hooks
+            parse_output(args.table if on_account else "/unused"),
+            access=storage_access(os.environ[ENV_VAR]) if on_account else None,
+            master="local[2]",
+            remote=args.remote,
+            on_session=hooks,
         )
     )
     reader = spark.readStream.format("blobchangefeed")

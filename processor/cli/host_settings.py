@@ -13,6 +13,7 @@ from datetime import datetime
 from leases import HostId, LoadRule
 from observers import ObserverChoice, PluginLoadError
 from observers.formats import Format
+from observers.spark.install import require as require_pyspark
 from observers.spark.output import parse_output
 from observers.spark.session import SparkOptions, spark_conf
 from processor import connection, faults
@@ -169,6 +170,7 @@ def _delivery(o: RunOptions, spark: SparkOptions | None) -> DeliveryPolicy:
 
 
 def _spark(o: RunOptions, conn: str) -> SparkOptions:
+    require_pyspark(remote=o.spark_remote)
     return SparkOptions(
         parse_output(o.output or ""),
         access=connection.storage_access(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from observers import PluginLoadError
+from observers.spark.install import require as require_pyspark
 from observers.spark.output import (
     Output,
     StorageAccess,
@@ -104,8 +105,22 @@ def verify_command(
     tables with the `deltalake` package (no Spark). Exit status 0 only when all are equal; 1
     when they differ or cannot be read.
     """
-    from processor.admin.history_check import check_history  # noqa: PLC0415
-    from processor.admin.verify import VerifyError, compare, list_account, read_state  # noqa: PLC0415
+    try:
+        from processor.admin.history_check import check_history  # noqa: PLC0415
+        from processor.admin.verify import (  # noqa: PLC0415
+            VerifyError,
+            compare,
+            list_account,
+            read_state,
+        )
+    except ModuleNotFoundError as e:
+        if e.name != "deltalake":
+            raise
+        fail(
+            "cfp verify reads the Delta tables with the deltalake package, which this install "
+            "lacks: pip install 'changefeed-processor[verify]' (PySpark is not needed)",
+            2,
+        )
 
     where, access, feed = _where(output, connection_string, output_connection_string)
     conn = connection.resolve(connection_string)
@@ -209,6 +224,7 @@ def _spark_options(
     spark_conf_pairs: tuple[str, ...],
 ) -> SparkOptions:
     try:
+        require_pyspark(remote=spark_remote, what="this command")
         return SparkOptions(
             where,
             access=access,
@@ -217,8 +233,8 @@ def _spark_options(
             conf=spark_conf(spark_conf_pairs),
             on_session=(offer_source,),
         )
-    except PluginLoadError as e:
-        fail(str(e), 2)
+    except PluginLoadError as e:  # the command's own words, not --observer's
+        fail(e.problem, 2)
 
 
 def _with_session(options: SparkOptions, work: Callable[[Any], None]) -> None:
@@ -230,8 +246,8 @@ def _with_session(options: SparkOptions, work: Callable[[Any], None]) -> None:
 
     try:
         spark = open_session(options)
-    except PluginLoadError as e:
-        fail(str(e), 2)
+    except PluginLoadError as e:  # the command's own words, not --observer's
+        fail(e.problem, 2)
     try:
         for name, uri in (("changes", options.changes), ("state", options.state)):
             if not is_delta_table(spark, uri):

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from observers import PluginLoadError
+from observers.spark.install import require as require_pyspark
 from observers.spark.session import embedded_settings, spark_conf
 from processor import streaming
 from processor.cli.common import fail, say_error, spark_conf_option, spark_master_option
@@ -61,6 +62,7 @@ def spark_connect_command(
     credentials as session settings, so the server is started with none.
     """
     try:
+        require_pyspark(remote=None, what="cfp spark-connect")
         conf = embedded_settings(
             {
                 "spark.connect.grpc.binding.address": host,
@@ -68,8 +70,8 @@ def spark_connect_command(
                 **spark_conf(spark_conf_pairs),
             }
         )
-    except PluginLoadError as e:
-        fail(str(e), 2)
+    except PluginLoadError as e:  # the command's own words, not --observer's
+        fail(e.problem, 2)
     server = _start_server(conf, master=spark_master, log_dir=log_dir)
     stopping = threading.Event()  # read again at exit: a signal during the stop still counts
     for signum in (signal.SIGTERM, signal.SIGINT):

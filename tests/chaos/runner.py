@@ -63,6 +63,7 @@ from tests.chaos.schedule import KINDS, Fault, make_schedule
 from tests.chaos.zombie import Zombie, start_with_a_zombie
 from tests.conftest import quick_jvms
 from tests.helpers import read_all
+from tests.spark_cluster import spark_connect_server
 
 PROCESSOR = "chaos"
 TABLE = "chaosleases"
@@ -85,6 +86,7 @@ class ChaosConfig:
     settle_s: float = 300.0
     tables: str = "abfs"  # or "local": a folder of workdir
     zombie: bool = True  # before the storm, a host paused with its write in flight (`zombie.py`)
+    spark: str = "connect"  # thin hosts through one `cfp spark-connect`; or "embedded": a JVM each
 
     @property
     def output(self) -> Output:
@@ -119,8 +121,13 @@ class Report:
             else "none measured"
         )
         lines = [
-            f"chaos: seed {c.seed}, {c.duration_s:g}s of faults, {c.hosts} hosts, "
-            f"shards {','.join(map(str, c.shards))}",
+            f"chaos: seed {c.seed}, {c.duration_s:g}s of faults, {c.hosts} hosts ("
+            + (
+                "thin, through one Spark Connect server"
+                if c.spark == "connect"
+                else "each with an embedded Spark"
+            )
+            + f"), shards {','.join(map(str, c.shards))}",
             f"  faults applied:      {sum(self.applied.values())} "
             f"({', '.join(f'{k} {n}' for k, n in sorted(self.applied.items()))})",
             f"  events in the feed:  {self.events:,} (non-Control)",
@@ -183,9 +190,10 @@ async def outliving(workdir: Path, patience_s: float = 60.0) -> list[str]:
 class Hosts:
     """The host processes; logs append to `workdir/hN.log` across restarts."""
 
-    def __init__(self, config: ChaosConfig, conn: str) -> None:
+    def __init__(self, config: ChaosConfig, conn: str, remote: str | None = None) -> None:
         self.config = config
         self.conn = conn
+        self.remote = remote  # the Spark Connect server's URL; None: embedded sessions
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.paused: set[int] = set()
         self.exit_codes: list[tuple[str, int]] = []
@@ -219,8 +227,9 @@ class Hosts:
             "--lease-expiration", str(c.expiry_s), "--poll-interval", "0.5",
             "--max-batch-events", "200",
             "--observer", "spark", "--output", c.output.uri,
-            "--spark-master", "local[1]", "--spark-warm-up-rows", "0", "--spark-max-wait", "1",
-            "--spark-conf", "spark.ui.enabled=false",
+            *(("--spark-remote", self.remote) if self.remote else
+              ("--spark-master", "local[1]", "--spark-conf", "spark.ui.enabled=false")),
+            "--spark-warm-up-rows", "0", "--spark-max-wait", "1",
             # the state job runs often, so that the faults meet its reads and MERGEs too
             "--state-interval", "2",
         ]  # fmt: skip
@@ -422,7 +431,14 @@ class Chaos:
         table = await FaultyProxy(self.azurite.table_port).start()
         self.proxies = (blob, table)
         direct = self.azurite.connection_string
-        self.hosts = Hosts(c, azurite_connection_string(blob_port=blob.port, table_port=table.port))
+        server = contextlib.ExitStack()
+        remote = None
+        if c.spark == "connect":  # its writes reach Azurite through the proxy: the hosts' settings
+            (logs := c.workdir / "spark-connect").mkdir(exist_ok=True)
+            remote = server.enter_context(spark_connect_server(logs))
+            self.note(f"cfp spark-connect at {remote}")
+        via_proxy = azurite_connection_string(blob_port=blob.port, table_port=table.port)
+        self.hosts = Hosts(c, via_proxy, remote)
         self.workload = Workload(direct, c)
         samples = Samples()
         sampling = asyncio.Event()
@@ -445,6 +461,7 @@ class Chaos:
                 await sampler
         finally:
             self.hosts.kill_all()
+            server.close()
             self.report.abfs = (blob.abfs_cut, blob.abfs_delayed)
             for p in self.proxies:
                 await p.close()
@@ -662,6 +679,13 @@ def main(argv: list[str] | None = None) -> int:
         "or a local folder",
     )
     parser.add_argument(
+        "--spark",
+        choices=("connect", "embedded"),
+        default="connect",
+        help="the hosts write through one `cfp spark-connect` server (thin hosts, no JVM each), "
+        "or each through its own embedded Spark",
+    )
+    parser.add_argument(
         "--no-zombie",
         action="store_true",
         help="leave out the host paused with its Spark write in flight before the storm",
@@ -678,6 +702,7 @@ def main(argv: list[str] | None = None) -> int:
         kinds=tuple(k for k in args.kinds.split(",") if k),
         tables=args.tables,
         zombie=not args.no_zombie,
+        spark=args.spark,
     )
     print(f"chaos: seed {config.seed}, work folder {workdir}", flush=True)
     try:

@@ -13,7 +13,8 @@ from pathlib import Path
 from tests import patience
 
 ENGINE = os.environ.get("CFP_ENGINE", "podman")
-IMAGE = os.environ.get("CFP_IMAGE", "cfp:local")
+HOST_IMAGE = os.environ.get("CFP_HOST_IMAGE", "cfp:host")  # `make image`'s two images
+SPARK_IMAGE = os.environ.get("CFP_SPARK_IMAGE", "cfp:spark")
 PLUGINS = Path(__file__).resolve().parent  # paced.py, mounted as the hosts' own observer
 
 
@@ -56,17 +57,28 @@ class Fleet:
         )  # fmt: skip
         self.ports[name] = port
 
-    def launch(self, name: str, *argv: str, env: dict[str, str]) -> None:
-        """A container named for `name` running `cfp ARGV` in the background."""
-        engine("run", "--detach", *self._container_args(name, argv, env))
+    def launch(
+        self,
+        name: str,
+        *argv: str,
+        env: dict[str, str],
+        image: str = HOST_IMAGE,
+        entrypoint: str = "cfp",
+    ) -> None:
+        """A container of `image` named for `name` running `ENTRYPOINT ARGV` in the
+        background."""
+        args = self._container_args(name, argv, env, image)
+        engine("run", "--detach", "--entrypoint", entrypoint, *args)
         self.ports.setdefault(name, 0)
 
-    def run(self, name: str, *argv: str) -> str:
-        """`cfp ARGV` in a container named for `name`, in the foreground, removed after; what
-        it printed (whatever its exit status)."""
-        return engine("run", "--rm", *self._container_args(name, argv, {}), check=False)
+    def run(self, name: str, *argv: str, image: str = HOST_IMAGE) -> str:
+        """`cfp ARGV` in a container of `image` named for `name`, in the foreground, removed
+        after; what it printed (whatever its exit status)."""
+        return engine("run", "--rm", *self._container_args(name, argv, {}, image), check=False)
 
-    def _container_args(self, name: str, argv: tuple[str, ...], env: dict[str, str]) -> list[str]:
+    def _container_args(
+        self, name: str, argv: tuple[str, ...], env: dict[str, str], image: str
+    ) -> list[str]:
         variables = {"CFP_CONNECTION_STRING": self.conn, **env, **self.env}
         return [
             "--name", self.container(name), "--network=host", "--read-only", "--tmpfs", "/tmp",
@@ -74,7 +86,7 @@ class Fleet:
             *(["-v", f"{self.out}:/out"] if self.out.exists() else []),
             "-v", f"{PLUGINS}:/plugins:ro",
             *(arg for key, value in variables.items() for arg in ("-e", f"{key}={value}")),
-            IMAGE, *argv,
+            image, *argv,
         ]  # fmt: skip
 
     def container(self, name: str) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from observers.spark.jars import JARS_DIR_VAR
 from processor.host import probe
 from processor.host.config import DEFAULT_HTTP_PORT
@@ -38,18 +40,26 @@ def cfp_keys(mapping: dict[str, object]) -> set[str]:
     return {k for k in mapping if k.startswith("CFP_")}
 
 
-def test_dockerfile_runs_cfp_run_configured_only_by_known_variables() -> None:
-    d = dockerfile()
+@pytest.mark.parametrize("target", ["host", "spark"])
+def test_both_images_run_cfp_run_configured_only_by_known_variables(target: str) -> None:
+    d = dockerfile(target)
     assert d.entrypoint + d.cmd == ["cfp", "run"]
     check_cfp_args(d.entrypoint + d.cmd)
-    known = RUN_VARIABLES | {JARS_DIR_VAR}  # where the image keeps the Delta jars
+    # the spark image keeps the Delta jars, and says where; the host has none
+    known = RUN_VARIABLES | ({JARS_DIR_VAR} if target == "spark" else set())
     assert cfp_keys(d.env) <= known, cfp_keys(d.env) - known
-    assert "deploy/spark/pom.xml" in (DEPLOY / "Dockerfile").read_text()  # the jars' stage
     assert d.env["CFP_HTTP_HOST"] == "0.0.0.0" and int(d.env["CFP_HTTP_PORT"]) == DEFAULT_HTTP_PORT
     assert d.healthcheck[:3] == ["python", "-m", "processor.host.probe"]
     assert d.healthcheck[3] in routes()
     assert probe.DEFAULT_HTTP_PORT == DEFAULT_HTTP_PORT
-    for source in d.copies:
+
+
+def test_the_images_install_their_roles_locks() -> None:
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert "deploy/spark/pom.xml" in text  # the jars' stage
+    assert "COPY deploy/requirements-connect.lock" in text.split("AS host-venv")[1]
+    assert "COPY deploy/requirements-spark.lock" in text.split("AS spark-venv")[1]
+    for source in dockerfile().copies:
         assert (DEPLOY.parent / source).exists(), source
 
 

@@ -1,0 +1,132 @@
+"""A host's start-up: from its process's start to its first lease taken and to its first commit.
+
+    python -m bench.startup [--runs 3] [--events-per-segment 2000]
+
+Starts a dedicated Azurite, emulates a feed, and times, for each kind of host, `--runs` hosts
+started one after the other (each its own processor, so each takes every lease afresh):
+
+  thin      `cfp run --observer spark --spark-remote ...` from a virtualenv of the `[connect]`
+            role (pyspark-client, no JVM; made from deploy/requirements-connect.lock in
+            .bench/startup/), against a warm `cfp spark-connect` server (up, and one host's
+            writes done, before the first timed host starts);
+  embedded  `cfp run --observer spark --spark-master local[2]` from the development install:
+            its own JVM.
+
+The times are read from each host's own log (`lease.acquired`, `spark.committed`) against the
+moment the bench spawned it. The target (issue Q): a thin host takes its first lease within 3 s
+of its start. Also prints where the time goes before the first lease: the host's imports and
+set-up until `host.starting` is logged after its observer opened (`spark.opened`: the session
+and the tables).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from processor.emulator.azurite import ROOT, Azurite
+from tests.helpers import emulate_afresh
+from tests.spark_cluster import spark_connect_server
+from tests.venvs import virtualenv
+
+WORKDIR = ROOT / ".bench" / "startup"
+DEV_PYTHON = Path(sys.executable)
+
+
+@dataclass(frozen=True)
+class Start:
+    """Seconds from the spawn to each step the host logged."""
+
+    opened: float  # spark.opened: its session and tables ready
+    lease: float  # the first lease.acquired
+    commit: float  # the first spark.committed
+
+
+def log_time(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(str(event["timestamp"])).timestamp()
+
+
+def start_host(python: Path, conn: str, name: str, *spark: str) -> Start:
+    env = {"PATH": str(python.parent), "CFP_CONNECTION_STRING": conn, "CFP_LOG_JSON": "1"}
+    command = [
+        str(python), "-m", "processor", "run", "--processor-name", name,
+        "--lease-table", "cfpbenchstartup", "--no-http", "--until-caught-up",
+        "--observer", "spark", "--output", str(WORKDIR / "out" / name),
+        "--spark-warm-up-rows", "0", "--state-interval", "3600", *spark,
+    ]  # fmt: skip
+    spawned = time.time()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("{")]
+    (WORKDIR / f"{name}.log").write_text("\n".join(lines) + "\n")
+    if done.returncode != 0:
+        raise SystemExit(f"{name} failed ({done.returncode}):\n" + done.stderr[-3000:])
+    events = [json.loads(ln) for ln in lines]
+
+    def first(kind: str) -> float:
+        return next(log_time(e) for e in events if e.get("event") == kind) - spawned
+
+    return Start(first("spark.opened"), first("lease.acquired"), first("spark.committed"))
+
+
+def summary(kind: str, starts: list[Start]) -> str:
+    def med(values: list[float]) -> str:
+        return f"{statistics.median(values):5.2f} s"
+
+    each = ", ".join(f"{s.lease:.2f}" for s in starts)
+    return (
+        f"{kind:9} first lease {med([s.lease for s in starts])}  first commit "
+        f"{med([s.commit for s in starts])}  (observer open at {med([s.opened for s in starts])};"
+        f" first lease of each: {each})"
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--events-per-segment", type=int, default=2000)
+    args = parser.parse_args()
+    shutil.rmtree(WORKDIR / "out", ignore_errors=True)
+    WORKDIR.mkdir(parents=True, exist_ok=True)
+    thin_python = virtualenv(WORKDIR / "venv-connect", "requirements-connect.lock")
+    azurite = Azurite(WORKDIR / "azurite").start()
+    try:
+        conn = azurite.connection_string
+        await emulate_afresh(
+            conn, seed=9, segments=2, events_per_segment=args.events_per_segment, feed_only=True
+        )
+        logs = WORKDIR / "spark-connect"
+        shutil.rmtree(logs, ignore_errors=True)
+        logs.mkdir()
+        stamp = int(time.time())
+        with spark_connect_server(logs, master="local[2]") as url:
+            start_host(thin_python, conn, f"warm{stamp}", "--spark-remote", url)
+            thin = [
+                start_host(thin_python, conn, f"thin{stamp}n{n}", "--spark-remote", url)
+                for n in range(args.runs)
+            ]
+        embedded = [
+            start_host(DEV_PYTHON, conn, f"embedded{stamp}n{n}", "--spark-master", "local[2]")
+            for n in range(args.runs)
+        ]
+    finally:
+        azurite.stop()
+    print(f"startup: {args.runs} hosts of each kind, medians from the process's start (2 feeds")
+    print(f"         segments of {args.events_per_segment:,} events; the server warm)")
+    print(summary("thin", thin))
+    print(summary("embedded", embedded))
+    target = statistics.median(s.lease for s in thin)
+    print(f"thin host's first lease: {target:.2f} s (target <= 3 s)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
