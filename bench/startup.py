@@ -47,7 +47,10 @@ DEV_PYTHON = Path(sys.executable)
 class Start:
     """Seconds from the spawn to each step the host logged."""
 
+    started: float  # host.state starting: cfp's imports done, the host assembled
     opened: float  # spark.opened: its session and tables ready
+    session_s: float  # of which the session's opening
+    tables_s: float  # and the tables' (created if missing)
     lease: float  # the first lease.acquired
     commit: float  # the first spark.committed
 
@@ -57,7 +60,9 @@ def log_time(event: dict[str, Any]) -> float:
 
 
 def start_host(python: Path, conn: str, name: str, *spark: str) -> Start:
-    env = {"PATH": str(python.parent), "CFP_CONNECTION_STRING": conn, "CFP_LOG_JSON": "1"}
+    """A host of its own processor, to its end (the thin host with no `java` on its PATH)."""
+    path = str(python.parent) + ("" if "--spark-remote" in spark else ":/usr/bin:/bin")
+    env = {"PATH": path, "CFP_CONNECTION_STRING": conn, "CFP_LOG_JSON": "1"}
     command = [
         str(python), "-m", "processor", "run", "--processor-name", name,
         "--lease-table", "cfpbenchstartup", "--no-http", "--until-caught-up",
@@ -75,7 +80,15 @@ def start_host(python: Path, conn: str, name: str, *spark: str) -> Start:
     def first(kind: str) -> float:
         return next(log_time(e) for e in events if e.get("event") == kind) - spawned
 
-    return Start(first("spark.opened"), first("lease.acquired"), first("spark.committed"))
+    opened = next(e for e in events if e.get("event") == "spark.opened")
+    return Start(
+        started=first("host.state"),
+        opened=first("spark.opened"),
+        session_s=float(opened["session_s"]),
+        tables_s=float(opened["tables_s"]),
+        lease=first("lease.acquired"),
+        commit=first("spark.committed"),
+    )
 
 
 def summary(kind: str, starts: list[Start]) -> str:
@@ -85,8 +98,9 @@ def summary(kind: str, starts: list[Start]) -> str:
     each = ", ".join(f"{s.lease:.2f}" for s in starts)
     return (
         f"{kind:9} first lease {med([s.lease for s in starts])}  first commit "
-        f"{med([s.commit for s in starts])}  (observer open at {med([s.opened for s in starts])};"
-        f" first lease of each: {each})"
+        f"{med([s.commit for s in starts])}  (first lease of each: {each})\n"
+        f"{'':9} before it: imports and set-up {med([s.started for s in starts])}, session "
+        f"{med([s.session_s for s in starts])}, tables {med([s.tables_s for s in starts])}"
     )
 
 
@@ -120,8 +134,8 @@ async def main() -> None:
         ]
     finally:
         azurite.stop()
-    print(f"startup: {args.runs} hosts of each kind, medians from the process's start (2 feeds")
-    print(f"         segments of {args.events_per_segment:,} events; the server warm)")
+    print(f"startup: {args.runs} hosts of each kind, medians from the process's start (a feed of")
+    print(f"         2 segments of {args.events_per_segment:,} events; the server warm)")
     print(summary("thin", thin))
     print(summary("embedded", embedded))
     target = statistics.median(s.lease for s in thin)

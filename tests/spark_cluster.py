@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -182,13 +182,16 @@ async def assert_verify_finds_a_change_the_feed_lacks(cluster: SparkCluster, fee
 
 
 @contextlib.contextmanager
-def spark_connect_server(logs: Path, *, master: str = "local[2]") -> Iterator[str]:
-    """`cfp spark-connect` on a free loopback port, its log in `logs`; its sc:// URL. Stopped
-    with SIGTERM, which must exit 0."""
+def spark_connect_server(
+    logs: Path, *, master: str = "local[2]", conf: Mapping[str, str] | None = None
+) -> Iterator[str]:
+    """`cfp spark-connect` on a free loopback port (`conf`: more --spark-conf), its log in
+    `logs`; its sc:// URL. Stopped with SIGTERM, which must exit 0."""
     port = free_port()
+    more = [a for k, v in (conf or {}).items() for a in ("--spark-conf", f"{k}={v}")]
     server = subprocess.Popen(
         [sys.executable, "-m", "processor", "spark-connect", "--port", str(port),
-         "--spark-master", master, "--log-dir", str(logs)],
+         "--spark-master", master, "--log-dir", str(logs), *more],
         cwd=ROOT, stdout=(logs / "out.log").open("wb"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
