@@ -8,7 +8,7 @@ JARS := deploy/spark/jars/.installed
 FETCHED := deploy/spark/jars/.fetched
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect image image-test bench bench-decode bench-spark bench-stream bench-state bench-changelog bench-rebalance bench-balance bench-formats bench-filter clean
+.PHONY: help install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect image image-test bench bench-decode bench-spark bench-cluster bench-startup bench-stream bench-state bench-changelog bench-rebalance bench-balance bench-formats bench-filter clean
 
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
@@ -23,6 +23,8 @@ help:
 	@echo "make bench      read-throughput benchmark: ours vs the official SDK vs a bare baseline"
 	@echo "make bench-decode     CPU per record: fastavro vs the columnar decoder"
 	@echo "make bench-spark      one host into the Delta change log vs appending the same rows"
+	@echo "make bench-cluster    1, 2, 3 thin hosts on Spark's standalone cluster vs appending the same rows"
+	@echo "make bench-startup    a thin and an embedded host: their first lease and first commit"
 	@echo "make bench-stream     the Spark source (readStream into Delta) vs a host into the change log"
 	@echo "make bench-state      the state job's MERGEs at 100k, 1M and 10M blobs, history off and on"
 	@echo "make bench-changelog  one host into a change log of 10M events (12 months) vs an empty one"
@@ -147,6 +149,12 @@ bench-decode: $(VENV)/.installed
 
 bench-spark: install
 	$(PY) -m bench.spark_ingest
+
+bench-cluster: install
+	$(PY) -m bench.cluster_ingest
+
+bench-startup: install
+	$(PY) -m bench.startup
 
 bench-stream: install
 	$(PY) -m bench.stream_ingest

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from observers.changes import CHANGES_SCHEMA
 from observers.spark.commits import conflict_retrying, is_transaction_conflict
 from observers.spark.fence import LeaseFence, above
+from observers.spark.handover import to_frame
 from observers.spark.sql import sql_string, table_ref
 from observers.spark.tables import columns_ddl
 
@@ -109,7 +110,7 @@ class ChangeLog:
             if rows.num_rows == 0:
                 return Written(table.num_rows, 0, attempts, synced, sync_s=sync_s)
             version = fence.next_version()
-            frame = session.createDataFrame(rows)  # the one hand-over of this commit
+            frame = to_frame(session, rows)  # the one hand-over of this commit
             if hold is not None:
                 frame = hold(frame)
             attempts += self._append(frame, fence, version, "write")

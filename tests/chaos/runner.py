@@ -87,6 +87,7 @@ class ChaosConfig:
     tables: str = "abfs"  # or "local": a folder of workdir
     zombie: bool = True  # before the storm, a host paused with its write in flight (`zombie.py`)
     spark: str = "connect"  # thin hosts through one `cfp spark-connect`; or "embedded": a JVM each
+    state_interval_s: float = 2.0  # often, so that the faults meet the state job's reads and MERGEs
 
     @property
     def output(self) -> Output:
@@ -230,8 +231,7 @@ class Hosts:
             *(("--spark-remote", self.remote) if self.remote else
               ("--spark-master", "local[1]", "--spark-conf", "spark.ui.enabled=false")),
             "--spark-warm-up-rows", "0", "--spark-max-wait", "1",
-            # the state job runs often, so that the faults meet its reads and MERGEs too
-            "--state-interval", "2",
+            "--state-interval", str(c.state_interval_s),
         ]  # fmt: skip
         self.procs[i] = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
@@ -686,6 +686,13 @@ def main(argv: list[str] | None = None) -> int:
         "or each through its own embedded Spark",
     )
     parser.add_argument(
+        "--state-interval",
+        type=float,
+        default=2.0,
+        help="the hosts' --state-interval: often by default, so that the faults meet the state "
+        "job's reads and MERGEs too",
+    )
+    parser.add_argument(
         "--no-zombie",
         action="store_true",
         help="leave out the host paused with its Spark write in flight before the storm",
@@ -703,6 +710,7 @@ def main(argv: list[str] | None = None) -> int:
         tables=args.tables,
         zombie=not args.no_zombie,
         spark=args.spark,
+        state_interval_s=args.state_interval,
     )
     print(f"chaos: seed {config.seed}, work folder {workdir}", flush=True)
     try:
