@@ -30,6 +30,14 @@ def virtualenv(where: Path, *locks: str) -> Path:
     return python
 
 
+def run_in(python: Path, conn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`cfp ARGS` run by another virtualenv's `python` with only that virtualenv on PATH (no
+    `java` to be found), against the account `conn`."""
+    from tests.helpers import run_cfp
+
+    return run_cfp(conn, *args, python=str(python), path=str(python.parent))
+
+
 def has_module(python: Path, name: str) -> bool:
     found = _run(
         python, "-c", f"import importlib.util as u; print(u.find_spec({name!r}) is not None)"

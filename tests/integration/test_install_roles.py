@@ -1,7 +1,7 @@
-"""cfp installed by role, each in a fresh virtualenv made from its lock (hash-checked, as a user
-installs it): the core reads the feed and delivers it without PySpark; a thin host
-(`[connect]`, pyspark-client) writes the Delta tables through a Spark Connect server with no
-Java on its PATH; each says what to install when asked for what it lacks."""
+"""The core install, in a fresh virtualenv made from its lock (hash-checked, as a user installs
+it): it reads the feed and delivers it without PySpark, and says which extra a command it
+cannot run needs. The thin host (`[connect]`) is tested in test_spark.py, beside its Spark
+Connect server."""
 
 from __future__ import annotations
 
@@ -9,33 +9,21 @@ import asyncio
 import json
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, QueryBuilder
 
 from processor.emulator.azurite import Azurite
-from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp
-from tests.spark_cluster import spark_connect_server
-from tests.venvs import has_module, virtualenv
+from tests.helpers import Feed, emulate_afresh, json_lines
+from tests.venvs import has_module, run_in, virtualenv
 
-pytestmark = pytest.mark.timeout(600)  # two virtualenvs and a Spark Connect server
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
 def core(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = virtualenv(tmp_path_factory.mktemp("core") / "venv", "requirements.lock")
     assert not has_module(python, "pyspark") and not has_module(python, "deltalake")
-    return python
-
-
-@pytest.fixture(scope="module")
-def thin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    python = virtualenv(tmp_path_factory.mktemp("thin") / "venv", "requirements-connect.lock")
-    assert has_module(python, "pyspark.sql.connect")
-    assert not has_module(python, "py4j") and not has_module(python, "pyspark.core")
     return python
 
 
@@ -49,15 +37,8 @@ async def feed(azurite: Azurite) -> Feed:
     )
 
 
-@pytest.fixture(scope="module")
-def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with spark_connect_server(tmp_path_factory.mktemp("spark-connect")) as url:
-        yield url
-
-
 def cfp(python: Path, feed: Feed, *args: str) -> subprocess.CompletedProcess[str]:
-    """`cfp ARGS` run by `python`, with only its virtualenv on PATH: no `java` to be found."""
-    return run_cfp(feed.conn, *args, python=str(python), path=str(python.parent))
+    return run_in(python, feed.conn, *args)
 
 
 async def test_the_core_reads_and_delivers_the_feed_without_pyspark(
@@ -95,26 +76,3 @@ async def test_the_core_says_which_extra_a_command_needs(
     assert done.returncode == 2, done.stderr[-2000:]
     assert says in done.stderr, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
-
-
-async def test_a_thin_host_writes_through_spark_connect_with_no_java(
-    thin: Path, feed: Feed, spark_connect: str, tmp_path: Path
-) -> None:
-    embedded = await asyncio.to_thread(
-        cfp, thin, feed, "run", "--observer", "spark", "--output", str(tmp_path / "never")
-    )
-    assert embedded.returncode == 2, embedded.stderr[-2000:]
-    assert "only the Spark Connect client (pyspark-client, no JVM)" in embedded.stderr
-
-    output = tmp_path / "tables"
-    run = await asyncio.to_thread(
-        cfp, thin, feed, "run", "--processor-name", "thin", "--until-caught-up", "--no-http",
-        "--observer", "spark", "--spark-remote", spark_connect, "--output", str(output),
-        "--spark-warm-up-rows", "0",
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    events = [json.loads(line).get("event") for line in run.stderr.splitlines() if line[:1] == "{"]
-    assert "spark.committed" in events, events[-20:]
-    changes = DeltaTable(str(output / "changes"))
-    found = QueryBuilder().register("changes", changes).execute("SELECT id FROM changes")
-    assert Counter(pa.table(found).column("id").to_pylist()) == Counter(feed.ids)

@@ -9,16 +9,20 @@ embedded session's cases are in test_delta_tables.py and test_fenced_change_log.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import signal
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from azure.storage.blob.aio import BlobServiceClient
+from deltalake import DeltaTable, QueryBuilder
 
 from leases import Lease
 from processor.changefeed.layout import segment_path
@@ -43,6 +47,7 @@ from tests.spark_cluster import (
     spark_cluster,
     spark_connect_server,
 )
+from tests.venvs import has_module, run_in, virtualenv
 
 pytestmark = pytest.mark.timeout(600)
 __all__ = ["feed"]  # the module's fixture
@@ -130,6 +135,40 @@ def assert_the_change_log_carries_the_envelope(cluster: SparkCluster, feed: Feed
 # appends, refused checkpoints) is the same with an embedded
 # session, which test_delta_tables.py and the chaos suite (local Spark per host, kills and
 # pauses) exercise; three embedded JVMs more on two cores would cost minutes of `make test`.
+@pytest.fixture(scope="module")
+def thin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtualenv of the `[connect]` role, made from its lock: pyspark-client, no JVM."""
+    python = virtualenv(tmp_path_factory.mktemp("thin") / "venv", "requirements-connect.lock")
+    assert has_module(python, "pyspark.sql.connect")
+    assert not has_module(python, "py4j") and not has_module(python, "pyspark.core")
+    return python
+
+
+async def test_a_thin_host_without_java_writes_through_the_server(
+    thin: Path, feed: Feed, spark_connect: str, tmp_path: Path
+) -> None:
+    """The `[connect]` install, with only its virtualenv on PATH (no `java`): a host writes
+    every event once through the server; without --spark-remote it says what it lacks."""
+    embedded = await asyncio.to_thread(
+        run_in, thin, feed.conn, "run", "--observer", "spark", "--output", str(tmp_path / "x")
+    )
+    assert embedded.returncode == 2, embedded.stderr[-2000:]
+    assert "only the Spark Connect client (pyspark-client, no JVM)" in embedded.stderr
+
+    output = tmp_path / "tables"
+    run = await asyncio.to_thread(
+        run_in, thin, feed.conn, "run", "--processor-name", "thin", "--until-caught-up",
+        "--no-http", "--observer", "spark", "--spark-remote", spark_connect,
+        "--output", str(output), "--spark-warm-up-rows", "0", "--state-interval", "3600",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    logged = [json.loads(line) for line in run.stderr.splitlines() if line[:1] == "{"]
+    assert any(e.get("event") == "spark.committed" for e in logged)
+    changes = DeltaTable(str(output / "changes"))
+    found = QueryBuilder().register("changes", changes).execute("SELECT id FROM changes")
+    assert Counter(pa.table(found).column("id").to_pylist()) == Counter(feed.ids)
+
+
 async def test_a_host_killed_after_a_commit_before_its_checkpoints(
     cluster: SparkCluster, feed: Feed, request: pytest.FixtureRequest
 ) -> None:
