@@ -34,13 +34,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from bench.spark_ingest import read_back
+from bench.spark_ingest import log_time, read_back
 from observers.spark.handover import to_frame
 from observers.spark.output import parse_output
 from processor.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
@@ -96,10 +95,6 @@ def standalone_cluster() -> Iterator[str]:
                 os.killpg(proc.pid, signal.SIGTERM)
         for proc in procs:
             proc.wait(timeout=60)
-
-
-def log_time(event: dict[str, object]) -> float:
-    return datetime.fromisoformat(str(event["timestamp"])).timestamp()
 
 
 def hosts(python: Path, conn: str, remote: str, n: int, output: Path) -> tuple[float, float, int]:

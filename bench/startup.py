@@ -30,10 +30,9 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
+from bench.spark_ingest import log_time
 from processor.emulator.azurite import ROOT, Azurite
 from tests.helpers import emulate_afresh
 from tests.spark_cluster import spark_connect_server
@@ -53,10 +52,6 @@ class Start:
     tables_s: float  # and the tables' (created if missing)
     lease: float  # the first lease.acquired
     commit: float  # the first spark.committed
-
-
-def log_time(event: dict[str, Any]) -> float:
-    return datetime.fromisoformat(str(event["timestamp"])).timestamp()
 
 
 def start_host(python: Path, conn: str, name: str, *spark: str) -> Start:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shlex
@@ -30,19 +31,21 @@ class Dockerfile:
 
 def dockerfile(target: str = "host") -> Dockerfile:
     """The instructions the tests check of the stage `target` (an image: host or spark), with
-    line continuations joined; `copies` holds what every stage copies from the build context."""
+    those it inherits from the stages it is built on and line continuations joined; `copies`
+    holds what every stage copies from the build context."""
     text = re.sub(r"\\\n", " ", (DEPLOY / "Dockerfile").read_text())
+    stages: dict[str, Dockerfile] = {}
+    copies: list[str] = []
     out = Dockerfile()
-    stage = None
     for line in text.splitlines():
         word, _, rest = line.strip().partition(" ")
         if word == "FROM":
-            stage = rest.split(" AS ")[-1].strip() if " AS " in rest else None
+            base, _, name = rest.partition(" AS ")
+            parent = stages.get(base.strip(), Dockerfile())
+            out = stages[name.strip()] = copy.deepcopy(parent)
         elif word == "COPY" and not rest.startswith("--from="):  # not from another stage
-            out.copies += shlex.split(rest)[:-1]
-        if stage != target:
-            continue
-        if word == "ENV":
+            copies += shlex.split(rest)[:-1]
+        elif word == "ENV":
             out.env.update(dict(kv.split("=", 1) for kv in shlex.split(rest)))
         elif word == "ENTRYPOINT":
             out.entrypoint = json.loads(rest)
@@ -50,7 +53,9 @@ def dockerfile(target: str = "host") -> Dockerfile:
             out.cmd = json.loads(rest)
         elif word == "HEALTHCHECK":
             out.healthcheck = json.loads(rest.split(" CMD ", 1)[1])
-    return out
+    found = stages[target]
+    found.copies = copies
+    return found
 
 
 def compose() -> dict[str, Any]:

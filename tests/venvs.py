@@ -10,6 +10,7 @@ from pathlib import Path
 
 from processor.emulator.azurite import ROOT
 from tests import patience
+from tests.helpers import run_cfp
 
 UV = Path(sys.executable).parent / "uv"  # a dev dependency
 
@@ -33,8 +34,6 @@ def virtualenv(where: Path, *locks: str) -> Path:
 def run_in(python: Path, conn: str, *args: str) -> subprocess.CompletedProcess[str]:
     """`cfp ARGS` run by another virtualenv's `python` with only that virtualenv on PATH (no
     `java` to be found), against the account `conn`."""
-    from tests.helpers import run_cfp
-
     return run_cfp(conn, *args, python=str(python), path=str(python.parent))
 
 

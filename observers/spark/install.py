@@ -18,6 +18,7 @@ from observers.errors import PluginLoadError
 
 CONNECT_EXTRA = "pip install 'changefeed-processor[connect]'"
 SPARK_EXTRA = "pip install 'changefeed-processor[spark]'"
+VERIFY_EXTRA = "pip install 'changefeed-processor[verify]'"
 
 
 class PySpark(Enum):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from observers import PluginLoadError
+from observers.spark.install import VERIFY_EXTRA
 from observers.spark.install import require as require_pyspark
 from observers.spark.output import (
     Output,
@@ -118,7 +119,7 @@ def verify_command(
             raise
         fail(
             "cfp verify reads the Delta tables with the deltalake package, which this install "
-            "lacks: pip install 'changefeed-processor[verify]' (PySpark is not needed)",
+            f"lacks: {VERIFY_EXTRA} (PySpark is not needed)",
             2,
         )
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -37,20 +36,16 @@ async def feed(azurite: Azurite) -> Feed:
     )
 
 
-def cfp(python: Path, feed: Feed, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_in(python, feed.conn, *args)
-
-
 async def test_the_core_reads_and_delivers_the_feed_without_pyspark(
     core: Path, feed: Feed, tmp_path: Path
 ) -> None:
-    read = await asyncio.to_thread(cfp, core, feed, "read")
+    read = await asyncio.to_thread(run_in, core, feed.conn, "read")
     assert read.returncode == 0, read.stderr[-2000:]
     assert Counter(str(e["id"]) for e in json_lines(read.stdout)) == Counter(feed.ids)
 
     out = tmp_path / "out"
     run = await asyncio.to_thread(
-        cfp, core, feed, "run", "--processor-name", "core", "--until-caught-up", "--no-http",
+        run_in, core, feed.conn, "run", "--processor-name", "core", "--until-caught-up", "--no-http",
         "--observer", f"jsonl:{out}",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
@@ -72,7 +67,7 @@ async def test_the_core_reads_and_delivers_the_feed_without_pyspark(
 async def test_the_core_says_which_extra_a_command_needs(
     core: Path, feed: Feed, args: tuple[str, ...], says: str
 ) -> None:
-    done = await asyncio.to_thread(cfp, core, feed, *args)
+    done = await asyncio.to_thread(run_in, core, feed.conn, *args)
     assert done.returncode == 2, done.stderr[-2000:]
     assert says in done.stderr, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
