@@ -6,8 +6,8 @@ the batch as Arrow columns; from `protocol`), `LeaseLostError`, `SingletonJob` a
 (work one host at a time does), and the plugin loader (`ObserverChoice`, what `--observer`
 chose; `load_observer_factory`), and what an observer may declare beyond the contract
 (`checkpoints_after_each_batch`, `needs_segment_order`, `singleton_jobs`,
-`first_run_after_s`). Built-ins: `log`, `jsonl`, `spark`. Plugins import only from here. Nothing
-here knows about Azure Tables.
+`first_run_after_s`, `KnowsWhatItHolds`). Built-ins: `log`, `jsonl`, `spark`. Plugins import only
+from here. Nothing here knows about Azure Tables.
 """
 
 from observers.errors import ObserverError, PluginLoadError, ReplayRequired
@@ -19,6 +19,7 @@ from observers.protocol import (
     CloseReason,
     EventBatch,
     JobRun,
+    KnowsWhatItHolds,
     LeaseLostError,
     Observer,
     ObserverFactory,
@@ -38,6 +39,7 @@ __all__ = [
     "CloseReason",
     "EventBatch",
     "JobRun",
+    "KnowsWhatItHolds",
     "LeaseLostError",
     "Observer",
     "ObserverCalls",

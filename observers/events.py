@@ -206,6 +206,30 @@ class ArrowBatch:
     def __len__(self) -> int:
         return len(self.positions)
 
+    def after(self, position: str) -> ArrowBatch:
+        """The events above `position`, as a batch of their own (slices, nothing copied): the
+        positions increase along a batch, so they are its tail."""
+        lo, hi = 0, len(self.positions)
+        while lo < hi:  # the first event above `position`
+            mid = (lo + hi) // 2
+            if self.positions[mid].as_py() <= position:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == 0:
+            return self
+        tail = ArrowBatch.__new__(ArrowBatch)
+        tail.positions = self.positions.slice(lo)
+        tail.shard, tail.segment = self.shard, self.segment
+        tail.stream_name, tail.read_timestamp = self.stream_name, self.read_timestamp
+        tail._records = None if self._records is None else self._records.slice(lo)
+        tail._dicts = None if self._dicts is None else self._dicts[lo:]
+        tail._changes = None if self._changes is None else self._changes.slice(lo)
+        tail._json = None if self._json is None else self._json.slice(lo)
+        json_of = self._json_of
+        tail._json_of = None if json_of is None else (lambda: json_of().slice(lo))
+        return tail
+
     @property
     def records(self) -> pa.Table:
         if self._records is None:

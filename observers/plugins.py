@@ -86,7 +86,9 @@ def load_observer_factory(choice: ObserverChoice, *, host_name: str) -> Observer
     return factory
 
 
-def _adapt(method: Callable[..., Any] | None) -> Callable[..., Awaitable[None]]:
+def _adapt(method: Callable[..., Any] | None) -> Callable[..., Awaitable[Any]]:
+    """An optional method as a coroutine function: a plain one runs in a thread, a missing one
+    does nothing and returns None."""
     if method is None:
 
         async def nothing(*args: Any) -> None:
@@ -96,8 +98,8 @@ def _adapt(method: Callable[..., Any] | None) -> Callable[..., Awaitable[None]]:
     if inspect.iscoroutinefunction(method):
         return method
 
-    async def in_thread(*args: Any) -> None:
-        await asyncio.to_thread(method, *args)
+    async def in_thread(*args: Any) -> Any:
+        return await asyncio.to_thread(method, *args)
 
     return in_thread
 
@@ -138,9 +140,21 @@ class ObserverCalls:
         self._process: Callable[..., Any] = arrow if self.takes_arrow else changes  # type: ignore[assignment]
         self._process_is_async = inspect.iscoroutinefunction(self._process)
         self._close = _adapt(getattr(observer, "close", None))
+        self._held_through = _adapt(getattr(observer, "held_through", None))
 
     async def open(self, ctx: PartitionContext) -> None:
         await self._open(ctx)
+
+    async def held_through(self, ctx: PartitionContext, first: str) -> str | None:
+        """The lease's highest position the observer already holds (`KnowsWhatItHolds`), or
+        None: it does not say. Errors: the observer's. A value that is not a string is a bug of
+        the observer's, said as a `TypeError`."""
+        held = await self._held_through(ctx, first)
+        if held is not None and not isinstance(held, str):
+            raise TypeError(
+                f"{type(self.observer).__name__}.held_through returned {held!r}, not a position"
+            )
+        return held
 
     async def process(
         self,

@@ -25,6 +25,7 @@ __all__ = [
     "CloseReason",
     "EventBatch",
     "JobRun",
+    "KnowsWhatItHolds",
     "LeaseLostError",
     "Observer",
     "ObserverFactory",
@@ -177,6 +178,20 @@ class ChecksItsOwnPoints(Protocol):
     once its batches are durable (`False`; the Spark observer)."""
 
     auto_checkpoint: bool
+
+
+@runtime_checkable
+class KnowsWhatItHolds(Protocol):
+    """An observer that keeps the lease's events somewhere it can read back (a table keyed by
+    position): once per lease, after `open` and before the first batch, the host calls
+    `held_through(ctx, first)` with the position of the first event it is about to deliver,
+    and leaves out every event at or below the position returned (None: deliver them all).
+    After a crash the checkpoint lags what the sink wrote; this keeps the next owner from
+    delivering that stretch again (the Spark observer returns its change log's floor)."""
+
+    def held_through(
+        self, ctx: PartitionContext, first: str
+    ) -> Awaitable[str | None] | str | None: ...
 
 
 @runtime_checkable

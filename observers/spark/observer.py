@@ -63,6 +63,11 @@ class SparkObserver:
     async def open(self, ctx: PartitionContext) -> None:
         self.sink.open_lease(ctx.lease_token, ctx.epoch, ctx.processor_name)
 
+    async def held_through(self, ctx: PartitionContext, first: str) -> str | None:
+        """The lease's floor in the change log, read after its fence from `first` on: what an
+        owner before us wrote and never checkpointed is not delivered again."""
+        return await self.sink.floor(ctx.lease_token, first)
+
     async def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
         await self._submit(ctx, batch)
 

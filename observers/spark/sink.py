@@ -80,6 +80,30 @@ class SinkStats:
     fenced: int = 0  # appends refused or skipped because a newer writer of the lease stands
     seconds: float = 0.0
 
+    def count(self, written: Sequence[Written], took: float) -> None:
+        """One committed write of these leases' appends, logged."""
+        rows, appended = sum(w.rows for w in written), sum(w.appended for w in written)
+        commits, synced = sum(w.attempts for w in written), sum(w.synced for w in written)
+        self.writes += 1
+        self.rows += rows
+        self.appended += appended
+        self.skipped += rows - appended
+        self.commits += commits
+        self.syncs += synced
+        self.seconds += took
+        log.info(
+            "spark.committed",
+            rows=rows,
+            appended=appended,
+            leases=len(written),
+            commits=commits,
+            synced=synced,
+            seconds=round(took, 3),
+            spark_s=round(took, 3),
+        )
+        if rows > appended:
+            log.info("spark.replay_skipped", rows=rows - appended)
+
 
 class SparkSink:
     """Shared by every lease of a host: `async with SparkSink(options) as sink: ...`.
@@ -171,28 +195,40 @@ class SparkSink:
         ahead = fence_ahead(self.changes, self.session, fence, self._fencing.get(lease))
         self._fencing[lease] = asyncio.create_task(ahead)
 
+    async def floor(self, lease: str, first: str) -> str | None:
+        """The lease's highest position in the change log from `first` on, read after its
+        fence (the sync its first write would do, done now): None when there is none, or the
+        read failed (its first write then syncs itself, and leaves out what it must)."""
+        if (task := self._sync_ahead(lease, first)) is not None:
+            await asyncio.wait([task])  # a worker that gives up leaves it to the first write
+        fence = self._fences.get(lease)
+        if fence is None or lease in self._failed or not fence.synced:
+            return None
+        return fence.floor
+
     async def submit(
         self, lease: str, table: pa.Table, on_commit: Callable[[], Awaitable[None]]
     ) -> asyncio.Future[None]:
         """Queue one batch; the future resolves once it is committed and `on_commit` ran.
         Waits while twice a write's worth is pending (back-pressure on the readers)."""
-        self._sync_ahead(lease, table)
+        if table.num_rows:
+            self._sync_ahead(lease, pc.min(table["position"]).as_py())
         item = Pending(lease, table, on_commit)
         await self._queue.put(item)
         return item.done
 
-    def _sync_ahead(self, lease: str, table: pa.Table) -> None:
-        """The first batch of a lease not synced yet: its floor read (after its fence) starts
-        now, from the batch's first position, so that its first write finds it done."""
+    def _sync_ahead(self, lease: str, first: str) -> asyncio.Task[None] | None:
+        """The lease's floor read (after its fence) from `first` on, started unless synced or
+        asked since it last unsynced: its first write then finds it done. The task, if started."""
         fence = self._fences.get(lease)
-        if fence is None or table.num_rows == 0 or lease in self._failed or not fence.ask_sync():
-            return
-        first = pc.min(table["position"]).as_py()
+        if fence is None or lease in self._failed or not fence.ask_sync():
+            return None
         before = self._fencing.get(lease)
         ahead = sync_ahead(
             self.changes, self.session, fence, before, at_least=first, generation=fence.generation
         )
-        self._fencing[lease] = asyncio.create_task(ahead)
+        task = self._fencing[lease] = asyncio.create_task(ahead)
+        return task
 
     async def _flush_loop(self) -> None:
         # warmed up while the host already takes its leases and reads ahead: their first
@@ -235,28 +271,7 @@ class SparkSink:
                 self._fail(lease, per_lease[lease], outcome)
         if not written:
             return
-        rows, appended = sum(w.rows for w in written), sum(w.appended for w in written)
-        commits, synced = sum(w.attempts for w in written), sum(w.synced for w in written)
-        st = self.stats
-        st.writes += 1
-        st.rows += rows
-        st.appended += appended
-        st.skipped += rows - appended
-        st.commits += commits
-        st.syncs += synced
-        st.seconds += took
-        log.info(
-            "spark.committed",
-            rows=rows,
-            appended=appended,
-            leases=len(written),
-            commits=commits,
-            synced=synced,
-            seconds=round(took, 3),
-            spark_s=round(took, 3),
-        )
-        if rows > appended:
-            log.info("spark.replay_skipped", rows=rows - appended)
+        self.stats.count(written, took)
         if self._settling is not None:
             await self._settling  # one write settles while the next is written, no more
         self._settling = asyncio.create_task(self._settle(done), name="spark-settle")

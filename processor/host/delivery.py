@@ -5,7 +5,9 @@ is ours; `stop` parks the lease after `--observer-attempts`; `dead-letter` write
 the dead-letter folder after as many attempts and goes on. Whatever the policy, a lease lost,
 handed over or stopping ends the retries: the batch is then delivered again by the next owner.
 An observer that raises `ReplayRequired` lost batches it had accepted: its lease is released so
-that they come again from the checkpoint.
+that they come again from the checkpoint. An observer that knows what it holds
+(`KnowsWhatItHolds`) is asked once, before the lease's first batch; what it holds already is
+left out (the checkpoint lags a sink that wrote and then lost its host).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 from tenacity import (
@@ -43,6 +46,13 @@ def check_still_ours(held: HeldLease, env: WorkerEnv) -> None:
         raise WorkerEnded(CloseReason.HANDED_OVER)
 
 
+class NotDelivered(Enum):
+    """Why a batch's events did not reach the observer, though the checkpoint may pass them."""
+
+    DEAD_LETTERED = "dead_lettered"  # in the dead-letter folder instead
+    HELD_ALREADY = "held_already"  # the observer holds every one of them already
+
+
 @dataclass(slots=True)
 class Delivery:
     held: HeldLease
@@ -52,16 +62,25 @@ class Delivery:
     log: Any
     batches: int = 0  # accepted, for the worker's last log line
     events: int = 0
+    held_events: int = 0  # left out: the observer held them already
+    floor: str | None = None  # what the observer holds: events at or below it are left out
+    floor_asked: bool = False
 
     async def deliver(
         self, batch: Batch, start: LeasePosition, end: LeasePosition
-    ) -> Delivered | None:
-        """Hand the batch from `start` to `end` to the observer: what it accepted, or None when
-        the batch was dead-lettered instead. Errors: `WorkerEnded`."""
+    ) -> Delivered | NotDelivered:
+        """Hand the batch from `start` to `end` to the observer: what it accepted, or why it
+        did not reach it. Errors: `WorkerEnded`."""
         held, env, deps = self.held, self.env, self.env.deps
-        events = batch.arrow(
-            shard=held.token, stream_name=env.policy.processor, read_timestamp=deps.clock.wall()
+        events = await self._not_held(
+            batch.arrow(
+                shard=held.token,
+                stream_name=env.policy.processor,
+                read_timestamp=deps.clock.wall(),
+            )
         )
+        if not len(events):
+            return NotDelivered.HELD_ALREADY
         checked_at = deps.clock.monotonic()
         if not held.is_usable():  # fencing: the last check before user code sees events
             raise WorkerEnded(CloseReason.LEASE_LOST)
@@ -82,7 +101,7 @@ class Delivery:
                     CloseReason.OBSERVER_ERROR, f"{error} on {where}", park=True
                 ) from e
             await self._dead_letter(events, start, end, error)
-            return None
+            return NotDelivered.DEAD_LETTERED
         self.batches += 1
         self.events += len(events)
         last_time = _last_event_time(events)
@@ -94,6 +113,28 @@ class Delivery:
             last_event_time=last_time,
         )
         return Delivered(len(events), batch.read_bytes, last_time)
+
+    async def _not_held(self, events: ArrowBatch) -> ArrowBatch:
+        """The events the observer does not hold yet. Asked once per lease, before its first
+        batch; an observer that fails to say gets every event (it must then recognise them)."""
+        if not self.floor_asked:
+            self.floor_asked = True
+            first = events.positions[0].as_py()
+            try:
+                self.floor = await self.calls.held_through(self.ctx, first)
+            except Exception as e:
+                check_still_ours(self.held, self.env)
+                self.log.warning("observer.held_through_failed", error=repr(e))
+            if self.floor is not None:
+                self.log.info("observer.holds", through=self.floor, first=first)
+        if self.floor is None:
+            return events
+        tail = events.after(self.floor)
+        self.held_events += len(events) - len(tail)
+        if len(tail):
+            self.floor = None  # past it: the later batches are all above
+        self.log.debug("batch.held_already", events=len(events) - len(tail))
+        return tail
 
     async def _with_retries(self, events: ArrowBatch) -> None:
         held, env = self.held, self.env

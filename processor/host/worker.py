@@ -29,7 +29,7 @@ from processor.changefeed.errors import (
 )
 from processor.host.checkpointer import Checkpointer, after_batch
 from processor.host.config import Reading
-from processor.host.delivery import Delivery, check_still_ours
+from processor.host.delivery import Delivery, NotDelivered, check_still_ours
 from processor.host.feed_watcher import WAKE_ANYWAY_POLLS
 from processor.host.gap_step import step_over_gap
 from processor.host.gaps import OnGap
@@ -179,8 +179,12 @@ class Worker:
         ledger = checkpoints.ledger
         if step.step is Step.BATCH and step.batch is not None and len(step.batch):
             accepted = await delivery.deliver(step.batch, ledger.delivered, step.position)
-            if accepted is None:  # dead-lettered: checkpointed once the batches before are
+            if accepted is NotDelivered.DEAD_LETTERED:  # checkpointed once those before are
                 ledger.dead_lettered(step.position)
+                await checkpoints.confirm_delivered()
+                return
+            if accepted is NotDelivered.HELD_ALREADY:  # the observer holds them: as filtered out
+                ledger.advanced(step.position)
                 await checkpoints.confirm_delivered()
                 return
             ledger.accepted(
@@ -252,6 +256,7 @@ class Worker:
             error=error or None,
             batches=self.delivery.batches if self.delivery else 0,
             events=self.delivery.events if self.delivery else 0,
+            held_already=self.delivery.held_events if self.delivery else 0,
         )
 
 

@@ -246,3 +246,42 @@ async def test_a_change_seen_while_the_worker_reads_still_wakes_it() -> None:
     await asyncio.wait_for(woken.wait(), patience.left_s())
     run.env.signals.stop.set()
     await asyncio.wait_for(run.task, patience.left_s())
+
+
+class HoldingObserver(RecordingObserver):
+    """Says once what it holds already (`KnowsWhatItHolds`), or fails to say."""
+
+    def __init__(self, through: str | None, *, fails: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.through, self.fails = through, fails
+        self.asked: list[str] = []
+
+    async def held_through(self, ctx: Any, first: str) -> str | None:
+        self.asked.append(first)
+        if self.fails:
+            raise RuntimeError("the sink cannot be read")
+        return self.through
+
+
+async def test_what_the_observer_holds_already_is_left_out_and_checkpointed_past() -> None:
+    """After a crash the checkpoint lags the sink: the next owner asks once, delivers only what
+    lies above, and moves the lease past the rest as if delivered (even for an observer that
+    confirms its own batches: it never sees the held ones to confirm)."""
+    observer = HoldingObserver("e2", auto_checkpoint=False)
+    run = await start(observer, batches(2, 2, 2))
+    await asyncio.wait_for(run.reader.idle.wait(), patience.left_s())
+    assert observer.asked == ["e0"]  # once, with the first position about to be delivered
+    assert observer.seen == [["e3"], ["e4", "e5"]]
+    assert run.store.written == [at(2)]  # the held batch, passed without the observer
+    assert observer.ctx is not None
+    await observer.ctx.checkpoint()
+    assert await until_caught_up(run) is CloseReason.SHUTDOWN
+    lease = await run.store.get(TOKEN)
+    assert lease is not None and lease.continuation == at(6).to_json() and lease.events == 3
+
+
+async def test_an_observer_that_cannot_say_what_it_holds_gets_every_event() -> None:
+    observer = HoldingObserver("e5", fails=True)
+    run = await start(observer, batches(2, 2))
+    assert await until_caught_up(run) is CloseReason.SHUTDOWN
+    assert observer.asked == ["e0"] and observer.seen == [["e0", "e1"], ["e2", "e3"]]
