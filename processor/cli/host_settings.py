@@ -62,6 +62,7 @@ class RunOptions:
     observer_attempts: int
     dead_letter_dir: str | None
     stuck_after: float
+    drain_timeout: float
     lease_expiration: float
     renew_interval: float | None
     acquire_interval: float | None
@@ -166,6 +167,7 @@ def _delivery(o: RunOptions, spark: SparkOptions | None) -> DeliveryPolicy:
         attempts=o.observer_attempts,
         dead_letter_dir=dead_letter_dir,
         stuck_after_s=o.stuck_after,
+        drain_s=o.drain_timeout,
     )
 
 

@@ -33,6 +33,7 @@ from processor.host.config import (
     DEFAULT_SCAN_PARTITIONS,
 )
 from processor.host.dead_letter import OnObserverError
+from processor.host.drain import DEFAULT_DRAIN_S
 from processor.host.gaps import OnGap
 from processor.host.timings import (
     DEFAULT_EXPIRY_S,
@@ -224,6 +225,17 @@ DELIVERY_OPTIONS: Options = (
         help="Seconds a lease with work may go without progress (its observer failing, or not "
         "returning, or its reads) before it is reported STUCK (cfp_lease_stuck, `cfp status`, "
         "/status), with why.",
+    ),
+    click.option(
+        "--drain-timeout",
+        envvar="CFP_DRAIN_TIMEOUT",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_DRAIN_S,
+        show_default=True,
+        help="Seconds a host told to stop (SIGTERM, SIGINT) waits for its observers' writes and "
+        "its jobs' last run; then it releases its leases with their last checkpoints and exits, "
+        "leaving the rest behind (logged as host.drain_cut). Keep it below your orchestrator's "
+        "grace period.",
     ),
 )
 # --observer spark: where its tables go, its session, its writes and its state job

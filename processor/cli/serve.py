@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 from dataclasses import dataclass
 
 import structlog
@@ -89,6 +91,11 @@ async def _run(host: Host, config: HostConfig, stop: asyncio.Event, url: str) ->
 async def _host_status(host: Host, config: HostConfig, stop: asyncio.Event, url: str) -> int:
     try:
         await host.run(stop, endpoint=url)
+        if host.drain.cut:  # threads still in Spark calls: the interpreter would wait for them
+            log.warning("host.drain_cut", left_behind=host.drain.cut, seconds=host.drain.seconds)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
     except Exception as e:
         leaves = _leaves(e)
         for leaf in leaves:

@@ -16,6 +16,7 @@ from observers import ObserverChoice
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS
 from processor.host.dead_letter import OnObserverError
+from processor.host.drain import DEFAULT_DRAIN_S
 from processor.host.gaps import OnGap
 from processor.host.timings import DEFAULT_STUCK_AFTER_S, Timings
 from processor.reading.identity import ProcessorIdentity
@@ -69,6 +70,7 @@ class DeliveryPolicy:
     attempts: int = DEFAULT_OBSERVER_ATTEMPTS
     dead_letter_dir: str | None = None  # with OnObserverError.DEAD_LETTER
     stuck_after_s: float = DEFAULT_STUCK_AFTER_S
+    drain_s: float = DEFAULT_DRAIN_S  # how long a stopping host waits for its observers
 
 
 @dataclass(frozen=True, slots=True)

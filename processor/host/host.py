@@ -34,6 +34,7 @@ import structlog
 from leases import Lease
 from processor.host.balancer import Balancer
 from processor.host.config import HostConfig
+from processor.host.drain import DrainBudget
 from processor.host.endpoints import HostHealth
 from processor.host.feed_watcher import FeedWatcher
 from processor.host.jobs import JobRunner
@@ -87,6 +88,7 @@ class Host:
         self.renewer = parts.renewer
         self._observer_factory = parts.env.deps.observer_factory
         self._stop = parts.env.signals.stop  # set to drain: balancing stops, workers finish
+        self.drain = parts.env.signals.drain  # what a stop signal still waits for, how long
 
     def stop(self) -> None:
         """Begin a graceful shutdown; calling it again does nothing more."""
@@ -156,7 +158,7 @@ class Host:
             return True
         self.presence.note = f"opening its observer ({self.config.delivery.observer.spec}) first"
         await self.presence.publish()
-        opening = asyncio.ensure_future(stack.enter_async_context(factory))
+        opening = asyncio.ensure_future(stack.enter_async_context(Bounded(factory, self.drain)))
         stopped = asyncio.ensure_future(wait_any(*self._stop_events(stop), timeout_s=None))
         try:
             await asyncio.wait([opening, stopped], return_when=asyncio.FIRST_COMPLETED)
@@ -194,20 +196,36 @@ class Host:
                 )
             )
             await wait_any(*self._stop_events(stop), timeout_s=None)
+            if stop is not None and stop.is_set():  # told to stop: the drain has a budget
+                self.drain.begin()
             self.stop()
             self.lifecycle.move(HostState.DRAINING)
             log.info("host.draining", leases=len(self.supervisor.tokens()))
             await balancing
             self.supervisor.close()
-            await supervising  # every worker has checkpointed, closed and released
-            await asyncio.gather(*jobs)
+            await supervising  # every worker has checkpointed, closed (or was cut) and released
+            await self.drain.within("the jobs' runs", asyncio.gather(*jobs))
             for job in self.jobs:
-                await job.finish(final=self.config.until_caught_up)
+                await job.finish(final=self.config.until_caught_up, drain=self.drain)
             renewer_stop.set()
         log.info("host.stopped", closed=self._reasons())
 
     def _reasons(self) -> dict[str, int]:
         return {r.value: n for r, n in self.supervisor.closed_reasons.items()}
+
+
+class Bounded:
+    """The observer factory's context, its exit (the Spark sink's last writes) within the
+    drain's budget."""
+
+    def __init__(self, factory: Any, drain: DrainBudget) -> None:
+        self.factory, self.drain = factory, drain
+
+    async def __aenter__(self) -> Any:
+        return await self.factory.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.drain.within("the observer's exit", self.factory.__aexit__(*exc))
 
 
 def _describe(e: BaseException) -> str:

@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry
 from leases import ExpiryTracker, HostId, Lease, LeaseError, LeaseTable, job_token
 from observers import JobRun, SingletonJob, first_run_after_s
 from processor.clock import Clock
+from processor.host.drain import DrainBudget
 from processor.host.owner_writes import HeldLease
 from processor.host.progress import JobRecorder
 from processor.host.timings import JITTER_FRACTION, Timings
@@ -85,6 +86,7 @@ class JobRunner:
         self._tracker = ExpiryTracker(timings.expiry_s)
         self._continuation: str | None = None
         self.runs = 0
+        self._run_unfinished = False  # a run cancelled before it returned (a drain cut short)
         self.looks = 0  # at the lease while not holding it: how soon it was taken, in looks
         self.log = log.bind(job=job.name)
 
@@ -131,13 +133,16 @@ class JobRunner:
         if self.is_holder and self._clock.monotonic() >= self._first_run_at:
             await self._run_once(final=False)
 
-    async def finish(self, *, final: bool) -> None:
+    async def finish(self, *, final: bool, drain: DrainBudget | None = None) -> None:
         """After the host's workers are done: one last run when holding the lease, then let go
         of it, keeping its continuation. With `final` (the processor caught up) a host that
         does not hold it waits for the holder to do that last run (`final_step`), or does it
-        itself when the holder is gone."""
+        itself when the holder is gone. A stop signal's `drain` bounds the last run: one cut
+        short (its Spark work may still commit) leaves the lease to expire, not released."""
         if not self.is_holder and final:
             await self._final_without_the_lease()
+        elif self.is_holder and drain is not None:
+            await drain.within(f"the {self.job.name} job's last run", self._run_once(final=True))
         elif self.is_holder:
             await self._run_once(final=True)
         await self._release()
@@ -173,6 +178,9 @@ class JobRunner:
         held = self._held
         if held is None or held.is_lost:
             return
+        if self._run_unfinished:  # released, another host's run could overlap it
+            self.log.warning("job.left_to_expire", epoch=held.epoch)
+            return
         try:
             async with asyncio.timeout(self._timings.request_timeout_s * 3):
                 await asyncio.shield(held.write(self._store.release))
@@ -204,12 +212,15 @@ class JobRunner:
 
     async def _run_once(self, *, final: bool) -> None:
         started = self._clock.monotonic()
+        self._run_unfinished = True  # stays so when cancelled: its thread may still commit
         try:
             result = await self.job.run(self._continuation, final=final)
         except Exception as e:  # the job's own failure: logged, tried again next time
+            self._run_unfinished = False
             self._progress.ran(self.job.name, ok=False)
             self.log.error("job.failed", error=f"{type(e).__name__}: {e}"[:2000], final=final)
             return
+        self._run_unfinished = False
         self.runs += 1
         self._progress.ran(self.job.name, ok=True)
         self._continuation = result.continuation

@@ -244,10 +244,16 @@ class Worker:
         continuation kept."""
         log = self.log.bind(reason=reason.value)
         if calls is not None:
-            try:
-                await asyncio.shield(calls.close(ctx, reason))
+            closing = asyncio.ensure_future(calls.close(ctx, reason))
+            try:  # shielded: a worker cancelled still closes; within the drain's budget
+                await self.env.signals.drain.within(
+                    f"lease {ctx.lease_token}", asyncio.shield(closing)
+                )
             except Exception:
                 log.exception("observer.close_failed")
+            if not closing.done():  # left to finish on its own; its end is still logged
+                log.warning("observer.close_cut", seconds=self.env.signals.drain.seconds)
+                closing.add_done_callback(_log_late_close(log))
         if reason is not CloseReason.LEASE_LOST and not self.held.is_lost:
             await _let_go(self.held, self.env, error=error, park=park, log=log)
         level: Any = log.error if error else log.info
@@ -258,6 +264,14 @@ class Worker:
             events=self.delivery.events if self.delivery else 0,
             held_already=self.delivery.held_events if self.delivery else 0,
         )
+
+
+def _log_late_close(log: Any) -> Callable[[asyncio.Future[None]], None]:
+    def done(closing: asyncio.Future[None]) -> None:
+        error = None if closing.cancelled() else closing.exception()
+        log.info("observer.closed_late", error=repr(error) if error else None)
+
+    return done
 
 
 def feed_reader(catalog: FeedCatalog, reading: Reading) -> ReaderFactory:

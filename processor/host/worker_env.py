@@ -5,6 +5,7 @@ and the one way a worker's run ends (`WorkerEnded`)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -14,6 +15,7 @@ from processor.changefeed.catalog import FeedCatalog
 from processor.clock import Clock
 from processor.host.config import DeliveryPolicy, HostConfig, Reading
 from processor.host.dead_letter import DeadLetterFolder
+from processor.host.drain import DEFAULT_DRAIN_S, DrainBudget
 from processor.host.lease_recorder import LeaseRecorder
 from processor.host.timings import Timings
 from processor.reading.barrier_book import PositionBook
@@ -53,6 +55,8 @@ class WorkerSignals:
     caught_up: asyncio.Event | None = None  # set when a lease records it is caught up
     # the host's feed watcher: a lease caught up at a segment's end waits for it, not polling
     feed_changed: Callable[[], asyncio.Event] | None = None
+    # how long the observers' closes may still take once a stop signal came
+    drain: DrainBudget = field(default_factory=lambda: DrainBudget(DEFAULT_DRAIN_S, time.monotonic))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,7 @@ class WorkerEnv:
             running=running_event(),  # the balancer clears it while the processor is paused
             caught_up=asyncio.Event() if config.until_caught_up else None,
             feed_changed=feed_changed,
+            drain=DrainBudget(config.delivery.drain_s, clock.monotonic),
         )
         return cls(deps, policy, signals)
 

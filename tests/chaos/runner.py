@@ -104,6 +104,7 @@ class Report:
     events: int = 0
     delivered: int = 0
     takeovers: list[float] = field(default_factory=list)
+    longest_takeover: str = ""  # after which fault
     settle_s: float = 0.0
     failed_writes: Counter[str] = field(default_factory=Counter)  # by log event
     abfs: tuple[int, int] = (0, 0)  # the tables' ABFS connections cut, and chunks delayed
@@ -117,7 +118,7 @@ class Report:
         c = self.config
         takeovers = (
             f"{len(self.takeovers)}, median {statistics.median(self.takeovers):.1f}s, "
-            f"max {max(self.takeovers):.1f}s (expiry {c.expiry_s:g}s)"
+            f"max {max(self.takeovers):.1f}s (expiry {c.expiry_s:g}s; {self.longest_takeover})"
             if self.takeovers
             else "none measured"
         )
@@ -369,9 +370,10 @@ async def _sample(store: TableLeaseStore, samples: Samples, stop: asyncio.Event)
 
 def takeover_times(
     samples: list[tuple[float, Lease]], faults: list[tuple[float, str]]
-) -> list[float]:
+) -> list[tuple[float, float, str]]:
     """For each (time, host) a host was killed or paused: how long until every lease it owned
-    then was owned at a newer epoch (by anyone, itself restarted included)."""
+    then was owned at a newer epoch (by anyone, itself restarted included), with that fault's
+    time and host."""
     out = []
     for t0, host in faults:
         before: dict[str, int] = {}
@@ -386,7 +388,7 @@ def takeover_times(
             if t > t0 and x.token in pending and x.epoch > pending[x.token] and x.owner:
                 del pending[x.token]
                 if not pending:
-                    out.append(t - t0)
+                    out.append((t - t0, t0, host))
                     break
     return out
 
@@ -640,7 +642,11 @@ class Chaos:
         self.report.delivered = sum(d.events for d in deliveries)
         self.report.problems += backward_moves(samples.leases)
         self.report.problems += late_deliveries(deliveries)
-        self.report.takeovers = takeover_times(samples.leases, self.kills)
+        takeovers = takeover_times(samples.leases, self.kills)
+        self.report.takeovers = [took for took, _, _ in takeovers]
+        if takeovers:
+            _, at, host = max(takeovers)
+            self.report.longest_takeover = f"{host}'s, faulted at [{at - self.started:.1f}s]"
         failures = ("spark.write_failed", "job.failed", "job.ran")
         self.report.failed_writes = Counter(str(e["event"]) for e in self.hosts.logged(*failures))
         # a holder renews every third of the expiry; a dead one's lease runs out after one

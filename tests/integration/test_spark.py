@@ -30,7 +30,7 @@ from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.reading.lease_position import LeasePosition
 from tests import patience
 from tests.cluster import Cluster, Table
-from tests.helpers import Feed, get_text, metric, run_cfp
+from tests.helpers import Feed, get_text, metric, run_cfp, until
 from tests.spark_cluster import (
     EXPIRY_S,
     TABLES_CONTAINER,
@@ -245,6 +245,40 @@ async def test_a_zombie_write_in_flight_across_the_fence_is_refused(
     that start after the fence are skipped by Delta (the check after a sync finds it, or its
     checkpoints are refused): the change log is unchanged by any of them."""
     await assert_a_zombie_write_in_flight_is_refused(cluster, feed, tmp_path / "go", request)
+
+
+async def test_a_host_stopped_with_a_write_stuck_in_spark_lets_go_within_its_drain_timeout(
+    cluster: SparkCluster, feed: Feed, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """SIGTERM while h1's second write is held inside Spark: h1 waits for it no longer than
+    `--drain-timeout`, releases every lease at its last checkpoint, and exits 0 by itself (no
+    SIGKILL needed), naming what it left behind. The next host takes the leases released, and
+    the change log holds each event once, whether the abandoned write commits or not."""
+    flag = tmp_path / "go"
+    cluster.start(
+        "h1", "--spark-max-rows", "500", "--drain-timeout", "3",
+        CFP_TEST_SPARK_HOLD_WRITE_FILE=str(flag),
+    )  # fmt: skip
+    held = Path(f"{flag}.held")
+
+    async def is_held() -> bool:
+        return held.exists()
+
+    try:
+        await until(is_held, "h1's second write held inside Spark")
+        cluster.signal("h1", signal.SIGTERM)
+        code = await asyncio.to_thread(cluster.wait, "h1")
+        async with cluster.store() as store:
+            leases = await (await store.open()).list_leases()
+    finally:
+        flag.touch()  # the held write goes on; it commits, or the next owner's fence refuses it
+    assert code == 0
+    [cut] = [e for e in cluster.log_events("h1") if e.get("event") == "host.drain_cut"]
+    assert "the observer's exit" in cut["left_behind"], cut
+    assert leases and all(x.owner is None for x in leases), [(x.token, x.owner) for x in leases]
+    cluster.start("h2", "--until-caught-up")
+    assert await asyncio.to_thread(cluster.wait, "h2") == 0
+    assert_exactly_once(cluster, feed, request)
 
 
 # Last in the module: the live workload below changes the account the tests above share.

@@ -95,10 +95,11 @@ def test_takeover_time_is_until_every_lease_of_the_victim_has_a_newer_epoch() ->
         (4.0, lease("01", 0, "h0", 1)),
         (6.0, lease("01", 0, "h1", 2)),
     ]
-    assert takeover_times(samples, [(1.0, "h0")]) == [5.0]
+    assert takeover_times(samples, [(1.0, "h0")]) == [(5.0, 1.0, "h0")]
     assert takeover_times(samples, [(1.0, "h7")]) == []
     # a lease h0 no longer owned when it died does not count
-    assert takeover_times([*samples, (3.5, lease("00", 0, "h1", 2))], [(3.7, "h0")]) == [2.3]
+    later = takeover_times([*samples, (3.5, lease("00", 0, "h1", 2))], [(3.7, "h0")])
+    assert [round(took, 1) for took, _, _ in later] == [2.3]
 
 
 def job_row(etag: str, continuation: str, owner: str = "h0") -> Lease:

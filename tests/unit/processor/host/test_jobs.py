@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 
 from leases import HostId, Lease, MemoryLeaseStore, job_token
 from observers import JobRun
+from processor.host.drain import DrainBudget
 from processor.host.jobs import FinalStep, JobRunner, final_step
 from processor.host.timings import derive_timings
 from tests.unit.fakes import ManualClock
@@ -115,3 +117,41 @@ async def test_a_job_that_waits_runs_first_one_wait_after_its_lease_is_taken() -
     assert job.calls == [(None, False)] and a._pause() == job.every_s
     await a.finish(final=True)  # a leaving holder's last run is never held back
     assert job.calls[-1] == ("1", True)
+
+
+class SlowJob(CountingJob):
+    """Its runs after the first never return (a MERGE on a Spark that does not answer)."""
+
+    async def run(self, continuation: str | None, *, final: bool = False) -> JobRun:
+        if self.calls:
+            self.calls.append((continuation, final))
+            await asyncio.Event().wait()
+        return await super().run(continuation, final=final)
+
+
+async def test_a_stop_whose_budget_runs_out_in_the_last_run_leaves_the_lease_to_expire() -> None:
+    """Released while its run may still commit, another host's run could overlap it: a holder
+    whose last run was cut short by the drain's budget keeps the lease until it expires."""
+    store, clock = MemoryLeaseStore(), ManualClock()
+    job = SlowJob()
+    a = JobRunner(job, store=store, me=HostId("a"), timings=derive_timings(EXPIRY_S), clock=clock)
+    await a.tick()
+    drain = DrainBudget(0.05, time.monotonic)
+    drain.begin()
+    await a.finish(final=False, drain=drain)
+    assert job.calls == [(None, False), ("1", True)]  # the last run began, never ended
+    assert drain.cut == ["the state job's last run"]
+    [row] = await store.list_jobs()
+    assert row.owner == "a"  # not released
+
+    spent = DrainBudget(0.0, time.monotonic)
+    spent.begin()
+    b_job = CountingJob()
+    b = JobRunner(b_job, store=store, me=HostId("b"), timings=derive_timings(EXPIRY_S), clock=clock)
+    await b.tick()  # a's row seen, then unchanged for longer than an expiry
+    clock.now += 2 * EXPIRY_S
+    await b.tick()
+    await b.finish(final=False, drain=spent)  # no budget left: the run is not even begun
+    assert b_job.calls == [("1", False)] and spent.cut == ["the state job's last run"]
+    [row] = await store.list_jobs()
+    assert row.owner is None and row.continuation == "2"  # no run cut short: released

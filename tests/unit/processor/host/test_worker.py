@@ -4,6 +4,7 @@ observer, what is checkpointed and in which order, and how each way of ending le
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from observers import CloseReason, ObserverChoice
 from processor.changefeed.errors import UndecodableBlockError
 from processor.host.config import DeliveryPolicy, Reading
 from processor.host.dead_letter import DeadLetterFolder, OnObserverError
+from processor.host.drain import DrainBudget
 from processor.host.owner_writes import HeldLease
 from processor.host.progress import HostProgress
 from processor.host.timings import derive_timings
@@ -59,6 +61,7 @@ async def start(
     policy: OnObserverError = OnObserverError.RETRY,
     feed_changed: Any = None,
     poll_s: float = 0.05,
+    drain: DrainBudget | None = None,
 ) -> Running:
     store, clock = CheckpointLog(), ManualClock()
     row = await store.create_if_absent(TOKEN, at(0).to_json())
@@ -85,7 +88,12 @@ async def start(
                 ObserverChoice("recording"), on_observer_error=policy, attempts=1
             ),
         ),
-        WorkerSignals(stop=asyncio.Event(), caught_up=asyncio.Event(), feed_changed=feed_changed),
+        WorkerSignals(
+            stop=asyncio.Event(),
+            caught_up=asyncio.Event(),
+            feed_changed=feed_changed,
+            **({"drain": drain} if drain else {}),
+        ),
     )
     held = HeldLease(lease, clock=clock, fence_after_s=timings.fence_after_s)
     reader = ScriptedReader(steps, position=at(0), before_read=before_read)
@@ -285,3 +293,29 @@ async def test_an_observer_that_cannot_say_what_it_holds_gets_every_event() -> N
     run = await start(observer, batches(2, 2))
     assert await until_caught_up(run) is CloseReason.SHUTDOWN
     assert observer.asked == ["e0"] and observer.seen == [["e0", "e1"], ["e2", "e3"]]
+
+
+class NeverClosing(RecordingObserver):
+    """Its close waits for writes that never finish (a Spark that does not answer)."""
+
+    async def close(self, ctx: Any, reason: CloseReason) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_a_stop_signal_waits_for_the_observers_close_only_as_long_as_the_drain_allows() -> (
+    None
+):
+    """The close is left behind once the budget is spent: the lease is released all the same,
+    at its last checkpoint, rather than held until the orchestrator's SIGKILL."""
+    observer = NeverClosing(auto_checkpoint=False)
+    drain = DrainBudget(0.05, time.monotonic)
+    run = await start(observer, batches(2, 2), drain=drain)
+    await asyncio.wait_for(run.reader.idle.wait(), patience.left_s())
+    assert observer.ctx is not None
+    await observer.ctx.checkpoint(observer.marks[0])  # the second batch is never confirmed
+    drain.begin()
+    run.env.signals.stop.set()
+    assert await asyncio.wait_for(run.task, patience.left_s()) is CloseReason.SHUTDOWN
+    assert drain.cut == ["lease 00"]
+    lease = await run.store.get(TOKEN)
+    assert lease is not None and lease.owner is None and lease.continuation == at(2).to_json()
