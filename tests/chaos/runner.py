@@ -200,6 +200,7 @@ class Hosts:
         self.paused: set[int] = set()
         self.exit_codes: list[tuple[str, int]] = []
         self.stopping: set[int] = set()  # signalled to exit by the runner
+        self.log_at_start: dict[int, int] = {}  # each host's log size when it was last started
 
     def name(self, i: int) -> str:
         return f"h{i}"
@@ -212,6 +213,7 @@ class Hosts:
             raise RuntimeError(f"h{i} is still running (pid {old.pid}): not starting it twice")
         c = self.config
         log = (c.workdir / f"{self.name(i)}.log").open("ab")
+        self.log_at_start[i] = log.tell()
         env = {
             **os.environ,
             ENV_VAR: self.conn,
@@ -246,6 +248,13 @@ class Hosts:
             for i, p in self.procs.items()
             if p.poll() is not None and i not in self.stopping
         ]
+
+    def spoke(self, i: int) -> bool:
+        """Whether host `i` wrote anything since it was last started. Its SIGTERM handler is
+        set before its first line: a SIGTERM before it (the interpreter still starting) kills
+        it with the signal's default action, which no program can prevent."""
+        path = self.config.workdir / f"{self.name(i)}.log"
+        return path.stat().st_size > self.log_at_start.get(i, 0)
 
     def is_up(self, i: int) -> bool:
         """Running and not paused, nor on its way out (a restart of it is pending)."""
@@ -560,9 +569,11 @@ class Chaos:
         self.recoveries.append(asyncio.create_task(later()))
 
     async def _restart(self, i: int, delay_s: float, skew_s: float) -> None:
+        spoke = self.hosts.spoke(i)  # before the signal's effects are logged
         rc, took = await self.hosts.drain(i)
         self.report.drains.append(took)
-        if rc != 0 and took <= GRACE_S:
+        before_its_handler = rc == -signal.SIGTERM and not spoke
+        if rc != 0 and took <= GRACE_S and not before_its_handler:
             self.report.problems.append(f"h{i} exited {rc} on SIGTERM")
         await asyncio.sleep(delay_s)
         self.hosts.start(i, skew_s=skew_s)
