@@ -71,6 +71,7 @@ event_time, payload = raw."""
 
 _DATA_COLUMNS = {"api": "api", **PROPERTY_FIELDS}  # column -> field of the record's `data`
 _STRING = pa.string()
+_EMPTY = pa.scalar("", _STRING)
 _DATA = pa.struct(
     [
         *(
@@ -175,7 +176,7 @@ def _rows(
         raise ValueError(f"{n} records but {len(positions)} positions")
     data = _field(parsed, "data")
     subject = _typed(_field(parsed, "subject"), _STRING, n)
-    where = pc.extract_regex(pc.fill_null(subject, ""), _SUBJECT)
+    where = pc.extract_regex(pc.fill_null(subject, _EMPTY), _SUBJECT)
     columns: dict[str, pa.Array] = {
         "id": _text(_typed(_field(parsed, "id"), _STRING, n)),
         "event_type": _text(_typed(_field(parsed, "eventType"), _STRING, n)),
@@ -187,7 +188,7 @@ def _rows(
     for column, name in _DATA_COLUMNS.items():
         value = _typed(_field(data, name), CHANGES_SCHEMA.field(column).type, n)
         if pa.types.is_string(value.type):  # "" means absent, as in the service's records
-            empty = pc.equal(value, "")
+            empty = pc.equal(value, _EMPTY)
             if empty.true_count:
                 value = pc.if_else(empty, pa.scalar(None, _STRING), value)
         columns[column] = value
@@ -215,21 +216,26 @@ def _envelope_columns(
 ) -> dict[str, pa.Array]:
     """The envelope's own columns, as `ChangeEvent.envelope()` gives them, column-wise."""
     event_type = columns["event_type"]
-    backfill = pc.equal(event_type, BACKFILL_EVENT)
-    method = pc.if_else(backfill, ReadMethod.BACKFILL.value, ReadMethod.CHANGE_FEED.value)
-    deleted = pc.is_in(event_type, value_set=pa.array(sorted(DELETE_EVENTS)))
+    backfill = pc.equal(event_type, _text_scalar(BACKFILL_EVENT))
+    method = pc.if_else(
+        backfill,
+        _text_scalar(ReadMethod.BACKFILL.value),
+        _text_scalar(ReadMethod.CHANGE_FEED.value),
+    )
+    deleted = pc.is_in(event_type, value_set=pa.array(sorted(DELETE_EVENTS), _STRING))
     when = datetime.now(UTC) if read_timestamp is None else read_timestamp
-    rank = pc.if_else(backfill, "0", "1")
+    rank = pc.if_else(backfill, _text_scalar("0"), _text_scalar("1"))
     # sort_keys: [rank, sequencer, id] per row, interleaved from three columns in one take
     parts = pa.concat_arrays([rank, columns["sequencer"], columns["id"]])
     order = np.arange(3 * n, dtype=np.int64).reshape(3, n).T.ravel()
     keys = pa.ListArray.from_arrays(
-        pa.array(np.arange(0, 3 * n + 1, 3, dtype=np.int32)), parts.take(pa.array(order))
+        pa.array(np.arange(0, 3 * n + 1, 3, dtype=np.int32), pa.int32()),
+        parts.take(pa.array(order, pa.int64())),
     )
     return {
         "stream_name": _repeat(stream_name, n, _STRING),
         "read_method": method,
-        "op": pc.if_else(deleted, Op.DELETE.value, Op.UPSERT.value),
+        "op": pc.if_else(deleted, _text_scalar(Op.DELETE.value), _text_scalar(Op.UPSERT.value)),
         "read_timestamp": (
             pa.repeat(pa.scalar(when, TIMESTAMP), n)
             if isinstance(when, datetime)
@@ -311,7 +317,12 @@ def _strings(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def _text(values: pa.Array | None) -> pa.Array:
-    return pc.fill_null(values, "")
+    return pc.fill_null(values, _EMPTY)
+
+
+def _text_scalar(value: str) -> pa.Scalar:
+    """A typed scalar: pyarrow imports pandas (1-2 s) to infer the type of an untyped one."""
+    return pa.scalar(value, _STRING)
 
 
 def _repeat(value: str | Sequence[str], n: int, kind: pa.DataType) -> pa.Array:

@@ -6,6 +6,7 @@ import ctypes
 import ctypes.util
 import gc
 import os
+import sys
 
 # Young-generation threshold for the cyclic collector. Decoding creates about five tracked
 # containers per change record; with CPython's default (700) a collection runs every ~140
@@ -44,6 +45,35 @@ def tune_memory() -> None:
     except (OSError, AttributeError):  # not glibc (musl, macOS): its defaults stand
         return
     mallopt(M_ARENA_MAX, GLIBC_ARENAS)
+
+
+def keep_pandas_out() -> None:
+    """Tell pyarrow, before anything else asks it, that there is no pandas to convert from.
+
+    pyarrow learns whether pandas is installed by importing it, at the first array it makes
+    (`pa.array`, `pa.table`...), and keeps the answer for the process: on a development install
+    that costs `cfp read` 1-2 s of importing pandas it never uses. Only for commands that load no
+    plugin (`cfp read`, `cfp run` with the log or jsonl observer): pyarrow's own pandas
+    conversions (`to_pandas`, `from_pandas`) still import it when called, but an array made from
+    a pandas object would be read as a plain sequence."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa  # noqa: PLC0415 - the caller is about to read with it anyway
+
+    hidden = _NoPandas()
+    sys.meta_path.insert(0, hidden)  # `import pandas` fails meanwhile
+    try:
+        pa.array([], pa.null())  # pyarrow's one look for pandas, answered "none"
+    finally:
+        sys.meta_path.remove(hidden)
+
+
+class _NoPandas:
+    """An import finder that says pandas is not installed."""
+
+    def find_spec(self, name: str, path: object, target: object = None) -> None:
+        if name.partition(".")[0] == "pandas":
+            raise ModuleNotFoundError("hidden from pyarrow's first look", name=name)
 
 
 # Seconds a native Avro decode of one window may take before it is judged stuck (`--decode-

@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.request
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -69,12 +70,17 @@ async def read_all(
 
 
 def run_cfp(
-    conn: str, *args: str, python: str = sys.executable, path: str = "/usr/bin:/bin"
+    conn: str,
+    *args: str,
+    python: str = sys.executable,
+    path: str = "/usr/bin:/bin",
+    flags: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
     """`cfp ARGS` against the account `conn`, to its end (as long as the test may wait), run by
-    `python` (another virtualenv's: the checkout is its working directory) with PATH `path`."""
+    `python` (another virtualenv's: the checkout is its working directory) with PATH `path`
+    and the interpreter's `flags` (`-X importtime`)."""
     return subprocess.run(
-        [python, "-m", "processor", *args],
+        [python, *flags, "-m", "processor", *args],
         capture_output=True,
         text=True,
         timeout=patience.left_s(),

@@ -137,12 +137,13 @@ def positions_column(
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    head = _position_head(segment, chunk)
+    text = pa.string()  # every scalar typed: pyarrow imports pandas to infer an untyped one
+    head = pa.scalar(_position_head(segment, chunk), text)
     digits = [
-        pc.utf8_lpad(pc.cast(pa.array(column), pa.string()), width, "0")
+        pc.utf8_lpad(pc.cast(pa.array(column, pa.int64()), text), width, "0")
         for column, width in ((offsets, 12), (indexes, 6))
     ]
-    return pc.binary_join_element_wise(head, *digits, ".")
+    return pc.binary_join_element_wise(head, *digits, pa.scalar(".", text))
 
 
 def event_position(segment: str, pos: ShardPosition) -> str:

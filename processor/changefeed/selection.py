@@ -111,10 +111,14 @@ class EventFilter:
 
         if self.is_trivial:
             return None
-        control = pc.fill_null(pc.equal(text(table, "eventType"), CONTROL), False)
+        # every scalar typed: pyarrow imports pandas to infer the type of an untyped one
+        no = pa.scalar(False, pa.bool_())
+        control = pc.fill_null(
+            pc.equal(text(table, "eventType"), pa.scalar(CONTROL, pa.string())), no
+        )
         change = self.change.mask(table)  # Control records are not changes: never filtered
         if self.include_control:
-            keep = pa.chunked_array([pa.repeat(True, table.num_rows)])
+            keep = pa.chunked_array([pa.repeat(pa.scalar(True, pa.bool_()), table.num_rows)])
             keep = keep if change is None else pc.or_(control, change)
         else:
             keep = pc.invert(control) if change is None else pc.and_(pc.invert(control), change)
@@ -122,7 +126,8 @@ class EventFilter:
         if w.start is not None or w.end is not None:
             times = event_times(table)
             if w.start is not None:
-                keep = pc.and_(keep, pc.fill_null(pc.greater_equal(times, w.start), False))
+                start = pa.scalar(w.start, times.type)
+                keep = pc.and_(keep, pc.fill_null(pc.greater_equal(times, start), no))
             if w.end is not None:
-                keep = pc.and_(keep, pc.fill_null(pc.less(times, w.end), False))
+                keep = pc.and_(keep, pc.fill_null(pc.less(times, pa.scalar(w.end, times.type)), no))
         return keep

@@ -20,6 +20,7 @@ from processor.changefeed.errors import (
 )
 from processor.changefeed.layout import chunk_number, chunk_path, chunk_shard_prefix
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS, ShardBatch, ShardPosition
+from processor.changefeed.record_columns import as_numpy_mask
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import BlobInfo, FeedStorage
 from processor.changefeed.window_fetcher import WindowFetcher
@@ -233,7 +234,7 @@ class ShardReader:
         for) their JSON: all off the event loop, in one go per window."""
         decoded = decode_window(w.buf, base=w.base, blocks=w.blocks, header=w.header, chunk=w.chunk)
         keep = self._filter.mask(decoded.table)
-        decoded.keep_only(None if keep is None else keep.to_numpy(zero_copy_only=False))
+        decoded.keep_only(None if keep is None else as_numpy_mask(keep))
         if self._with_json:
             decoded.json()
         return decoded

@@ -22,7 +22,7 @@ from processor.cli.common import (
     options,
     run_async,
 )
-from processor.runtime import tune_gc, tune_memory
+from processor.runtime import keep_pandas_out, tune_gc, tune_memory
 
 
 @click.command("read")
@@ -83,5 +83,6 @@ def read_command(**params: Any) -> None:
     o = ReadOptions(**params)
     tune_gc()
     tune_memory()
+    keep_pandas_out()
     NATIVE.deadline_s = o.decode_deadline
     raise SystemExit(run_async(read_job(o).run))

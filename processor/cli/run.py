@@ -29,7 +29,7 @@ from processor.cli.run_options import (
 )
 from processor.clock import SystemClock
 from processor.host.config import default_host_name
-from processor.runtime import tune_gc, tune_memory
+from processor.runtime import keep_pandas_out, tune_gc, tune_memory
 
 RUN_OPTIONS: dict[str, Options] = {
     "Connection and identity": WHERE_OPTIONS,
@@ -60,6 +60,8 @@ def run_command(**params: Any) -> None:
         fail(str(e), 2)
     tune_gc()
     tune_memory()
+    if o.observer == "log" or o.observer.startswith("jsonl:"):  # no plugin that may want pandas
+        keep_pandas_out()
     from processor.changefeed.columnar import NATIVE  # noqa: PLC0415 - the heavy part
     from processor.cli.serve import Endpoint, serve_host  # noqa: PLC0415
 

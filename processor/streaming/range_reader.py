@@ -22,6 +22,7 @@ from processor.changefeed.columnar import decode_window, record_json
 from processor.changefeed.errors import MissingChunkError, TruncatedBlockError
 from processor.changefeed.layout import shard_name
 from processor.changefeed.position import positions_column
+from processor.changefeed.record_columns import as_numpy_mask
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import FeedStorage
 from processor.streaming.block_index import read_header
@@ -107,9 +108,7 @@ def _rows(
 ) -> pa.Table:
     offsets, indexes = where
     keep = how.events.mask(records)
-    chosen = (
-        np.ones(records.num_rows, bool) if keep is None else keep.to_numpy(zero_copy_only=False)
-    )
+    chosen = np.ones(records.num_rows, bool) if keep is None else as_numpy_mask(keep)
     if r.skip and not r.split:  # a start inside a block: its first records were read before
         chosen &= ~((offsets <= r.start + SYNC_SIZE) & (indexes < r.skip))
     if not chosen.any():
