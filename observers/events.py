@@ -6,6 +6,7 @@ from the columns on first access, and only for observers that ask for them.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -209,13 +210,7 @@ class ArrowBatch:
     def after(self, position: str) -> ArrowBatch:
         """The events above `position`, as a batch of their own (slices, nothing copied): the
         positions increase along a batch, so they are its tail."""
-        lo, hi = 0, len(self.positions)
-        while lo < hi:  # the first event above `position`
-            mid = (lo + hi) // 2
-            if self.positions[mid].as_py() <= position:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = bisect.bisect_right(self.positions, position, key=lambda p: p.as_py())
         if lo == 0:
             return self
         tail = ArrowBatch.__new__(ArrowBatch)

@@ -212,6 +212,21 @@ async def took_everything(cluster: SparkCluster, host: str) -> None:
         )
 
 
+async def start_with_a_write_held(
+    cluster: SparkCluster, name: str, flag: Path, *extra: str
+) -> None:
+    """Start host `name` with its second Spark write held inside Spark (its Delta transaction
+    open) until `flag` exists; return once it is held. The caller touches `flag` in the end,
+    whatever happens, or the write holds a task slot of the server for good."""
+    cluster.start(name, "--spark-max-rows", "500", *extra, CFP_TEST_SPARK_HOLD_WRITE_FILE=str(flag))
+    held = Path(f"{flag}.held")
+
+    async def is_held() -> bool:
+        return held.exists()
+
+    await until(is_held, f"{name}'s second write held inside Spark")
+
+
 async def assert_a_zombie_write_in_flight_is_refused(
     cluster: SparkCluster, feed: Feed, flag: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -219,14 +234,8 @@ async def assert_a_zombie_write_in_flight_is_refused(
     and h1 stopped with SIGSTOP; h2 takes every lease, fences them and writes them; then the held
     write goes on to its commit, which Delta refuses, and h1, woken, logs `spark.fenced`. The
     change log is unchanged by it, and holds each event once."""
-    cluster.start("h1", "--spark-max-rows", "500", CFP_TEST_SPARK_HOLD_WRITE_FILE=str(flag))
-    held = Path(f"{flag}.held")
-
-    async def is_held() -> bool:
-        return held.exists()
-
     try:
-        await until(is_held, "h1's second write held inside Spark")
+        await start_with_a_write_held(cluster, "h1", flag)
         cluster.signal("h1", signal.SIGSTOP)
         cluster.start("h2")
         await took_everything(cluster, "h2")

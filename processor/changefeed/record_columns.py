@@ -20,10 +20,8 @@ def as_numpy_mask(keep: pa.ChunkedArray) -> np.ndarray:
     packed = pc.fill_null(keep, pa.scalar(False, pa.bool_())).combine_chunks()
     if len(packed) == 0:
         return np.zeros(0, bool)
-    bits = np.frombuffer(packed.buffers()[1], dtype=np.uint8)
-    return np.unpackbits(bits, bitorder="little")[packed.offset : packed.offset + len(packed)].view(
-        bool
-    )
+    bits = np.unpackbits(np.frombuffer(packed.buffers()[1], dtype=np.uint8), bitorder="little")
+    return bits[packed.offset : packed.offset + len(packed)].view(bool)
 
 
 def field(table: pa.Table, *path: str) -> pa.ChunkedArray | None:

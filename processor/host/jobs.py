@@ -141,10 +141,11 @@ class JobRunner:
         short (its Spark work may still commit) leaves the lease to expire, not released."""
         if not self.is_holder and final:
             await self._final_without_the_lease()
-        elif self.is_holder and drain is not None:
-            await drain.within(f"the {self.job.name} job's last run", self._run_once(final=True))
         elif self.is_holder:
-            await self._run_once(final=True)
+            last = self._run_once(final=True)
+            await (
+                last if drain is None else drain.within(f"the {self.job.name} job's last run", last)
+            )
         await self._release()
 
     async def _final_without_the_lease(self) -> None:

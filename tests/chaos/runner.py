@@ -705,7 +705,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--state-interval",
         type=float,
-        default=2.0,
+        default=ChaosConfig.state_interval_s,
         help="the hosts' --state-interval: often by default, so that the faults meet the state "
         "job's reads and MERGEs too",
     )

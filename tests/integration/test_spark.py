@@ -30,7 +30,7 @@ from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.reading.lease_position import LeasePosition
 from tests import patience
 from tests.cluster import Cluster, Table
-from tests.helpers import Feed, get_text, metric, run_cfp, until
+from tests.helpers import Feed, get_text, metric, run_cfp
 from tests.spark_cluster import (
     EXPIRY_S,
     TABLES_CONTAINER,
@@ -46,6 +46,7 @@ from tests.spark_cluster import (
     remote_sql,
     spark_cluster,
     spark_connect_server,
+    start_with_a_write_held,
     took_everything,
 )
 from tests.venvs import has_module, run_in, virtualenv
@@ -256,17 +257,8 @@ async def test_a_host_stopped_with_a_write_stuck_in_spark_lets_go_within_its_dra
     SIGKILL needed), naming what it left behind. The next host takes the leases released, and
     the change log holds each event once, whether the abandoned write commits or not."""
     flag = tmp_path / "go"
-    cluster.start(
-        "h1", "--spark-max-rows", "500", "--drain-timeout", "3",
-        CFP_TEST_SPARK_HOLD_WRITE_FILE=str(flag),
-    )  # fmt: skip
-    held = Path(f"{flag}.held")
-
-    async def is_held() -> bool:
-        return held.exists()
-
     try:
-        await until(is_held, "h1's second write held inside Spark")
+        await start_with_a_write_held(cluster, "h1", flag, "--drain-timeout", "3")
         cluster.signal("h1", signal.SIGTERM)
         code = await asyncio.to_thread(cluster.wait, "h1")
         async with cluster.store() as store:
