@@ -15,6 +15,7 @@ import click
 import yaml
 
 from processor import connection
+from processor.cli.main import command_named
 from processor.cli.main import main as cli
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
@@ -72,7 +73,10 @@ def k8s() -> dict[str, dict[str, Any]]:
 
 
 def _commands(group: click.Group) -> Iterator[tuple[str, click.Command]]:
-    for name, command in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
         yield name, command
         if isinstance(command, click.Group):
             yield from ((f"{name} {n}", c) for n, c in _commands(command))
@@ -93,6 +97,6 @@ def check_cfp_args(argv: list[str]) -> None:
     """Parse `cfp ARGS` as click would (options, types, choices) without running anything."""
     assert argv[0] == "cfp", argv
     name, *rest = argv[1:]
-    command = cli.commands[name]
+    command = command_named(name)
     with command.make_context(name, list(rest)):
         pass

@@ -1,31 +1,54 @@
-"""The `cfp` command group; each command comes from its own module and loads what it needs
-when it runs, so that `cfp --help` and `cfp CMD --help` answer at once."""
+"""The `cfp` command group; each command comes from its own module, imported when the command is
+named, and loads what it needs when it runs: `cfp read` imports neither the host nor the
+emulator, and `cfp --help` and `cfp CMD --help` answer at once."""
 
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 from typing import Any
 
 import click
 
-from processor.cli.emulate import emulate_command
-from processor.cli.lease import lease_group
-from processor.cli.pause import pause_command, resume_command
-from processor.cli.processor_group import processor_group
-from processor.cli.read import read_command
-from processor.cli.run import run_command
-from processor.cli.spark import (
-    optimize_command,
-    sql_command,
-    verify_command,
-)
-from processor.cli.spark_connect import spark_connect_command
-from processor.cli.status import status_command
 from processor.logs import configure_logging
 
+COMMANDS = {
+    "emulate": "processor.cli.emulate:emulate_command",
+    "read": "processor.cli.read:read_command",
+    "run": "processor.cli.run:run_command",
+    "status": "processor.cli.status:status_command",
+    "lease": "processor.cli.lease:lease_group",
+    "pause": "processor.cli.pause:pause_command",
+    "resume": "processor.cli.pause:resume_command",
+    "processor": "processor.cli.processor_group:processor_group",
+    "verify": "processor.cli.spark:verify_command",
+    "sql": "processor.cli.spark:sql_command",
+    "optimize": "processor.cli.spark:optimize_command",
+    "spark-connect": "processor.cli.spark_connect:spark_connect_command",
+}
+"""Each command's module and name in it."""
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+
+class Commands(click.Group):
+    """The commands of `COMMANDS`, each imported the first time it is looked up."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is not None and cmd_name not in self.commands:
+            module, attribute = where.split(":")
+            command = getattr(importlib.import_module(module), attribute)
+            self.add_command(logs_first(command), cmd_name)
+        return self.commands.get(cmd_name)
+
+
+@click.group(
+    cls=Commands,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="changefeed-processor", prog_name="cfp")
 @click.option("--log-level", default="INFO", envvar="CFP_LOG_LEVEL", show_default=True)
 @click.option(
@@ -65,15 +88,9 @@ def logs_first(command: click.Command) -> click.Command:
     return command
 
 
-main.add_command(logs_first(emulate_command))
-main.add_command(logs_first(read_command))
-main.add_command(logs_first(run_command))
-main.add_command(logs_first(status_command))
-main.add_command(logs_first(lease_group))
-main.add_command(logs_first(pause_command))
-main.add_command(logs_first(processor_group))
-main.add_command(logs_first(resume_command))
-main.add_command(logs_first(verify_command))
-main.add_command(logs_first(sql_command))
-main.add_command(logs_first(optimize_command))
-main.add_command(logs_first(spark_connect_command))
+def command_named(name: str) -> click.Command:
+    """The command `cfp NAME` runs (its module imported now)."""
+    found = main.get_command(click.Context(main), name)
+    if found is None:
+        raise KeyError(f"cfp has no command {name!r}")
+    return found

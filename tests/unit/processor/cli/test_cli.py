@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from processor.cli.common import ByteSize, IsoTime, filter_options
-from processor.cli.main import main
+from processor.cli.main import command_named, main
 from tests import patience
 
 
@@ -189,7 +189,7 @@ def test_read_options_make_the_job_and_an_sdk_end_time_bounds_it_unless_end_time
 
     def parsed(*argv: str) -> ReadOptions:
         seen: list[ReadOptions] = []
-        command = main.commands["read"]
+        command = command_named("read")
         original = command.callback
         command.callback = lambda **params: seen.append(ReadOptions(**params))
         try:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from leases import HostId, LoadRule
 from observers.formats import Format
 from processor.cli.host_settings import ConfigError, RunOptions, host_config
-from processor.cli.main import main
+from processor.cli.main import command_named, main
 from processor.connection import DEFAULT_CONNECTION_STRING
 from processor.host.config import HostConfig
 from processor.host.dead_letter import OnObserverError
@@ -23,7 +23,7 @@ NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
 def parsed(*argv: str) -> RunOptions:
     """The options click parses from `cfp run ARGV` (the command itself never runs)."""
     seen: list[RunOptions] = []
-    command = main.commands["run"]
+    command = command_named("run")
     runner = CliRunner()
     original = command.callback
     command.callback = lambda **params: seen.append(RunOptions(**params))
@@ -130,7 +130,7 @@ def test_the_filter_options_make_one_canonical_filter_and_variables_take_several
     )
     assert config().reading.change.is_empty
     seen: list[RunOptions] = []
-    command = main.commands["run"]
+    command = command_named("run")
     original = command.callback
     command.callback = lambda **params: seen.append(RunOptions(**params))
     try:
