@@ -28,12 +28,11 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from bench.read_throughput import SHARDS, WORKDIR, build_small, feed_config, marker_ok
+from bench.read_feeds import WORKDIR, build_small, feed_config, marker_ok, small_marker
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.feed_reader import FeedReader
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage import FeedStorage
-from processor.cli.lines import arrow_lines
 from processor.emulator.azurite import Azurite
 from processor.logs import configure_logging
 from processor.runtime import tune_gc
@@ -64,7 +63,7 @@ async def read(conn: str, change: ChangeFilter, *, as_json: bool) -> Run:
             read += batch.raw_count
             kept += len(batch)
             if as_json:  # as `cfp read` writes them
-                sink += len(arrow_lines(batch.json()))
+                sink += len(batch.json_lines(len(batch)))
     return Run(read, kept, time.perf_counter() - start)
 
 
@@ -79,7 +78,7 @@ def main() -> None:
     configure_logging(level="WARNING")
     WORKDIR.mkdir(exist_ok=True)
     config = feed_config(args.events)
-    want = {"events": args.events, "shards": list(SHARDS), "seed": config.seed, "version": 3}
+    want = small_marker(args.events)
     server = Azurite(WORKDIR / "azurite-small").start()
     try:
         conn = server.connection_string

@@ -1,26 +1,23 @@
-"""Read throughput: our reader vs the official SDK vs a bare "download whole + fastavro" baseline.
+"""Read throughput: `cfp read` as a process, against a download + fastavro script and the SDK.
 
-    python -m bench.read_throughput [--events 200000] [--profiles small,large] [--rounds 3]
+    python -m bench.read_throughput [--profiles small,large,mixed] [--rounds 3]
 
-Builds (once, then reuses) an emulated feed in a dedicated Azurite under `.bench/`: the
-`small` profile has blocks of 1 to 60 events as the emulator writes them from real blob
-operations; the `large` profile holds the very same records re-blocked into blocks of 500 to
-2,000 events (block layout is the only difference). Then, in one run and against the same
-Azurite, it measures events/s of:
+Builds (once, then reuses) the feeds of `bench/read_feeds.py` in Azurites of their own under
+`.bench/`, then measures on each, in one run and against the same Azurite:
 
-  (a) sdk       azure-storage-blob-changefeed `ChangeFeedClient.list_changes()` over the first
-                `--sdk-events` events (a subset: it is slow), per-event rate;
-  (b) ours      `cfp read --include-control` over the whole feed, its job run in this process
-                (lines counted, then dropped); Control records included so (b) and (c) do the
-                same number of records;
-  (c) baseline  list every chunk, download each whole (sequentially), decode with
-                `fastavro.reader`, dropping each record as it comes; no positions, no JSON;
-  (c2) reference: (c) keeping each chunk's records in a list and writing them as JSON lines,
-                the work (b) must do with the records, without positions, order or checks.
+  (a)  sdk      azure-storage-blob-changefeed `ChangeFeedClient.list_changes()` over the first
+                `--sdk-events` events (a subset: it is slow), in this process;
+  (b)  cfp      `cfp read --include-control` as a process of its own, timed from its spawn to
+                its exit, its lines counted (Control records included, so that (b) and (c)
+                decode the same records); also the time to its first line and its peak RSS;
+  (c)  script   `bench/naive_read.py` as a process: list the chunks, download each whole, decode
+                it with fastavro, drop each record;
+  (c2) script   the same printing every record as a JSON line (`--json`): the work (b) does with
+                the records, without positions, order or checks.
 
-(b), (c) and (c2) alternate for `--rounds` rounds; the best round of each is reported, with the
-median. Last, `cfp read` runs once as a process of its own (output to /dev/null): its rate from
-its start, and its peak RSS.
+One warm-up run of each, then (b), (c) and (c2) alternate for `--rounds` rounds; the best round
+of each is reported, with the median. Last, `python -X importtime` of a `cfp read` that stops
+at its first event: the imports a process pays before its first line.
 The machine is shared and noisy: only the ratios measured in one run mean anything.
 """
 
@@ -28,115 +25,79 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import fastavro
-from azure.storage.blob.aio import BlobServiceClient, ContainerClient
-
-from observers.formats import Format
-from processor import connection
-from processor.changefeed.feed_reader import FeedReader
-from processor.changefeed.layout import CONTAINER, segment_time, shard_name
-from processor.changefeed.sdk_token import url_host
-from processor.changefeed.selection import EventFilter
-from processor.changefeed.shard_reader import DEFAULT_READ_SIZE
-from processor.changefeed.storage import FeedStorage
-from processor.cli.lines import json_lines
-from processor.cli.read_job import ReadJob, Resume, TokenFormat
+from bench.read_feeds import (
+    PROFILES,
+    WORKDIR,
+    build_mixed,
+    build_small,
+    feed_config,
+    marker_ok,
+    mixed_marker,
+    relayout,
+    small_marker,
+)
 from processor.emulator.azurite import Azurite
-from processor.emulator.emulator import Emulator, EmulatorConfig
-from processor.emulator.feed_writer import FeedWriter
-from processor.emulator.service import reset_account
 from processor.logs import configure_logging
-from processor.runtime import tune_gc
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKDIR = ROOT / ".bench"
-SHARDS = (4, 3, 5, 2, 4)
-PROFILES = {"small": (1, 60), "large": (500, 2000)}
+CFP_READ = ("-m", "processor", "read", "--include-control")
+SCRIPT = (str(ROOT / "bench" / "naive_read.py"),)
 
 
-@dataclass
-class Rate:
+@dataclass(frozen=True)
+class Run:
+    """One process's run: records it read, seconds from its spawn to its exit and to its first
+    line on stdout, its peak RSS (bytes)."""
+
     events: int
     seconds: float
-    nbytes: int = 0
+    first_s: float
+    rss: int
 
     @property
     def per_s(self) -> float:
-        return self.events / self.seconds if self.seconds else 0.0
+        return self.events / self.seconds
 
 
-def feed_config(events: int) -> EmulatorConfig:
-    return EmulatorConfig(
-        seed=2026,
-        segments=len(SHARDS),
-        events_per_segment=events // len(SHARDS),
-        shards=SHARDS,
-        schema_version=5,
-        block_events=PROFILES["small"],
-        chunk_bytes=4 << 20,
-        containers=4,
-        blobs_per_container=2000,
-        concurrency=64,
-        feed_only=True,  # the feed these operations give; the readers never look at blobs
+def spawn(args: tuple[str, ...], conn: str, *, count_stderr: bool = False) -> Run:
+    """Run `python ARGS` under GNU time (its own peak RSS: the child's `ru_maxrss` in this
+    process would count pages shared before the exec), reading its stdout as it comes."""
+    report = WORKDIR / "rss.txt"
+    command = ["/usr/bin/time", "-f", "%M", "-o", str(report), sys.executable, *args]
+    env = {**os.environ, "CFP_CONNECTION_STRING": conn}
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
+    assert child.stdout is not None
+    lines, first = 0, 0.0
+    fd = child.stdout.fileno()
+    while data := os.read(fd, 1 << 20):
+        if not first:
+            first = time.perf_counter() - start
+        lines += data.count(b"\n")
+    err = child.stderr.read() if child.stderr else b""
+    status = child.wait()
+    seconds = time.perf_counter() - start
+    if status != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({status}): {err.decode()[-2000:]}")
+    if count_stderr:  # the script without --json prints nothing but its count
+        lines = int(err.split()[-1])
+    return Run(lines, seconds, first, int(report.read_text().split()[-1]) * 1024)
 
 
-def marker_ok(marker: Path, want: dict[str, object]) -> bool:
-    return marker.exists() and json.loads(marker.read_text()) == want
-
-
-async def build_small(conn: str, config: EmulatorConfig) -> None:
-    async with BlobServiceClient.from_connection_string(conn) as service:
-        emulator = Emulator(service, config)
-        await reset_account(service, emulator.containers)
-        await emulator.run_batch()
-
-
-async def relayout(src: str, dst: str, block_events: tuple[int, int]) -> None:
-    """Copy every record of `src`'s feed into `dst`'s, same segments and shards, new blocks."""
-    import random
-
-    async with (
-        FeedStorage.from_connection_string(src) as storage,
-        BlobServiceClient.from_connection_string(dst) as service,
-    ):
-        await reset_account(service, [])
-        writer = FeedWriter(
-            service.get_container_client(CONTAINER),
-            rng=random.Random(1),
-            block_events=block_events,
-            chunk_bytes=16 << 20,
-        )
-        await writer.ensure_feed()
-        reader = FeedReader(storage, event_filter=EventFilter(include_control=True))
-        current: str | None = None
-        async for batch in reader.batches():  # read to the end: nothing is left open
-            if batch.segment != current:
-                if current is not None:
-                    await writer.finalize_segment()
-                current = batch.segment
-                raw = await storage.read_document(batch.segment)
-                assert raw is not None
-                shards = len(json.loads(raw)["chunkFilePaths"])
-                await writer.begin_segment(segment_time(current), shards=shards, schema_version=5)
-            shard = int(shard_name(batch.shard))
-            for record in batch.records:
-                await writer.add(shard, record)
-        if current is not None:
-            await writer.finalize_segment()
-
-
-def measure_sdk(conn: str, limit: int) -> Rate:
+def measure_sdk(conn: str, limit: int) -> float:
+    """Events/s of the official SDK over its first `limit` events."""
     from azure.storage.blob.changefeed import ChangeFeedClient
 
     client = ChangeFeedClient.from_connection_string(conn)
@@ -146,174 +107,121 @@ def measure_sdk(conn: str, limit: int) -> Rate:
         n += 1
         if n >= limit:
             break
-    return Rate(n, time.perf_counter() - start)
+    return n / (time.perf_counter() - start)
 
 
-class CountingSink(io.RawIOBase):
-    """Where (b) writes its lines: counted, then dropped."""
-
-    def __init__(self) -> None:
-        self.written = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: bytes) -> int:  # type: ignore[override]
-        self.written += len(data)
-        return len(data)
-
-
-async def measure_ours(conn: str) -> Rate:
-    """`cfp read --include-control` in this process (its `ReadJob`), lines counted and dropped."""
-    info = connection.parse(conn)
-    host = url_host(info.blob_endpoint)
-    sink = CountingSink()
-    job = ReadJob(
-        conn=conn,
-        account=info.account,
-        host=host,
-        resume=Resume(),
-        event_filter=EventFilter(include_control=True),
-        fmt=Format.NATIVE,
-        read_size=DEFAULT_READ_SIZE,
-        follow=False,
-        poll_interval=1.0,
-        max_events=None,
-        save_to=None,
-        token_format=TokenFormat.CFP,
-        out=sink,  # type: ignore[arg-type]
-    )
-    start = time.perf_counter()
-    status = await job.run(asyncio.Event())
-    if status != 0:
-        raise SystemExit(f"cfp read's job failed ({status})")
-    return Rate(job.printed, time.perf_counter() - start, sink.written)
-
-
-async def measure_baseline(conn: str, *, keep_and_json: bool = False) -> Rate:
-    """(c): every chunk downloaded whole, then decoded; records dropped as they come.
-
-    With `keep_and_json` (reference line c2) each chunk's records are kept in a list and then
-    written as JSON lines, the work `cfp read` has to do with them, minus positions, ordering
-    and validation.
-    """
-    n = 0
-    nbytes = 0
-    start = time.perf_counter()
-    async with ContainerClient.from_connection_string(conn, CONTAINER) as c:
-        chunks = [b.name async for b in c.list_blobs(name_starts_with="log/")]
-        for name in chunks:
-            data = await (await c.download_blob(name)).readall()
-            nbytes += len(data)
-            if keep_and_json:
-                records = list(fastavro.reader(io.BytesIO(data)))
-                n += len(records)
-                json_lines(records)
-            else:
-                n += sum(1 for _ in fastavro.reader(io.BytesIO(data)))
-    return Rate(n, time.perf_counter() - start, nbytes)
-
-
-def run_cfp_read(conn: str) -> tuple[int, float, int | None]:
-    """`cfp read --include-control` as a process: events, seconds from its start, its peak RSS
-    (through GNU time when the machine has it: a child's own `ru_maxrss` would count the pages
-    it shared with this large process before its exec)."""
-    command = [sys.executable, "-m", "processor", "read", "--include-control"]
-    timer = Path("/usr/bin/time")
-    report = WORKDIR / "cfp-read-rss.txt"
-    if timer.exists():
-        command = [str(timer), "-f", "%M", "-o", str(report), *command]
+def import_times(conn: str) -> tuple[float, list[tuple[str, float]]]:
+    """Seconds of imports of a `cfp read` that stops after its first event, and the top-level
+    modules that took most of them (`python -X importtime`: cumulative microseconds)."""
     env = {**os.environ, "CFP_CONNECTION_STRING": conn}
-    counter = subprocess.Popen(["wc", "-l"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    start = time.perf_counter()
-    status = subprocess.run(command, cwd=ROOT, env=env, stdout=counter.stdin, check=False)
-    seconds = time.perf_counter() - start
-    lines = int(counter.communicate()[0])
-    if status.returncode != 0:
-        raise SystemExit(f"cfp read failed ({status.returncode})")
-    rss = int(report.read_text().split()[-1]) * 1024 if timer.exists() else None
-    return lines, seconds, rss
+    command = [sys.executable, "-X", "importtime", *CFP_READ, "--max-events", "1"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    top: dict[str, float] = {}
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            _, cumulative, name = line.split("|")
+            if cumulative.strip().isdigit() and not name.startswith("  "):  # top level
+                root = name.strip().split(".")[0]
+                top[root] = top.get(root, 0.0) + int(cumulative) / 1e6
+    ranked = sorted(top.items(), key=lambda kv: -kv[1])
+    return sum(top.values()), ranked[:6]
 
 
 def run_profile(name: str, conn: str, args: argparse.Namespace) -> None:
     sdk = measure_sdk(conn, args.sdk_events)
-    ours_runs, base_runs, kept_runs = [], [], []
+    kinds: dict[str, Callable[[], Run]] = {
+        "cfp": lambda: spawn(CFP_READ, conn),
+        "script": lambda: spawn(SCRIPT, conn, count_stderr=True),
+        "json": lambda: spawn((*SCRIPT, "--json"), conn),
+    }
+    for make in kinds.values():
+        make()  # warm-up: the page cache, Azurite's, the .pyc files
+    runs: dict[str, list[Run]] = {kind: [] for kind in kinds}
     for _ in range(args.rounds):
-        ours_runs.append(asyncio.run(measure_ours(conn)))
-        base_runs.append(asyncio.run(measure_baseline(conn)))
-        kept_runs.append(asyncio.run(measure_baseline(conn, keep_and_json=True)))
-    runs = ours_runs + base_runs + kept_runs
-    assert all(r.events == base_runs[0].events for r in runs), "record counts differ"
-    ours, base, kept = (max(r, key=lambda x: x.per_s) for r in (ours_runs, base_runs, kept_runs))
+        for kind, make in kinds.items():
+            runs[kind].append(make())
+    counts = {r.events for rs in runs.values() for r in rs}
+    assert len(counts) == 1, f"record counts differ: {counts}"
+    best = {kind: max(rs, key=lambda r: r.per_s) for kind, rs in runs.items()}
+    cfp, script, kept = best["cfp"], best["script"], best["json"]
 
-    def median(r: list[Rate]) -> str:
-        return f"median {statistics.median(x.per_s for x in r):,.0f}"
+    def median(kind: str) -> str:
+        return f"median {statistics.median(r.per_s for r in runs[kind]):,.0f}"
 
-    low, high = PROFILES[name]
+    first = statistics.median(r.first_s for r in runs["cfp"])
+    rss = max(r.rss for r in runs["cfp"]) / 2**20
+    print(f"\n== profile {name}: {PROFILES[name].summary}, {cfp.events:,} records ==")
     print(
-        f"\n== profile {name}: blocks of {low}-{high} events, {base.events:,} records, "
-        f"{base.nbytes / 1e6:.1f} MB of chunks =="
+        f"(a)  official SDK list_changes      {sdk:>9,.0f} events/s  ({args.sdk_events:,} events)"
     )
-    print(f"(a)  official SDK list_changes   {sdk.per_s:>9,.0f} events/s  ({sdk.events:,} events)")
-    print(f"(b)  ours, JSON output           {ours.per_s:>9,.0f} events/s  ({median(ours_runs)})")
-    print(f"(c)  bare baseline               {base.per_s:>9,.0f} events/s  ({median(base_runs)})")
-    print(f"(c2) baseline keeping + JSON     {kept.per_s:>9,.0f} events/s  ({median(kept_runs)})")
-    print(f"     ours / SDK      = {ours.per_s / sdk.per_s:6.1f}x  (target >= 50x)")
-    print(f"     ours / baseline = {ours.per_s / base.per_s:6.2f}x  (target >= 1.5x, moonshot 2x)")
+    print(f"(b)  cfp read, a process            {cfp.per_s:>9,.0f} events/s  ({median('cfp')})")
     print(
-        f"     ours / (c2)     = {ours.per_s / kept.per_s:6.2f}x  (same work done on the records)"
+        f"(c)  script: download + fastavro    {script.per_s:>9,.0f} events/s  ({median('script')})"
     )
-    events, seconds, rss = run_cfp_read(conn)
-    peak = "unknown (no /usr/bin/time)" if rss is None else f"{rss / 2**20:,.0f} MiB"
+    print(f"(c2) script, printing JSON lines    {kept.per_s:>9,.0f} events/s  ({median('json')})")
+    print(f"     cfp / SDK     = {cfp.per_s / sdk:6.1f}x  (target >= 50x)")
+    print(f"     cfp / script  = {cfp.per_s / script.per_s:6.2f}x  (target >= 1.5x, moonshot 2x)")
+    print(f"     cfp / (c2)    = {cfp.per_s / kept.per_s:6.2f}x  (the same work done on records)")
     print(
-        f"(b') cfp read, a process of its own {events / seconds:>9,.0f} events/s  "
-        f"({seconds:.1f} s from its start; peak RSS {peak})"
+        f"     cfp: first line {first:.2f} s after its spawn (median; target <= 0.5 s); "
+        f"peak RSS {rss:,.0f} MiB (target <= 250); script {script.rss / 2**20:,.0f} MiB"
     )
+
+
+async def build(servers: dict[str, Azurite], args: argparse.Namespace) -> None:
+    """Each profile's feed, unless its marker says it is there already."""
+    config = feed_config(args.events)
+    recipes = {
+        "small": lambda: build_small(servers["small"].connection_string, config),
+        "large": lambda: relayout(
+            servers["small"].connection_string,
+            servers["large"].connection_string,
+            PROFILES["large"].blocks,
+        ),
+        "mixed": lambda: build_mixed(servers["mixed"].connection_string, args.mixed_events),
+    }
+    for name, recipe in recipes.items():
+        marker = WORKDIR / f"{name}.json"
+        mine = mixed_marker(args.mixed_events) if name == "mixed" else small_marker(args.events)
+        if name not in servers or (not args.rebuild and marker_ok(marker, mine)):
+            continue
+        marker.unlink(missing_ok=True)
+        print(f"building the {name} feed ({PROFILES[name].summary}) ...", flush=True)
+        t = time.perf_counter()
+        await recipe()
+        print(f"  built in {time.perf_counter() - t:.0f}s", flush=True)
+        marker.write_text(json.dumps(mine))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--profiles", default="small,large")
+    parser.add_argument("--events", type=int, default=200_000, help="Of the small and large feeds.")
+    parser.add_argument("--mixed-events", type=int, default=276_000)
+    parser.add_argument("--profiles", default="small,large,mixed")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sdk-events", type=int, default=20_000)
+    parser.add_argument("--build-only", action="store_true", help="Build the feeds, then stop.")
     parser.add_argument("--rebuild", action="store_true", help="Rebuild the feeds even if cached.")
     args = parser.parse_args()
-    tune_gc()  # as `cfp read` does; (b) and (c) run under the same process settings
     configure_logging(level="WARNING")
     WORKDIR.mkdir(exist_ok=True)
-    config = feed_config(args.events)
-    want = {"events": args.events, "shards": list(SHARDS), "seed": config.seed, "version": 3}
-    small = Azurite(WORKDIR / "azurite-small").start()
-    large = Azurite(WORKDIR / "azurite-large").start()
+    profiles = args.profiles.split(",")
+    needed = set(profiles) | ({"small"} if "large" in profiles else set())
+    servers = {name: Azurite(WORKDIR / f"azurite-{name}").start() for name in sorted(needed)}
     try:
-        marker = WORKDIR / "small.json"
-        if args.rebuild or not marker_ok(marker, want):
-            marker.unlink(missing_ok=True)
-            print(
-                f"building the small-block feed of {args.events:,} blob operations (feed only) ...",
-                flush=True,
-            )
-            t = time.perf_counter()
-            asyncio.run(build_small(small.connection_string, config))
-            print(f"  built in {time.perf_counter() - t:.0f}s", flush=True)
-            marker.write_text(json.dumps(want))
-        large_marker = WORKDIR / "large.json"
-        if "large" in args.profiles and (args.rebuild or not marker_ok(large_marker, want)):
-            large_marker.unlink(missing_ok=True)
-            print("re-blocking the same records into large blocks ...", flush=True)
-            asyncio.run(
-                relayout(small.connection_string, large.connection_string, PROFILES["large"])
-            )
-            large_marker.write_text(json.dumps(want))
-        servers = {"small": small, "large": large}
-        for name in args.profiles.split(","):
+        asyncio.run(build(servers, args))
+        if args.build_only:
+            return
+        for name in profiles:
             run_profile(name, servers[name].connection_string, args)
+        total, top = import_times(servers[profiles[0]].connection_string)
+        listed = ", ".join(f"{name} {s:.2f}" for name, s in top)
+        print(f"\ncfp read's imports to its first event: {total:.2f} s ({listed})")
     finally:
-        small.stop()
-        large.stop()
+        for server in servers.values():
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import gc
+import importlib
 import os
 import sys
+import threading
 
 # Young-generation threshold for the cyclic collector. Decoding creates about five tracked
 # containers per change record; with CPython's default (700) a collection runs every ~140
@@ -23,14 +26,17 @@ def tune_gc() -> None:
     gc.set_threshold(GEN0_THRESHOLD, gen1, gen2)
 
 
-# Decoded windows are allocated by the native decoder (glibc malloc, from whichever thread decodes)
-# and by polars (jemalloc, for their JSON); with an arena per thread each keeps what it freed.
-# Two glibc arenas and one jemalloc arena returning freed pages at once took `cfp read`'s peak RSS
-# on the benchmark feed from about 530 MiB to about 395 MiB, at the same speed.
+# Decoded windows are allocated by the native decoder and polars (jemalloc: the records, their
+# JSON) and by the download (glibc malloc); with an arena per thread each keeps what it freed.
+# Two glibc arenas and one jemalloc arena took `cfp read`'s peak RSS on the benchmark feed from
+# about 530 MiB to about 395 MiB. jemalloc keeps what it freed for a second before it gives it
+# back: every window allocates about ten times its bytes (decoded records, JSON, lines), and pages
+# given back at once (a decay of 0) came back as page faults, 400,000 of them in a read of the
+# mixed benchmark feed, a third of its time (bench/read_throughput.py: 2.9 s against 2.4 s).
 GLIBC_ARENAS = 2
 M_ARENA_MAX = -8  # mallopt's parameter number in glibc's malloc.h
 JEMALLOC_CONF_VAR = "_RJEM_MALLOC_CONF"  # what polars' jemalloc reads when it starts
-JEMALLOC_CONF = "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"
+JEMALLOC_CONF = "narenas:1,dirty_decay_ms:1000,muzzy_decay_ms:0"
 
 
 def tune_memory() -> None:
@@ -45,6 +51,19 @@ def tune_memory() -> None:
     except (OSError, AttributeError):  # not glibc (musl, macOS): its defaults stand
         return
     mallopt(M_ARENA_MAX, GLIBC_ARENAS)
+
+
+def preload(*modules: str) -> None:
+    """Import `modules` in a daemon thread, now: a command that loads its decoder with its first
+    window (polars, 0.1-0.3 s) starts doing so while its first requests wait on the network.
+    An import that fails is left to whoever imports the module next, to raise it there."""
+
+    def load() -> None:
+        for name in modules:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+    threading.Thread(target=load, name="cfp-preload", daemon=True).start()
 
 
 def keep_pandas_out() -> None:

@@ -33,6 +33,7 @@ from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import structlog
 
 from processor.changefeed.avro_chunk import BlockSpan, ChunkHeader
@@ -91,9 +92,10 @@ class NativeDecoder:
     ) -> None:
         self.deadline_s = deadline_s
         self.min_records = min_records  # smaller windows are decoded by fastavro
-        # polars decodes on a pool of its own, a thread a core: more calls at once add memory
-        # (about 50 MB each for 8 MiB), not speed
-        self._slots = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
+        # a call at a time per core but one, which the event loop keeps (it fetches, cuts
+        # batches and writes them): more calls at once add memory (about 50 MB each for 8 MiB),
+        # not speed (cfp read on 2 cores: as fast with one call at a time, 30-40 MiB less)
+        self._slots = threading.BoundedSemaphore(max(1, (os.cpu_count() or 1) - 1))
         self.stuck: StuckDecode | None = None
         self.fallbacks = 0  # windows decoded by fastavro instead
         self._listeners: list[Callable[[StuckDecode], None]] = []
@@ -192,7 +194,8 @@ class DecodedWindow:
     `blocks` are those of the window that decoded (all of them, unless `error` names the one
     after them); `native` says whether the native decoder made `table` (False: fastavro).
     `keep` marks the records the reader's filter delivers (None: all). The JSON of those is made
-    for the whole window at once, when first asked for."""
+    for the whole window at once, when first asked for; so are their JSON lines, which a reader
+    that prints nothing else keeps alone (`lines_only`)."""
 
     def __init__(
         self,
@@ -212,6 +215,7 @@ class DecodedWindow:
         self.keep: np.ndarray | None = None
         self.kept_before: np.ndarray | None = None  # records kept before each row
         self._json: pa.Array | None = None
+        self._lines: pa.Array | None = None
         self._lock = threading.Lock()
 
     def rows(self, first_row: int, stop_row: int) -> tuple[np.ndarray, np.ndarray]:
@@ -231,10 +235,31 @@ class DecodedWindow:
         """Every kept record of the window as JSON text (`record_json`), made once: the JSON
         of kept record `k` is item `k`."""
         with self._lock:
+            if self._lines is not None:
+                raise RuntimeError("this window kept its JSON lines only (lines_only)")
             if self._json is None:
                 kept = self.table if self.keep is None else self.table.filter(self.keep)
                 self._json = record_json(kept)
             return self._json
+
+    def lines_only(self) -> None:
+        """Keep the kept records' JSON lines and nothing else of them: the columns and the JSON
+        texts are freed (`table` keeps its row count, in a column of nulls that takes no
+        memory). For `cfp read`, which prints the lines and needs nothing more of a window."""
+        lines = json_lines_column(self.json())
+        with self._lock:
+            self._lines, self._json = lines, None
+            self.table = pa.table({"freed": pa.nulls(self.table.num_rows)})
+
+    @property
+    def has_lines(self) -> bool:
+        return self._lines is not None
+
+    def line_bytes(self, first: int, stop: int) -> memoryview:
+        """The JSON lines of kept records `[first, stop)`, each ending in a newline: a view of
+        the window's lines (`lines_only`), not a copy."""
+        assert self._lines is not None, "lines_only() first"
+        return arrow_text(self._lines, first, stop)
 
 
 def record_json(records: pa.Table) -> pa.Array:
@@ -250,6 +275,24 @@ def record_json(records: pa.Table) -> pa.Array:
     assert isinstance(frame, pl.DataFrame)
     encoded = frame.select(pl.struct(pl.all()).struct.json_encode()).to_series().to_arrow()
     return encoded.cast(pa.large_string())
+
+
+def json_lines_column(texts: pa.Array) -> pa.Array:
+    """Each text followed by a newline, as one `large_string` column (one copy, in Arrow)."""
+    kind = pa.large_string()
+    joined = pc.binary_join_element_wise(
+        texts.cast(kind), pa.scalar("", kind), pa.scalar("\n", kind)
+    )
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
+def arrow_text(texts: pa.Array, first: int, stop: int) -> memoryview:
+    """Items `[first, stop)` of a `large_string` column, end to end: a view of its data."""
+    if stop <= first:
+        return memoryview(b"")
+    _, offsets, data = texts.buffers()
+    ends = np.frombuffer(offsets, dtype=np.int64)[texts.offset :]
+    return memoryview(data)[int(ends[first]) : int(ends[stop])]
 
 
 def decode_window(

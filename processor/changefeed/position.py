@@ -79,6 +79,9 @@ class ShardBatch:
     # the JSON of `table`'s records, cut from its window's (made once per window); None: made
     # from `table` when asked
     json_of_rows: Callable[[], pa.Array] | None = None
+    # the first N records' JSON lines, a view of its window's (a reader that prints JSON lines
+    # and nothing else keeps only those: then `table` has no columns and `json_of_rows` is None)
+    lines_of_rows: Callable[[int], memoryview] | None = None
 
     def __len__(self) -> int:
         return int(self.table.num_rows)
@@ -115,6 +118,15 @@ class ShardBatch:
         from processor.changefeed.columnar import record_json  # noqa: PLC0415 - a cycle
 
         return record_json(self.table)
+
+    def json_lines(self, count: int) -> bytes | memoryview:
+        """The first `count` records as JSON lines (`json()`, a newline after each), in one
+        buffer: a view of the window's lines when the reader kept them."""
+        if self.lines_of_rows is not None:
+            return self.lines_of_rows(count)
+        from processor.changefeed.columnar import arrow_text, json_lines_column  # noqa: PLC0415
+
+        return arrow_text(json_lines_column(self.json().slice(0, count)), 0, count)
 
     def position_after(self, k: int) -> ShardPosition:
         """The shard position just after delivered record `k`."""

@@ -78,7 +78,8 @@ class ShardReader:
         with_json: bool = False,
     ) -> None:
         self._storage = storage
-        # make each window's JSON in its decode's thread (`cfp read` prints it from the loop)
+        # make each window's JSON lines in its decode's thread and keep nothing else of its
+        # records (`cfp read` prints them from the loop)
         self._with_json = with_json
         self.segment = segment
         self.prefix = prefix
@@ -236,7 +237,7 @@ class ShardReader:
         keep = self._filter.mask(decoded.table)
         decoded.keep_only(None if keep is None else as_numpy_mask(keep))
         if self._with_json:
-            decoded.json()
+            decoded.lines_only()
         return decoded
 
     async def _fetch(self, info: BlobInfo, start: int) -> Window:

@@ -97,6 +97,9 @@ class Window:
         def json_of_rows() -> pa.Array:
             return window_json().slice(first_kept, kept)
 
+        def lines_of_rows(count: int) -> memoryview:
+            return decoded.line_bytes(first_kept, first_kept + min(count, kept))
+
         return ShardBatch(
             segment=segment,
             shard=shard,
@@ -108,7 +111,8 @@ class Window:
             offsets=offsets,
             indexes=indexes,
             raw_count=raw_count,
-            json_of_rows=json_of_rows,
+            json_of_rows=None if decoded.has_lines else json_of_rows,
+            lines_of_rows=lines_of_rows if decoded.has_lines else None,
         )
 
 

@@ -29,8 +29,10 @@ from processor.changefeed.selection import EventFilter, TimeRange
 from processor.changefeed.storage import FeedStorage
 from processor.cli.common import fail, say_error, unless_decoder_stuck
 from processor.cli.lines import formatted_lines
+from processor.runtime import preload
 
 SAVE_EVERY_S = 1.0
+NATIVE_DECODER = "polars_avro"  # what decodes a window (columnar.py), and polars with it
 
 
 class TokenFormat(StrEnum):
@@ -167,6 +169,7 @@ class ReadJob:
 
     async def _read(self, stop: asyncio.Event) -> int:
         out = self.out
+        preload(NATIVE_DECODER)  # while the manifests and listings are read
         async with (
             FeedStorage.from_connection_string(self.conn) as storage,
             FeedReader(
@@ -225,7 +228,7 @@ class ReadJob:
         )
         return 1
 
-    async def _lines(self, batch: ShardBatch, count: int) -> bytes:
+    async def _lines(self, batch: ShardBatch, count: int) -> bytes | memoryview:
         """Native lines are cut from the window's JSON, made where it was decoded: cheap enough
         for the loop. Other formats make a document per event: in a thread, so that the loop
         goes on fetching and decoding the shards meanwhile."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+import numpy as np
 import orjson
 import pyarrow as pa
 import pytest
@@ -30,6 +31,7 @@ from processor.changefeed.columnar import (
     record_json,
 )
 from processor.changefeed.errors import UndecodableBlockError
+from processor.changefeed.windows import Window
 from processor.emulator.avro_encoding import (
     RecordEncoder,
     encode_block,
@@ -330,3 +332,44 @@ def test_the_block_that_spins_the_native_decoder_returns_within_the_deadline() -
         "stuck": [blocks[0].offset],
     }
     assert "its records use" in out["problem"] or "does not decode" in out["problem"]
+
+
+@settings(max_examples=40)
+@given(data=st.data())
+def test_a_window_hands_out_its_batches_json_lines_kept_whole_or_as_lines_only(
+    data: st.DataObject,
+) -> None:
+    """What `cfp read` prints of each batch (`ShardBatch.json_lines`): orjson's line of every
+    record the filter kept, in order, whether the window kept its columns or its lines only
+    (then a view of them, cut at any record)."""
+    schema = writer_schema(5)
+    records = data.draw(st.lists(_values(schema, {}), min_size=1, max_size=30), label="records")
+    sizes = data.draw(st.lists(st.integers(1, 9), min_size=1, max_size=8), label="block sizes")
+    chunk = chunk_of(schema, records, sizes)
+    header = parse_header(chunk, chunk="c")
+    scan = scan_blocks(chunk[header.size :], base=header.size, sync=header.sync, chunk="c")
+    keep = data.draw(st.lists(st.booleans(), min_size=len(records), max_size=len(records)))
+    native = NativeDecoder(min_records=data.draw(st.sampled_from([1, 10_000]), label="min"))
+    decoded = decode_window(
+        chunk, base=0, blocks=scan.blocks, header=header, chunk="c", native=native
+    )
+    decoded.keep_only(np.array(keep))
+    lines_only = data.draw(st.booleans(), label="lines only")
+    if lines_only:
+        decoded.lines_only()
+        with pytest.raises(RuntimeError):
+            decoded.json()
+    window = Window("c", header, chunk, 0, header.size, len(chunk), scan)
+    window.decoded_as(decoded)
+    wanted = [
+        orjson.dumps(r) + b"\n" for r, k in zip(fastavro_records(chunk), keep, strict=True) if k
+    ]
+    got, limit = [], data.draw(st.integers(1, 12), label="batch size")
+    while not window.is_used_up:
+        batch = window.take(limit, segment="s", shard="log/00/")
+        cut = data.draw(st.integers(0, len(batch)), label="cut")
+        lines = wanted[len(got) : len(got) + len(batch)]
+        assert bytes(batch.json_lines(cut)) == b"".join(lines[:cut])
+        assert bytes(batch.json_lines(len(batch))) == b"".join(lines)
+        got += lines
+    assert len(got) == len(wanted) and decoded.table.num_rows == len(records)
