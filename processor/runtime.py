@@ -54,9 +54,11 @@ def tune_memory() -> None:
 
 
 def preload(*modules: str) -> None:
-    """Import `modules` in a daemon thread, now: a command that loads its decoder with its first
-    window (polars, 0.1-0.3 s) starts doing so while its first requests wait on the network.
-    An import that fails is left to whoever imports the module next, to raise it there."""
+    """Import `modules` in a daemon thread, now, unless they are loaded: a reader that loads its
+    decoder with its first window starts doing so while that window downloads. An import that
+    fails is left to whoever imports the module next, to raise it there."""
+    if all(name in sys.modules for name in modules):
+        return
 
     def load() -> None:
         for name in modules:

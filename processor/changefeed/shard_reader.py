@@ -92,6 +92,9 @@ class ShardReader:
         self._fetcher = WindowFetcher(storage, read_size=read_size)
         self._group: asyncio.TaskGroup | None = None
         self._chunks: list[BlobInfo] | None = None
+        # `_chunks` was listed after the segment was finalized: the shard's last word, which
+        # needs no second listing to say that the shard is complete
+        self._listed_finalized = False
 
     def cancel_read_ahead(self) -> None:
         self._fetcher.cancel_read_ahead()
@@ -112,10 +115,11 @@ class ShardReader:
         started in that group while the current bytes are decoded and handed out.
         """
         self._group = read_ahead
-        relisted = False
+        relisted = self._listed_finalized and is_finalized  # no chunk is added or grows after
         while True:
             if self._chunks is None:
                 self._chunks = await self._storage.list_blobs(self.prefix)
+                self._listed_finalized = is_finalized
                 relisted = True
             chunks = self._chunks
             pos = self.position
@@ -215,6 +219,8 @@ class ShardReader:
             if not w.scan.is_torn:
                 self.position = ShardPosition(info.name, w.scan.end, 0)
                 self._window = None
+                if w.scan.end < info.size:  # handed out whole: the next window, in this call
+                    return await self._read_blocks(info, is_final=is_final)
                 return None
             if w.fetched_end < info.size:  # the window ended inside a block that is whole now
                 self._window = await self._fetch(info, w.scan.end)

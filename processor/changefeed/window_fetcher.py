@@ -18,6 +18,7 @@ from processor.changefeed.storage import BlobInfo, FeedStorage
 from processor.changefeed.windows import ReadAhead, Window
 
 CACHED_HEADERS = 16
+HEADER_ROOM = 64 << 10  # bytes read for a chunk's header, before its first window's
 
 
 class WindowFetcher:
@@ -50,9 +51,11 @@ class WindowFetcher:
             if not first:
                 return await self._storage.read_range(info.name, 0, want)
             first = False
-            buf = await self._ahead.read(info.name, 0, want)
-            if len(buf) > want:
-                self._spare = (info.name, buf)  # a read-ahead of the whole chunk start: keep it
+            # the first window's bytes come with the header's, in one GET: a header is a few
+            # KiB, so this reads the window the reader asks for next, whatever its offset
+            whole = min(info.size, HEADER_ROOM + self._read_size)
+            buf = await self._ahead.read(info.name, 0, max(want, whole))
+            self._spare = (info.name, buf)  # the chunk's start: the first window's bytes
             return buf
 
         header = await read_header(start, chunk=info.name, blob_size=info.size)
@@ -80,9 +83,11 @@ class WindowFetcher:
         else:
             buf, base = await self._ahead.read(info.name, start, length), start
         while True:
-            view = memoryview(buf)[start - base :]
+            # never more than `length` from `start`, as a GET of its own would have brought:
+            # where windows end decides where batches end
+            end = min(base + len(buf), start + length)
+            view = memoryview(buf)[start - base : end - base]
             scan = scan_blocks(view, base=start, sync=header.sync, chunk=info.name)
-            end = base + len(buf)
             if scan.blocks or end >= info.size or scan.error is not None:
                 break
             length = min(2 * (end - start), info.size - start)  # a block larger than the read

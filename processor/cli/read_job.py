@@ -29,10 +29,8 @@ from processor.changefeed.selection import EventFilter, TimeRange
 from processor.changefeed.storage import FeedStorage
 from processor.cli.common import fail, say_error, unless_decoder_stuck
 from processor.cli.lines import formatted_lines
-from processor.runtime import preload
 
 SAVE_EVERY_S = 1.0
-NATIVE_DECODER = "polars_avro"  # what decodes a window (columnar.py), and polars with it
 
 
 class TokenFormat(StrEnum):
@@ -169,7 +167,6 @@ class ReadJob:
 
     async def _read(self, stop: asyncio.Event) -> int:
         out = self.out
-        preload(NATIVE_DECODER)  # while the manifests and listings are read
         async with (
             FeedStorage.from_connection_string(self.conn) as storage,
             FeedReader(
