@@ -178,9 +178,7 @@ class FeedStorage:
 
         async def op() -> bytes:
             stream = await self._container.download_blob(path, offset=offset, length=length)
-            # the response's bytes as they are: `readall` copies them into a BytesIO first
-            parts = [part async for part in stream.chunks()]
-            return parts[0] if len(parts) == 1 else b"".join(parts)
+            return await stream.readall()
 
         return await self._call(path, op)
 
