@@ -8,7 +8,7 @@ JARS := deploy/spark/jars/.installed
 FETCHED := deploy/spark/jars/.fetched
 AZURITE_DIR ?= .azurite
 
-.PHONY: help install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect image image-test bench bench-decode bench-spark bench-cluster bench-startup bench-stream bench-state bench-changelog bench-rebalance bench-balance bench-formats bench-filter clean
+.PHONY: help install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect image image-test bench bench-decode bench-spark bench-cluster bench-startup bench-stream bench-state bench-changelog bench-rebalance bench-balance bench-formats bench-filter bench-profile clean
 
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
@@ -20,7 +20,7 @@ help:
 	@echo "make docs       the reference pages made from the code (docs/reference/)"
 	@echo "make azurite    run Azurite in the foreground on the default ports (data in $(AZURITE_DIR)/)"
 	@echo "make spark-connect  run a Spark Connect server on 127.0.0.1:15002 in the foreground"
-	@echo "make bench      read-throughput benchmark: ours vs the official SDK vs a bare baseline"
+	@echo "make bench      cfp read as a process vs a download + fastavro script vs the official SDK"
 	@echo "make bench-decode     CPU per record: fastavro vs the columnar decoder"
 	@echo "make bench-spark      one host into the Delta change log vs appending the same rows"
 	@echo "make bench-cluster    1, 2, 3 thin hosts on Spark's standalone cluster vs appending the same rows"
@@ -32,6 +32,7 @@ help:
 	@echo "make bench-balance    the pure balancer at 1,000 hosts x 10,000 leases"
 	@echo "make bench-formats    what --format and the change log's envelope columns cost"
 	@echo "make bench-filter     what --container/--blob-prefix/... cost cfp read (90 % filtered out)"
+	@echo "make bench-profile    where cfp read's time goes (py-spy, on the mixed benchmark feed)"
 
 # --no-compile: modules are compiled when first imported (a fraction of what is installed:
 # PySpark alone ships thousands), not all of them at install time
@@ -146,6 +147,9 @@ bench: install
 
 bench-decode: $(VENV)/.installed
 	$(PY) -m bench.decode_cost
+
+bench-profile: install
+	$(PY) -m bench.read_profile
 
 bench-spark: install
 	$(PY) -m bench.spark_ingest

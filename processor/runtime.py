@@ -29,14 +29,15 @@ def tune_gc() -> None:
 # Decoded windows are allocated by the native decoder and polars (jemalloc: the records, their
 # JSON) and by the download (glibc malloc); with an arena per thread each keeps what it freed.
 # Two glibc arenas and one jemalloc arena took `cfp read`'s peak RSS on the benchmark feed from
-# about 530 MiB to about 395 MiB. jemalloc keeps what it freed for a second before it gives it
-# back: every window allocates about ten times its bytes (decoded records, JSON, lines), and pages
-# given back at once (a decay of 0) came back as page faults, 400,000 of them in a read of the
-# mixed benchmark feed, a third of its time (bench/read_throughput.py: 2.9 s against 2.4 s).
+# about 530 MiB to about 395 MiB. jemalloc keeps what it freed for a quarter of a second before
+# it gives it back: every window allocates about ten times its bytes (decoded records, JSON,
+# lines), and pages given back at once (a decay of 0) came back as page faults, 400,000 of them
+# in a read of the mixed benchmark feed, a third of its time (2.85 s against 2.26 s; a decay of
+# a second was no faster and held 50 MiB more on the large-block feed).
 GLIBC_ARENAS = 2
 M_ARENA_MAX = -8  # mallopt's parameter number in glibc's malloc.h
 JEMALLOC_CONF_VAR = "_RJEM_MALLOC_CONF"  # what polars' jemalloc reads when it starts
-JEMALLOC_CONF = "narenas:1,dirty_decay_ms:1000,muzzy_decay_ms:0"
+JEMALLOC_CONF = "narenas:1,dirty_decay_ms:250,muzzy_decay_ms:0"
 
 
 def tune_memory() -> None:
