@@ -212,6 +212,11 @@ class DecodedWindow:
         counts = np.fromiter((b.count for b in blocks), np.int64, len(blocks))
         self.starts = np.concatenate(([0], np.cumsum(counts)))  # each block's first row, then
         self.offsets = np.fromiter((b.offset for b in blocks), np.int64, len(blocks))
+        # every row's block offset and index in its block, once (in the decode's thread)
+        self._row_offsets = np.repeat(self.offsets, counts)
+        self._row_indexes = np.arange(self.starts[-1], dtype=np.int64) - np.repeat(
+            self.starts[:-1], counts
+        )
         self.keep: np.ndarray | None = None
         self.kept_before: np.ndarray | None = None  # records kept before each row
         self._json: pa.Array | None = None
@@ -220,10 +225,8 @@ class DecodedWindow:
 
     def rows(self, first_row: int, stop_row: int) -> tuple[np.ndarray, np.ndarray]:
         """The block offset of each row in `[first_row, stop_row)`, and its index in the block:
-        the position columns of those rows."""
-        rows = np.arange(first_row, stop_row, dtype=np.int64)
-        block = np.searchsorted(self.starts, rows, side="right") - 1
-        return self.offsets[block], rows - self.starts[block]
+        the position columns of those rows (views of the window's, made with it)."""
+        return self._row_offsets[first_row:stop_row], self._row_indexes[first_row:stop_row]
 
     def keep_only(self, keep: np.ndarray | None) -> None:
         """Deliver only the records `keep` marks (a boolean per row; None: every one)."""
