@@ -30,6 +30,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,20 +76,20 @@ def spawn(args: tuple[str, ...], conn: str, *, count_stderr: bool = False) -> Ru
     report = WORKDIR / "rss.txt"
     command = ["/usr/bin/time", "-f", "%M", "-o", str(report), sys.executable, *args]
     env = {**os.environ, "CFP_CONNECTION_STRING": conn}
-    start = time.perf_counter()
-    child = subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    assert child.stdout is not None
-    lines, first = 0, 0.0
-    fd = child.stdout.fileno()
-    while data := os.read(fd, 1 << 20):
-        if not first:
-            first = time.perf_counter() - start
-        lines += data.count(b"\n")
-    err = child.stderr.read() if child.stderr else b""
-    status = child.wait()
-    seconds = time.perf_counter() - start
+    with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: nobody reads it meanwhile
+        start = time.perf_counter()
+        child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr)
+        assert child.stdout is not None
+        lines, first = 0, 0.0
+        fd = child.stdout.fileno()
+        while data := os.read(fd, 1 << 20):
+            if not first:
+                first = time.perf_counter() - start
+            lines += data.count(b"\n")
+        status = child.wait()
+        seconds = time.perf_counter() - start
+        stderr.seek(0)
+        err = stderr.read()
     if status != 0:
         raise SystemExit(f"{' '.join(args)} failed ({status}): {err.decode()[-2000:]}")
     if count_stderr:  # the script without --json prints nothing but its count
