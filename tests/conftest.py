@@ -61,13 +61,12 @@ def pytest_timeout_cancel_timer(item: pytest.Item) -> None:
 # `make test` hands whole files to its workers in this order (`--no-loadscope-reorder`; by
 # default pytest-xdist puts the files with most tests first): the two Spark files first, on two
 # workers, so that they overlap each other and nothing else that starts a JVM, then the longest
-# of the rest (measured worker-seconds, 2 cores; the state job's tables and the Spark source's
-# file after the hosts', when a first Spark file is done)
+# of the rest (measured worker-seconds, 2 cores; the Spark source's file after the hosts', when
+# the first Spark file is done)
 FIRST = (
     "test_spark.py",
     "test_delta_tables.py",
     "test_hosts.py",
-    "test_delta_state_job.py",
     "test_spark_source.py",
     "test_resume_property.py",
     "test_storage_faults.py",

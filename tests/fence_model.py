@@ -1,7 +1,6 @@
 """The fenced change log's protocol as schedules of owners, zombies, crashes and ambiguous commits,
 run through the real `ChangeLog` against a Delta table: a model of Delta's rules in
-tests/unit/observers/spark/test_fence_model.py, a real table in
-tests/integration/test_fenced_change_log.py.
+tests/unit/observers/spark/test_fence_model.py, a real table in tests/integration/test_delta_tables.py.
 
 A schedule is a list of steps on one lease, by hosts that behave as cfp's do:
 
