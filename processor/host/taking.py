@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import structlog
 
-from leases import HostId, Lease, LeaseStore, LeaseView, TakePlan
+from leases import HostId, Lease, LeaseError, LeaseStore, LeaseView, TakePlan
 from processor.clock import Clock
 from processor.host.progress import BalancingRecorder
 from processor.host.supervisor import WorkerSupervisor
@@ -99,8 +99,21 @@ class LeaseTaker:
             forced=forced,
             tick=tick,  # the balancer's tick count: how soon, counted in its own ticks
         )
-        self._supervisor.start(got)
+        if not self._supervisor.start(got):
+            await self._release_unrun(got)
+            return False
         return True
+
+    async def _release_unrun(self, got: Lease) -> None:
+        """Let go of a lease acquired that no worker will run: the host is stopping, or a
+        worker of its earlier hold is still ending (the lease expired under a busy host, which
+        took it again). Kept, it would stay this host's, renewed by nobody, until it expired."""
+        try:
+            released = await self._store.release(got)
+        except LeaseError as e:
+            log.warning("lease.release_failed", lease=got.token, error=str(e))
+            return
+        log.info("lease.released_unrun", lease=got.token, released=released is not None)
 
     async def take_handed_over(self, leases: list[Lease], *, tick: int) -> None:
         """While paused, leases stay where they are, idle; renewals go on. A hand-over already

@@ -154,3 +154,19 @@ async def test_a_settled_host_lists_its_slices_and_everything_again_once_it_acts
     assert store.full == 1 and len(store.ranges) == 2 and started[-1] != "03"
     await b.tick()  # ...so it lists everything again
     assert store.full == 2
+
+
+async def test_a_lease_acquired_that_no_worker_will_run_is_released_at_once() -> None:
+    """A busy host's lease expired under it and it took the lease again while the old worker was
+    still ending (seen under load in make test): the supervisor refuses a second worker, and the
+    acquisition must not stay the host's, renewed by nobody, until it expires."""
+    store = MemoryLeaseStore()
+    row = await store.create_if_absent(LeaseToken("00"), None)
+    assert row is not None
+    balancer, started = make_balancer(store, "h1")
+    refuse = lambda lease: started.append(lease.token) and False  # noqa: E731
+    balancer._taker._supervisor.start = refuse  # type: ignore[method-assign]
+    await balancer.tick()
+    assert started == ["00"]  # acquired, then refused a worker
+    [lease] = await store.list_leases()
+    assert lease.owner is None and lease.epoch == 1  # released, its acquisition's epoch kept
