@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import gc
-import importlib
 import os
 import sys
-import threading
 
 # Young-generation threshold for the cyclic collector. Decoding creates about five tracked
 # containers per change record; with CPython's default (700) a collection runs every ~140
@@ -52,21 +49,6 @@ def tune_memory() -> None:
     except (OSError, AttributeError):  # not glibc (musl, macOS): its defaults stand
         return
     mallopt(M_ARENA_MAX, GLIBC_ARENAS)
-
-
-def preload(*modules: str) -> None:
-    """Import `modules` in a daemon thread, now, unless they are loaded: a reader that loads its
-    decoder with its first window starts doing so while that window downloads. An import that
-    fails is left to whoever imports the module next, to raise it there."""
-    if all(name in sys.modules for name in modules):
-        return
-
-    def load() -> None:
-        for name in modules:
-            with contextlib.suppress(Exception):
-                importlib.import_module(name)
-
-    threading.Thread(target=load, name="cfp-preload", daemon=True).start()
 
 
 def keep_pandas_out() -> None:

@@ -37,11 +37,8 @@ from processor.changefeed.shard_reader import (
     ShardReader,
 )
 from processor.changefeed.storage import FeedStorage
-from processor.runtime import preload
 
 log = structlog.get_logger("cfp.reader")
-
-NATIVE_DECODER = "polars_avro"  # what decodes windows (columnar.py), with polars: 0.1-0.3 s
 
 # Batches each shard may decode ahead of the consumer (bounds memory: shards x this x batch).
 PREFETCH_BATCHES = 2
@@ -210,7 +207,6 @@ class FeedReader:
         ahead of what was handed out are dropped, so a later read resumes from `position`.
         """
         readers = self._shard_readers(segment)
-        preload(NATIVE_DECODER)  # while the first windows download
         queues: dict[str, asyncio.Queue[ShardBatch | ShardRead | FeedCorrupt]] = {
             r.prefix: asyncio.Queue(maxsize=PREFETCH_BATCHES) for r in readers
         }
