@@ -21,8 +21,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from bench.read_feeds import PROFILES, WORKDIR
-from bench.read_throughput import ROOT, build
+from bench.read_feeds import PROFILES, ROOT, WORKDIR
+from bench.read_throughput import build
 from processor.emulator.azurite import Azurite
 from processor.logs import configure_logging
 
@@ -95,7 +95,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--mixed-events", type=int, default=276_000)
     args = parser.parse_args()
-    args.rebuild, args.build_only = False, True
+    args.rebuild = False  # build() builds a feed only when its marker is missing
     configure_logging(level="WARNING")
     WORKDIR.mkdir(exist_ok=True)
     names = {args.profile} | ({"small"} if args.profile == "large" else set())

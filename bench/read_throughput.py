@@ -34,10 +34,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from bench.read_feeds import (
     PROFILES,
+    ROOT,
     WORKDIR,
     build_mixed,
     build_small,
@@ -50,7 +50,6 @@ from bench.read_feeds import (
 from processor.emulator.azurite import Azurite
 from processor.logs import configure_logging
 
-ROOT = Path(__file__).resolve().parent.parent
 CFP_READ = ("-m", "processor", "read", "--include-control")
 SCRIPT = (str(ROOT / "bench" / "naive_read.py"),)
 
