@@ -75,7 +75,7 @@ $(FETCHED): deploy/spark/pom.xml
 	touch $@
 
 $(JARS): $(FETCHED) $(VENV)/.installed
-	$(PY) -m observers.spark.jars --check
+	$(PY) -m observers.builtin.spark.session.jars --check
 	touch $@
 
 # promtool, for the tests of deploy/prometheus/alerts.yaml: the binary alone, out of Debian's

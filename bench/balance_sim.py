@@ -3,20 +3,20 @@
     python -m bench.balance_sim [--hosts 1000] [--leases 10000] [--seed 1]
                                 [--acquire-interval 10] [--expiry 30] [--check] [--plain]
 
-Simulates the lease table as `plan_takes` (leases/balancing.py, unchanged) drives it. A round is
-one balancing tick of every live host, in random order; each plan is applied at once, so later
+Simulates the lease table as `plan_takes` (leases/policy/balancing.py, unchanged) drives it. A round
+is one balancing tick of every live host, in random order; each plan is applied at once, so later
 hosts of the round see it (the store's ETag checks would make the same plan fail on a stale row).
-Between rounds, owners honour hand-over requests by releasing (owner cleared, next_owner kept)
-and the taker acquires the lease in its next tick. Expiry is judged in rounds (expiry / acquire
+Between rounds, owners honour hand-over requests by releasing (owner cleared, next_owner kept) and
+the taker acquires the lease in its next tick. Expiry is judged in rounds (expiry / acquire
 interval, 3 by default): a lease owned by a dead host looks expired at once (we count from the
-moment survivors see it expired, one expiry after the crash); a free lease reserved for a host
-that does not take it looks expired after that many rounds. Live owners renew; renewals are not
-simulated one by one, only counted in the operations estimate.
+moment survivors see it expired, one expiry after the crash); a free lease reserved for a host that
+does not take it looks expired after that many rounds. Live owners renew; renewals are not simulated
+one by one, only counted in the operations estimate.
 
-Scenarios: from an empty table; 10 % of the hosts die; 10 % new hosts join the balanced table.
-Then what a processor at rest costs the lease table's partition, before quiet ticks (every host
-listing every lease each tick) and now (`leases/watching.py`), at 100, 1,000 and 10,000 hosts;
-and `--balance-by load` on shard rates skewed by a Zipf law (`bench/load_sim.py`).
+Scenarios: from an empty table; 10 % of the hosts die; 10 % new hosts join the balanced table. Then
+what a processor at rest costs the lease table's partition, before quiet ticks (every host listing
+every lease each tick) and now (`leases/policy/watching.py`), at 100, 1,000 and 10,000 hosts; and
+`--balance-by load` on shard rates skewed by a Zipf law (`bench/load_sim.py`).
 
 Speed: `plan_takes` is linear in the leases (~17 ms a call over 10,000 plain views here) and
 about 9,000 ticks in a run produce a plan. The balancer is left as it is; the loop around it
@@ -45,12 +45,12 @@ from typing import Any
 import numpy as np  # a dependency of pandas
 
 from bench import load_sim
-from leases.balancing import BalanceLimits, TakePlan, plan_takes
-from leases.expiry import LeaseView
+from leases.policy.balancing import BalanceLimits, TakePlan, plan_takes
+from leases.policy.expiry_tracker import LeaseView
+from leases.policy.watching import WATCHERS, full_listing_every
 from leases.record import HostId, Lease, LeaseToken
-from leases.table_settings import DEFAULT_LEASE_PARTITIONS as LEASE_PARTITIONS
-from leases.watching import WATCHERS, full_listing_every
-from processor.host.presence import FORGET_EVERY
+from leases.store.table_settings import DEFAULT_LEASE_PARTITIONS as LEASE_PARTITIONS
+from processor.host.health.presence import FORGET_EVERY
 
 ROOT = Path(__file__).resolve().parent.parent
 # Azure Storage scalability targets for Table storage: "target throughput for a single table

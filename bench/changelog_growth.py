@@ -34,12 +34,12 @@ from deltalake import DeltaTable, QueryBuilder
 
 from bench.spark_ingest import WORKDIR as INGEST_WORKDIR
 from bench.spark_ingest import ingest_rate
+from observers.builtin.spark.session.output import Output, parse_output
+from observers.builtin.spark.session.session import SparkOptions, open_session
+from observers.builtin.spark.sql import sql_string, table_ref
+from observers.builtin.spark.state.state_job import commit_metadata
+from observers.builtin.spark.tables import create_tables
 from observers.changes import CHANGES_SCHEMA
-from observers.spark.output import Output, parse_output
-from observers.spark.session import SparkOptions, open_session
-from observers.spark.sql import sql_string, table_ref
-from observers.spark.state_job import commit_metadata
-from observers.spark.tables import create_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKDIR = ROOT / ".bench" / "changelog_growth"

@@ -33,10 +33,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from observers.spark.records import made_up_records
-from processor.changefeed.avro_chunk import parse_header, scan_blocks
-from processor.changefeed.columnar import NativeDecoder, decode_window, record_json
-from processor.changefeed.decode import decode_blocks
+from observers.builtin.spark.changelog.records import made_up_records
+from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
+from processor.changefeed.decoding.columnar import NativeDecoder, decode_window, record_json
+from processor.changefeed.decoding.decode import decode_blocks
 from processor.emulator.avro_encoding import RecordEncoder, encode_block, encode_header
 from processor.emulator.schemas import SUPPORTED_VERSIONS, event_types, writer_schema
 from tests.fixtures import RECORDED, RECORDED_CHUNKS

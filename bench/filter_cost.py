@@ -32,7 +32,7 @@ from bench.read_feeds import WORKDIR, build_small, feed_config, marker_ok, small
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.feed_reader import FeedReader
 from processor.changefeed.selection import EventFilter
-from processor.changefeed.storage import FeedStorage
+from processor.changefeed.storage.feed_storage import FeedStorage
 from processor.emulator.azurite import Azurite
 from processor.logs import configure_logging
 from processor.runtime import tune_gc

@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 import pyarrow as pa
 
 from observers import changes as schema
+from observers.builtin.spark.changelog.records import made_up_records
 from observers.formats import Format
-from observers.spark.records import made_up_records
-from processor.changefeed.avro_chunk import parse_header, scan_blocks
-from processor.changefeed.columnar import decode_window
+from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
+from processor.changefeed.decoding.columnar import decode_window
 from processor.changefeed.position import ShardBatch, ShardPosition
-from processor.cli.lines import formatted_lines
+from processor.cli.read.lines import formatted_lines
 from processor.emulator.avro_encoding import RecordEncoder, encode_block, encode_header
 from processor.emulator.schemas import writer_schema
 

@@ -17,9 +17,9 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 
-from leases.balancing import BalanceLimits, plan_takes
-from leases.expiry import LeaseView
-from leases.load_balancing import LoadRule, fair_share, host_loads, lease_weights
+from leases.policy.balancing import BalanceLimits, plan_takes
+from leases.policy.expiry_tracker import LeaseView
+from leases.policy.load_balancing import LoadRule, fair_share, host_loads, lease_weights
 from leases.record import HostId, Lease, LeaseToken
 
 MAX_ROUNDS = 200

@@ -20,9 +20,9 @@ from pathlib import Path
 from azure.storage.blob.aio import BlobServiceClient
 
 from processor.changefeed.feed_reader import FeedReader
-from processor.changefeed.layout import CONTAINER, segment_time, shard_name
 from processor.changefeed.selection import EventFilter
-from processor.changefeed.storage import FeedStorage
+from processor.changefeed.storage.feed_storage import FeedStorage
+from processor.changefeed.storage.layout import CONTAINER, segment_time, shard_name
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.emulator.feed_writer import FeedWriter
 from processor.emulator.service import reset_account

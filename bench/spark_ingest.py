@@ -43,9 +43,9 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
+from observers.builtin.spark.session.output import parse_output
+from observers.builtin.spark.session.session import SparkOptions, open_session
 from observers.changes import CHANGES_SCHEMA
-from observers.spark.output import parse_output
-from observers.spark.session import SparkOptions, open_session
 from processor.emulator.azurite import Azurite
 from tests.helpers import emulate_afresh
 from tests.spark_cluster import spark_connect_server

@@ -8,12 +8,13 @@ For each size, a state table of that many live blobs (made once with Spark and k
 row) take, in turn, runs of 50,000 and of 500,000 changes, without the history and then with
 it; the tables are restored to their first version after each run. A run is what the state job
 does with the change-log rows it reads, on the same session settings (`state_job.JOB_CONF`):
-the fold of the changes into one row per blob (`observers.spark.state.newest_per_blob`) and
-the MERGE into the state (`merge_statement`), then, with the history, the versions the changes
-close (`observers.spark.history_run.apply_history`: these changes take its fast path, the
-append, as a state job's runs do when each event is newer than its blob's row). The changes
-are a mix a storage account sees: 20% creates of new blobs, 30% overwrites, 10% deletes, 20%
-tier changes and 20% tag changes of existing blobs, each with a sequencer newer than the blob's.
+the fold of the changes into one row per blob
+(`observers.builtin.spark.state.state_table.newest_per_blob`) and the MERGE into the state
+(`merge_statement`), then, with the history, the versions the changes close
+(`observers.builtin.spark.state.history_run.apply_history`: these changes take its fast path, the
+append, as a state job's runs do when each event is newer than its blob's row). The changes are a
+mix a storage account sees: 20% creates of new blobs, 30% overwrites, 10% deletes, 20% tier changes
+and 20% tag changes of existing blobs, each with a sequencer newer than the blob's.
 
 Then one host's ingest rate into the change log is measured in the same run
 (`bench.spark_ingest.ingest_rate`, the 180,000 events of bench/spark_ingest.py), and the ratio
@@ -33,14 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.spark_ingest import ingest_rate
-from observers.spark import history
-from observers.spark.history_run import Replaced, apply_history
-from observers.spark.output import parse_output
-from observers.spark.session import SparkOptions, new_session, open_session
-from observers.spark.sql import table_ref
-from observers.spark.state import STATE_SCHEMA, merge_statement, newest_per_blob
-from observers.spark.state_job import JOB_CONF
-from observers.spark.tables import (
+from observers.builtin.spark.session.output import parse_output
+from observers.builtin.spark.session.session import SparkOptions, new_session, open_session
+from observers.builtin.spark.sql import table_ref
+from observers.builtin.spark.state import history
+from observers.builtin.spark.state.history_run import Replaced, apply_history
+from observers.builtin.spark.state.state_job import JOB_CONF
+from observers.builtin.spark.state.state_table import STATE_SCHEMA, merge_statement, newest_per_blob
+from observers.builtin.spark.tables import (
     HISTORY_PROPERTIES,
     STATE_PROPERTIES,
     create_statement,

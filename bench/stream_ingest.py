@@ -31,8 +31,8 @@ from collections import Counter
 from deltalake import DeltaTable
 
 from bench.spark_ingest import WORKDIR, build_feed, ingest_rate
-from observers.spark.output import parse_output
-from observers.spark.session import SparkOptions, open_session
+from observers.builtin.spark.session.output import parse_output
+from observers.builtin.spark.session.session import SparkOptions, open_session
 from processor.emulator.azurite import Azurite
 from processor.streaming.registration import register
 

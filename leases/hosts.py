@@ -67,7 +67,8 @@ class HostReport:
 @dataclass(frozen=True, slots=True)
 class BalanceNote:
     """How the leases stood at some host's last full listing, left on the processor row for the
-    hosts that list only what they watch (`leases.watching`): a host that could act on it lists
+    hosts that list only what they watch (`leases.policy.watching`): a host that could act on it
+    lists
     everything. Written by any host whose full listing disagrees with it."""
 
     target: int  # ceil(leases / live hosts)

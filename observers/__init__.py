@@ -1,17 +1,24 @@
 """Observers: the contract between a host and the code that consumes a lease's batches.
 
-Public names: `Observer`, `PartitionContext`, `CloseReason`, `ChangeEvent`, `EventBatch` (what
-`process_changes` receives), `ArrowObserver` and `ArrowBatch` (what `process_arrow` receives:
-the batch as Arrow columns; from `protocol`), `LeaseLostError`, `SingletonJob` and `JobRun`
-(work one host at a time does), and the plugin loader (`ObserverChoice`, what `--observer`
-chose; `load_observer_factory`), and what an observer may declare beyond the contract
-(`checkpoints_after_each_batch`, `needs_segment_order`, `singleton_jobs`,
-`first_run_after_s`, `KnowsWhatItHolds`). Built-ins: `log`, `jsonl`, `spark`. Plugins import only
-from here. Nothing here knows about Azure Tables.
+Plugins import only from here. What a host hands over: `PartitionContext` (the lease, its epoch,
+its checkpoint), `ArrowBatch` (the batch as Arrow columns, for `ArrowObserver.process_arrow`)
+or `EventBatch` of `ChangeEvent`s (for `Observer.process_changes`), and `CloseReason`. The
+columns of `ArrowBatch.changes()` are `CHANGES_SCHEMA`; `Op` and `ReadMethod` are the values of
+its `op` and `read_method` columns, and `BadEventError` what a record that cannot be made into
+them raises. `LeaseLostError` and `ReplayRequired` are what an observer may raise;
+`SingletonJob` and `JobRun` are work one host at a time does; the rest says what an observer
+may declare beyond the contract (`checkpoints_after_each_batch`, `needs_segment_order`,
+`singleton_jobs`, `first_run_after_s`, `KnowsWhatItHolds`). `Format` names the JSON shapes of
+an event. The built-in observers (`log`, `jsonl`, `spark`) live in `observers.builtin`; the
+host finds and calls observers through `processor.plugins`. Nothing here knows about Azure
+Tables.
 """
 
-from observers.errors import ObserverError, PluginLoadError, ReplayRequired
-from observers.plugins import ObserverCalls, ObserverChoice, load_observer_factory
+from typing import TYPE_CHECKING
+
+from observers.envelope import Op, ReadMethod
+from observers.errors import BadEventError, ObserverError, PluginLoadError, ReplayRequired
+from observers.formats import Format
 from observers.protocol import (
     ArrowBatch,
     ArrowObserver,
@@ -32,27 +39,43 @@ from observers.protocol import (
     takes_arrow,
 )
 
+if TYPE_CHECKING:
+    from observers.changes import CHANGES_SCHEMA
+
+
+def __getattr__(name: str) -> object:
+    """`CHANGES_SCHEMA` loads pyarrow on first use: `cfp --help` and the contract's types do not
+    need it."""
+    if name == "CHANGES_SCHEMA":
+        from observers.changes import CHANGES_SCHEMA  # noqa: PLC0415
+
+        return CHANGES_SCHEMA
+    raise AttributeError(f"module 'observers' has no attribute {name!r}")
+
+
 __all__ = [
+    "CHANGES_SCHEMA",
     "ArrowBatch",
     "ArrowObserver",
+    "BadEventError",
     "ChangeEvent",
     "CloseReason",
     "EventBatch",
+    "Format",
     "JobRun",
     "KnowsWhatItHolds",
     "LeaseLostError",
     "Observer",
-    "ObserverCalls",
-    "ObserverChoice",
     "ObserverError",
     "ObserverFactory",
+    "Op",
     "PartitionContext",
     "PluginLoadError",
+    "ReadMethod",
     "ReplayRequired",
     "SingletonJob",
     "checkpoints_after_each_batch",
     "first_run_after_s",
-    "load_observer_factory",
     "needs_segment_order",
     "singleton_jobs",
     "takes_arrow",

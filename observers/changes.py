@@ -29,6 +29,7 @@ from observers.envelope import (
     Op,
     ReadMethod,
 )
+from observers.errors import BadEventError
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 TAGS = pa.map_(pa.string(), pa.string())
@@ -96,10 +97,6 @@ _RECORD = pa.struct(
 
 # mirrors ChangeEvent.from_raw: the container ends at the first "/blobs/"
 _SUBJECT = r"^/blobServices/default/containers/(?P<container>.*?)(?:/blobs/(?P<blob>.*))?$"
-
-
-class BadEventError(ValueError):
-    """A record cannot become a change log row (named by its position)."""
 
 
 def segment_begin(segment: str) -> datetime:

@@ -1,4 +1,4 @@
-"""Errors of observer loading and calling."""
+"""Errors of observers: what loading and calling them raises, and what they may raise."""
 
 from __future__ import annotations
 
@@ -26,3 +26,7 @@ class ReplayRequired(Exception):
     """Raised by an observer that lost batches it had already accepted (a buffered write failed):
     the worker must not retry the current batch nor skip it, but close the lease so that reading
     starts again from the last checkpoint. Never dead-lettered."""
+
+
+class BadEventError(ValueError):
+    """A record cannot become a change log row (named by its position)."""

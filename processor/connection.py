@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from leases.table_settings import DEFAULT_REQUEST_TIMEOUT_S, check_names, client_options
+from leases.store.table_settings import DEFAULT_REQUEST_TIMEOUT_S, check_names, client_options
 from processor.redact import register_connection_string
 
 # The Azure SDKs load when a client is made, not with this module: every `cfp` command reads
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from azure.storage.blob.aio import BlobServiceClient
 
     from leases import TableLeaseStore
-    from observers.spark.output import StorageAccess
+    from observers.builtin.spark.session.output import StorageAccess
 
 # Azurite's well-known development account (published in Azurite's documentation; not a secret).
 AZURITE_ACCOUNT = "devstoreaccount1"
@@ -126,7 +126,7 @@ def parse(conn_str: str) -> ConnectionInfo:
 def storage_access(conn_str: str) -> StorageAccess:
     """How Spark (ABFS) and delta-rs reach the account of `conn_str`: its key or SAS (neither:
     Entra ID), and its blob endpoint when that is an emulator on loopback."""
-    from observers.spark.output import StorageAccess  # noqa: PLC0415
+    from observers.builtin.spark.session.output import StorageAccess  # noqa: PLC0415
 
     info, fields = parse(conn_str), _fields(conn_str)
     return StorageAccess(
@@ -199,7 +199,7 @@ def lease_store(
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
 ) -> TableLeaseStore:
     """The lease store of `processor` in `table` of the account `conn_str` names."""
-    from leases.table_store import TableLeaseStore  # noqa: PLC0415
+    from leases.store.table_lease_store import TableLeaseStore  # noqa: PLC0415
 
     check_names(table, processor)
     client = table_client(conn_str, table, **client_options(request_timeout_s))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from observers.spark.session import CommitPauses
+from observers.builtin.spark.session.session import CommitPauses
 
 CLOCK_SKEW = "CFP_TEST_CLOCK_SKEW_S"
 PAUSE_AFTER_COMMIT = "CFP_TEST_SPARK_PAUSE_AFTER_COMMIT_S"

@@ -116,8 +116,8 @@ async def account(azurite: Azurite) -> AsyncIterator[str]:
 def delta_spark() -> Iterator[Any]:
     """One embedded Spark session with Delta Lake for the tests that need a real one (its JVM
     starts once per test run)."""
-    from observers.spark.output import parse_output
-    from observers.spark.session import SparkOptions, open_session
+    from observers.builtin.spark.session.output import parse_output
+    from observers.builtin.spark.session.session import SparkOptions, open_session
 
     spark = open_session(SparkOptions(parse_output("/nowhere"), master="local[2]"))
     yield spark

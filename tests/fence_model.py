@@ -1,6 +1,6 @@
 """The fenced change log's protocol as schedules of owners, zombies, crashes and ambiguous commits,
 run through the real `ChangeLog` against a Delta table: a model of Delta's rules in
-tests/unit/observers/spark/test_fence_model.py, a real table in tests/integration/test_delta_tables.py.
+tests/unit/observers/builtin/spark/changelog/test_fence_model.py, a real table in tests/integration/test_delta_tables.py.
 
 A schedule is a list of steps on one lease, by hosts that behave as cfp's do:
 
@@ -34,9 +34,9 @@ from typing import Any, Protocol
 import pyarrow as pa
 from hypothesis import strategies as st
 
+from observers.builtin.spark.changelog.change_log import ChangeLog, LeaseFenced
+from observers.builtin.spark.changelog.fence import LeaseFence, app_id
 from observers.changes import records_table
-from observers.spark.changelog import ChangeLog, LeaseFenced
-from observers.spark.fence import LeaseFence, app_id
 
 LEASE = "00"
 EVENTS = 20

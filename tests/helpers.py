@@ -14,10 +14,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from processor.changefeed.decoding.decode import RawRecord
 from processor.changefeed.feed_reader import FeedReader
-from processor.changefeed.position import FeedPosition, RawRecord
+from processor.changefeed.position import FeedPosition
 from processor.changefeed.selection import EventFilter
-from processor.changefeed.storage import FeedStorage
+from processor.changefeed.storage.feed_storage import FeedStorage
 from processor.connection import ENV_VAR
 from processor.emulator.azurite import ROOT
 from processor.emulator.emulator import EmulationSummary, Emulator, EmulatorConfig
@@ -106,7 +107,7 @@ async def upload_recorded_tree(conn: str, root: Path, *, last_consumable: str) -
     append blobs written header first and then one append per block, as the service writes them."""
     from azure.storage.blob.aio import ContainerClient
 
-    from processor.changefeed.avro_chunk import parse_header, scan_blocks
+    from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
 
     async with ContainerClient.from_connection_string(conn, "$blobchangefeed") as c:
         if not await c.exists():

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 
 from observers import ChangeEvent, PartitionContext
-from observers.jsonl import JsonlObserver
+from observers.builtin.jsonl import JsonlObserver
 
 
 class PacedJsonl:

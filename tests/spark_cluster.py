@@ -21,8 +21,8 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob.aio import BlobServiceClient
 from deltalake import DeltaTable, QueryBuilder
 
-from observers.spark.output import Output, delta_rs_options, parse_output
-from observers.spark.session import SparkOptions, prepare
+from observers.builtin.spark.session.output import Output, delta_rs_options, parse_output
+from observers.builtin.spark.session.session import SparkOptions, prepare
 from processor.connection import storage_access
 from processor.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
 from tests import patience

@@ -17,8 +17,8 @@ import sys
 import time
 from typing import Any
 
-from observers.spark.output import parse_output
-from observers.spark.session import SparkOptions, open_session
+from observers.builtin.spark.session.output import parse_output
+from observers.builtin.spark.session.session import SparkOptions, open_session
 from processor.connection import ENV_VAR, storage_access
 from processor.streaming.registration import register
 

@@ -47,9 +47,9 @@ from demo_view import Rates, Snapshot, View, render, snapshots  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from leases import TableLeaseStore  # noqa: E402
-from observers.spark.output import delta_rs_options, parse_output  # noqa: E402
+from observers.builtin.spark.session.output import delta_rs_options, parse_output  # noqa: E402
 from processor.changefeed.feed_reader import FeedReader  # noqa: E402
-from processor.changefeed.storage import FeedStorage  # noqa: E402
+from processor.changefeed.storage.feed_storage import FeedStorage  # noqa: E402
 from processor.connection import storage_access  # noqa: E402
 from processor.emulator.azurite import Azurite, free_port  # noqa: E402
 from processor.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402

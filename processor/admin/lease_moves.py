@@ -13,14 +13,14 @@ import dataclasses
 import enum
 from typing import TYPE_CHECKING
 
-from processor.changefeed.avro_chunk import SYNC_SIZE, NeedMoreBytes, parse_header
+from processor.changefeed.decoding.avro_chunk import SYNC_SIZE, NeedMoreBytes, parse_header
 from processor.changefeed.errors import ChunkError, FeedError
-from processor.changefeed.layout import chunk_shard_prefix
 from processor.changefeed.position import ShardPosition
+from processor.changefeed.storage.layout import chunk_shard_prefix
 from processor.reading.lease_position import LeasePosition
 
 if TYPE_CHECKING:
-    from processor.changefeed.storage import BlobInfo, FeedStorage
+    from processor.changefeed.storage.feed_storage import BlobInfo, FeedStorage
 
 HEADER_READ = 64 * 1024
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from processor.changefeed.layout import chunk_shard_prefix, shard_name
 from processor.changefeed.position import FeedPosition, ShardPosition
+from processor.changefeed.storage.layout import chunk_shard_prefix, shard_name
 from processor.reading.lease_position import LeasePosition
 
 

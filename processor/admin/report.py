@@ -20,9 +20,9 @@ from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.change_filter import FilterError
 from processor.changefeed.errors import FeedCorrupt, InvalidContinuation
 from processor.reading.backlog import bytes_left
-from processor.reading.identity import ProcessorIdentity
 from processor.reading.lag import events_left, time_lag_s
 from processor.reading.lease_position import LeasePosition
+from processor.reading.processor_identity import ProcessorIdentity
 
 LISTING_CONCURRENCY = 16
 

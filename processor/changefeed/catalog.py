@@ -13,15 +13,20 @@ import asyncio
 from collections import OrderedDict
 
 from processor.changefeed.errors import FeedCorrupt, MissingChunkError
-from processor.changefeed.layout import SEGMENT_PREFIX, SEGMENTS_JSON, is_segment_path, shard_name
-from processor.changefeed.manifests import (
+from processor.changefeed.position import ShardPosition
+from processor.changefeed.selection import TimeRange, consumable_segments
+from processor.changefeed.storage.feed_storage import FeedStorage
+from processor.changefeed.storage.layout import (
+    SEGMENT_PREFIX,
+    SEGMENTS_JSON,
+    is_segment_path,
+    shard_name,
+)
+from processor.changefeed.storage.manifests import (
     SegmentManifest,
     parse_feed_manifest,
     parse_segment_manifest,
 )
-from processor.changefeed.position import ShardPosition
-from processor.changefeed.selection import TimeRange, consumable_segments
-from processor.changefeed.storage import FeedStorage
 from processor.clock import Clock, SystemClock
 
 MANIFEST_CACHE = 4096

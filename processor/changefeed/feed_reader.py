@@ -18,12 +18,6 @@ import structlog
 
 from processor.changefeed.catalog import list_segment_paths
 from processor.changefeed.errors import FeedCorrupt, FeedError, MissingChunkError
-from processor.changefeed.layout import SEGMENTS_JSON
-from processor.changefeed.manifests import (
-    SegmentManifest,
-    parse_feed_manifest,
-    parse_segment_manifest,
-)
 from processor.changefeed.position import (
     DEFAULT_BATCH_EVENTS,
     FeedPosition,
@@ -36,7 +30,13 @@ from processor.changefeed.shard_reader import (
     ShardRead,
     ShardReader,
 )
-from processor.changefeed.storage import FeedStorage
+from processor.changefeed.storage.feed_storage import FeedStorage
+from processor.changefeed.storage.layout import SEGMENTS_JSON
+from processor.changefeed.storage.manifests import (
+    SegmentManifest,
+    parse_feed_manifest,
+    parse_segment_manifest,
+)
 
 log = structlog.get_logger("cfp.reader")
 

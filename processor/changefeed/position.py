@@ -14,17 +14,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from processor.changefeed.avro_chunk import BlockSpan
+from processor.changefeed.decoding.avro_chunk import BlockSpan
 from processor.changefeed.errors import InvalidContinuation
 
 if TYPE_CHECKING:  # loaded with the first batch, not by `cfp --help`
     import numpy as np
     import pyarrow as pa
 
-TOKEN_VERSION = 1
+    from processor.changefeed.decoding.decode import RawRecord
 
-RawRecord = dict[str, object]
-"""A change feed record exactly as fastavro decodes it with the chunk's writer schema."""
+TOKEN_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +114,7 @@ class ShardBatch:
         """Each record as JSON text, byte for byte as `orjson` writes fastavro's dicts."""
         if self.json_of_rows is not None:
             return self.json_of_rows()
-        from processor.changefeed.columnar import record_json  # noqa: PLC0415 - a cycle
+        from processor.changefeed.decoding.columnar import record_json  # noqa: PLC0415 - a cycle
 
         return record_json(self.table)
 
@@ -124,7 +123,7 @@ class ShardBatch:
         buffer: a view of the window's lines when the reader kept them."""
         if self.lines_of_rows is not None:
             return self.lines_of_rows(count)
-        from processor.changefeed.columnar import arrow_text, json_lines_column  # noqa: PLC0415
+        from processor.changefeed.decoding.columnar import arrow_text, json_lines_column  # noqa: PLC0415
 
         return arrow_text(json_lines_column(self.json().slice(0, count)), 0, count)
 

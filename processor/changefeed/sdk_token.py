@@ -28,7 +28,9 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from processor.changefeed.errors import FeedError, InvalidContinuation
-from processor.changefeed.layout import (
+from processor.changefeed.position import FeedPosition, ShardPosition
+from processor.changefeed.selection import parse_event_time
+from processor.changefeed.storage.layout import (
     CONTAINER,
     checked_shard_prefix,
     chunk_shard_prefix,
@@ -36,8 +38,6 @@ from processor.changefeed.layout import (
     segment_time,
     shard_prefix,
 )
-from processor.changefeed.position import FeedPosition, ShardPosition
-from processor.changefeed.selection import parse_event_time
 
 CURSOR_VERSION = 1
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from processor.changefeed.change_filter import ChangeFilter
-from processor.changefeed.layout import SEGMENT_INTERVAL, is_init_segment, segment_time
+from processor.changefeed.storage.layout import SEGMENT_INTERVAL, is_init_segment, segment_time
 
 if TYPE_CHECKING:
     import pyarrow as pa

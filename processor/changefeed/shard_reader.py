@@ -11,18 +11,18 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from processor.changefeed.columnar import DecodedWindow, decode_window
+from processor.changefeed.decoding.columnar import DecodedWindow, decode_window
 from processor.changefeed.errors import (
     FeedCorrupt,
     MissingChunkError,
     PositionError,
     TruncatedBlockError,
 )
-from processor.changefeed.layout import chunk_number, chunk_path, chunk_shard_prefix
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS, ShardBatch, ShardPosition
 from processor.changefeed.record_columns import as_numpy_mask
 from processor.changefeed.selection import EventFilter
-from processor.changefeed.storage import BlobInfo, FeedStorage
+from processor.changefeed.storage.feed_storage import BlobInfo, FeedStorage
+from processor.changefeed.storage.layout import chunk_number, chunk_path, chunk_shard_prefix
 from processor.changefeed.window_fetcher import WindowFetcher
 from processor.changefeed.windows import Window
 

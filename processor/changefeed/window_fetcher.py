@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 
-from processor.changefeed.avro_chunk import (
+from processor.changefeed.decoding.avro_chunk import (
     ChunkHeader,
     read_header,
     scan_blocks,
 )
-from processor.changefeed.storage import BlobInfo, FeedStorage
+from processor.changefeed.storage.feed_storage import BlobInfo, FeedStorage
 from processor.changefeed.windows import ReadAhead, Window
 
 CACHED_HEADERS = 16

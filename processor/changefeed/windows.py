@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from processor.changefeed.avro_chunk import BlockScan, BlockSpan, ChunkHeader
-from processor.changefeed.columnar import DecodedWindow
+from processor.changefeed.decoding.avro_chunk import BlockScan, BlockSpan, ChunkHeader
+from processor.changefeed.decoding.columnar import DecodedWindow
 from processor.changefeed.errors import FeedCorrupt
 from processor.changefeed.position import ShardBatch, ShardPosition
-from processor.changefeed.storage import FeedStorage
+from processor.changefeed.storage.feed_storage import FeedStorage
 
 
 @dataclass(slots=True)

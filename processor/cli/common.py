@@ -11,9 +11,9 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 
 import click
 
-from leases.table_settings import DEFAULT_TABLE
+from leases.store.table_settings import DEFAULT_TABLE
+from observers.builtin.spark.session.session import DEFAULT_MASTER
 from observers.formats import Format
-from observers.spark.session import DEFAULT_MASTER
 from processor import connection
 from processor.redact import redact
 from processor.runtime import DECODER_STUCK_EXIT, DEFAULT_DECODE_DEADLINE_S
@@ -89,7 +89,7 @@ async def unless_decoder_stuck(run: Awaitable[int], stop: Callable[[], None]) ->
     """`run`'s exit status; or, when a native decode got stuck meanwhile, `stop` called from
     the loop (at once), the stuck call named on stderr and `DECODER_STUCK_EXIT`: the call holds
     a core for as long as the process lives, so the process leaves to be restarted."""
-    from processor.changefeed.columnar import NATIVE, StuckDecode  # noqa: PLC0415 - when run
+    from processor.changefeed.decoding.columnar import NATIVE, StuckDecode  # noqa: PLC0415 - when run
 
     loop = asyncio.get_running_loop()
     stuck: list[StuckDecode] = []

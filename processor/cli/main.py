@@ -14,18 +14,18 @@ import click
 from processor.logs import configure_logging
 
 COMMANDS = {
-    "emulate": "processor.cli.emulate:emulate_command",
-    "read": "processor.cli.read:read_command",
-    "run": "processor.cli.run:run_command",
-    "status": "processor.cli.status:status_command",
-    "lease": "processor.cli.lease:lease_group",
-    "pause": "processor.cli.pause:pause_command",
-    "resume": "processor.cli.pause:resume_command",
-    "processor": "processor.cli.processor_group:processor_group",
-    "verify": "processor.cli.spark:verify_command",
-    "sql": "processor.cli.spark:sql_command",
-    "optimize": "processor.cli.spark:optimize_command",
-    "spark-connect": "processor.cli.spark_connect:spark_connect_command",
+    "emulate": "processor.cli.emulate_command:emulate_command",
+    "read": "processor.cli.read.read_command:read_command",
+    "run": "processor.cli.run.run_command:run_command",
+    "status": "processor.cli.admin.status_command:status_command",
+    "lease": "processor.cli.admin.lease_commands:lease_group",
+    "pause": "processor.cli.admin.pause_commands:pause_command",
+    "resume": "processor.cli.admin.pause_commands:resume_command",
+    "processor": "processor.cli.admin.processor_group:processor_group",
+    "verify": "processor.cli.spark.table_commands:verify_command",
+    "sql": "processor.cli.spark.table_commands:sql_command",
+    "optimize": "processor.cli.spark.table_commands:optimize_command",
+    "spark-connect": "processor.cli.spark.spark_connect_command:spark_connect_command",
 }
 """Each command's module and name in it."""
 

@@ -87,7 +87,7 @@ def cli_reference() -> str:
 
 def _metrics() -> list[tuple[str, str, list[str], str]]:
     from leases import LeaseToken  # noqa: PLC0415
-    from processor.host.progress import HostProgress  # noqa: PLC0415
+    from processor.host.health.host_progress import HostProgress  # noqa: PLC0415
 
     progress = HostProgress()
     lease = progress.leases.started(LeaseToken("00"), 1, None)  # per-lease series need a lease...

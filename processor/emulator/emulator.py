@@ -22,7 +22,7 @@ import structlog
 from azure.storage.blob.aio import BlobServiceClient
 
 from processor.changefeed.errors import UnsafeEndpoint
-from processor.changefeed.layout import (
+from processor.changefeed.storage.layout import (
     CONTAINER,
     SEGMENT_INTERVAL,
     SEGMENT_PREFIX,

@@ -20,7 +20,7 @@ from azure.core.exceptions import ResourceExistsError
 from azure.storage.blob import ContentSettings
 from azure.storage.blob.aio import ContainerClient
 
-from processor.changefeed.layout import (
+from processor.changefeed.storage.layout import (
     CONTAINER,
     SEGMENTS_JSON,
     chunk_path,

@@ -11,7 +11,7 @@ from azure.storage.blob.aio import BlobServiceClient
 
 from processor import connection
 from processor.changefeed.errors import UnsafeEndpoint
-from processor.changefeed.layout import CONTAINER
+from processor.changefeed.storage.layout import CONTAINER
 
 
 @asynccontextmanager

@@ -10,32 +10,27 @@ from dataclasses import dataclass, field
 import structlog
 
 from leases import HostId, LeaseStore, TableLeaseStore
-from observers import (
-    CloseReason,
-    ObserverChoice,
-    ObserverFactory,
-    load_observer_factory,
-    singleton_jobs,
-)
+from observers import CloseReason, ObserverFactory, singleton_jobs
 from processor import connection
 from processor.changefeed.catalog import FeedCatalog
-from processor.changefeed.storage import FeedStorage
+from processor.changefeed.storage.feed_storage import FeedStorage
 from processor.clock import Clock
-from processor.host.balancer import host_balancer
-from processor.host.config import HostConfig, Placement
-from processor.host.feed_watcher import CATALOG_AGE_POLLS, FeedWatcher
+from processor.host.balancing.balancer import host_balancer
+from processor.host.balancing.tick_watch import TickWatch
+from processor.host.health.host_progress import ClientCounts, HostProgress
+from processor.host.health.lifecycle import logged_lifecycle
+from processor.host.health.presence import Presence
 from processor.host.host import Host, HostParts
-from processor.host.jobs import JobRunner
-from processor.host.lifecycle import logged_lifecycle
-from processor.host.owner_writes import HeldLease
-from processor.host.presence import Presence
-from processor.host.progress import ClientCounts, HostProgress
-from processor.host.renewer import Renewer
-from processor.host.supervisor import WorkerSupervisor
-from processor.host.tick_watch import TickWatch
-from processor.host.worker import ReaderFactory, run_worker
-from processor.host.worker_env import WorkerEnv
-from processor.reading.identity import claim_identity
+from processor.host.host_config import HostConfig, Placement
+from processor.host.ownership.held_lease import HeldLease
+from processor.host.ownership.job_runner import JobRunner
+from processor.host.ownership.renewer import Renewer
+from processor.host.ownership.worker_supervisor import WorkerSupervisor
+from processor.host.worker.feed_watcher import CATALOG_AGE_POLLS, FeedWatcher
+from processor.host.worker.worker import ReaderFactory, run_worker
+from processor.host.worker.worker_env import WorkerEnv
+from processor.plugins import ObserverChoice, load_observer_factory
+from processor.reading.processor_identity import claim_identity
 
 log = structlog.get_logger("cfp.host")
 

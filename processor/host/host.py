@@ -32,20 +32,20 @@ from typing import Any
 import structlog
 
 from leases import Lease
-from processor.host.balancer import Balancer
-from processor.host.config import HostConfig
-from processor.host.drain import DrainBudget
-from processor.host.endpoints import HostHealth
-from processor.host.feed_watcher import FeedWatcher
-from processor.host.jobs import JobRunner
-from processor.host.lag import LAG_SAMPLE_S, sample_lag
-from processor.host.lifecycle import HostState, Lifecycle
-from processor.host.presence import Presence
-from processor.host.progress import HostProgress
-from processor.host.renewer import Renewer
-from processor.host.supervisor import WorkerSupervisor
-from processor.host.tick_watch import TickWatch
-from processor.host.worker_env import WorkerEnv
+from processor.host.balancing.balancer import Balancer
+from processor.host.balancing.tick_watch import TickWatch
+from processor.host.health.endpoints import HostHealth
+from processor.host.health.host_progress import HostProgress
+from processor.host.health.lag_sampling import LAG_SAMPLE_S, sample_lag
+from processor.host.health.lifecycle import HostState, Lifecycle
+from processor.host.health.presence import Presence
+from processor.host.host_config import HostConfig
+from processor.host.ownership.drain_budget import DrainBudget
+from processor.host.ownership.job_runner import JobRunner
+from processor.host.ownership.renewer import Renewer
+from processor.host.ownership.worker_supervisor import WorkerSupervisor
+from processor.host.worker.feed_watcher import FeedWatcher
+from processor.host.worker.worker_env import WorkerEnv
 from processor.waiting import wait_any
 
 log = structlog.get_logger("cfp.host")

@@ -5,8 +5,8 @@ the host's `cfp_lag_bytes`, and what `cfp lease move` skips)."""
 from __future__ import annotations
 
 from processor.changefeed.catalog import FeedCatalog
-from processor.changefeed.layout import shard_name
-from processor.changefeed.storage import BlobInfo
+from processor.changefeed.storage.feed_storage import BlobInfo
+from processor.changefeed.storage.layout import shard_name
 from processor.reading.barrier import readable_segments
 from processor.reading.lease_position import LeasePosition
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from processor.changefeed.layout import segment_time
+from processor.changefeed.storage.layout import segment_time
 from processor.reading.lease_position import LeasePosition
 
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from processor.changefeed.avro_chunk import (
+from processor.changefeed.decoding.avro_chunk import (
     BlockSpan,
     ChunkHeader,
     scan_blocks,
 )
-from processor.changefeed.avro_chunk import read_header as read_chunk_header
+from processor.changefeed.decoding.avro_chunk import read_header as read_chunk_header
 from processor.changefeed.errors import TruncatedBlockError
-from processor.changefeed.storage import FeedStorage
+from processor.changefeed.storage.feed_storage import FeedStorage
 
 SCAN_BYTES = 4 << 20
 CACHED_CHUNKS = 512

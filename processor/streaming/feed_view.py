@@ -17,11 +17,11 @@ import structlog
 
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedError, MissingChunkError
-from processor.changefeed.layout import chunk_number, segment_time
-from processor.changefeed.manifests import SegmentManifest
 from processor.changefeed.position import FeedPosition, ShardPosition
 from processor.changefeed.selection import TimeRange
-from processor.changefeed.storage import BlobInfo, FeedStorage
+from processor.changefeed.storage.feed_storage import BlobInfo, FeedStorage
+from processor.changefeed.storage.layout import chunk_number, segment_time
+from processor.changefeed.storage.manifests import SegmentManifest
 from processor.streaming.block_index import SCAN_BYTES, BlockIndex
 from processor.streaming.offsets import StreamOffset
 from processor.streaming.planning import Admission, Budget, Frontier, Step, admit

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from processor.changefeed.errors import InvalidContinuation
-from processor.changefeed.layout import chunk_number, chunk_path
 from processor.changefeed.position import FeedPosition, ShardPosition
+from processor.changefeed.storage.layout import chunk_number, chunk_path
 
 
 @dataclass(frozen=True, slots=True)

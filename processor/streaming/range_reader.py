@@ -17,14 +17,14 @@ import pyarrow as pa
 import structlog
 
 from observers.changes import CHANGES_SCHEMA, arrow_changes
-from processor.changefeed.avro_chunk import SYNC_SIZE, ChunkHeader, scan_blocks
-from processor.changefeed.columnar import decode_window, record_json
+from processor.changefeed.decoding.avro_chunk import SYNC_SIZE, ChunkHeader, scan_blocks
+from processor.changefeed.decoding.columnar import decode_window, record_json
 from processor.changefeed.errors import MissingChunkError, TruncatedBlockError
-from processor.changefeed.layout import shard_name
 from processor.changefeed.position import positions_column
 from processor.changefeed.record_columns import as_numpy_mask
 from processor.changefeed.selection import EventFilter
-from processor.changefeed.storage import FeedStorage
+from processor.changefeed.storage.feed_storage import FeedStorage
+from processor.changefeed.storage.layout import shard_name
 from processor.streaming.block_index import read_header
 from processor.streaming.feed_view import DataLoss
 from processor.streaming.planning import ChunkRange

@@ -32,10 +32,10 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from observers.builtin.spark.tables import columns_ddl
 from observers.changes import CHANGES_SCHEMA
-from observers.spark.tables import columns_ddl
 from processor.changefeed.position import FeedPosition
-from processor.changefeed.storage import FeedStorage
+from processor.changefeed.storage.feed_storage import FeedStorage
 from processor.streaming.feed_view import FeedView
 from processor.streaming.offsets import StreamOffset
 from processor.streaming.options import SourceOptions

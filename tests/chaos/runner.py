@@ -43,9 +43,9 @@ from deltalake import DeltaTable, QueryBuilder
 from deltalake.exceptions import TableNotFoundError
 
 from leases import Lease, LeaseError, TableLeaseStore, job_token
-from observers.spark.output import Output, delta_rs_options, parse_output
+from observers.builtin.spark.session.output import Output, delta_rs_options, parse_output
 from processor.changefeed.errors import FeedError
-from processor.changefeed.layout import SEGMENT_INTERVAL
+from processor.changefeed.storage.layout import SEGMENT_INTERVAL
 from processor.connection import ENV_VAR, azurite_connection_string, storage_access
 from processor.emulator.azurite import ROOT, Azurite
 from processor.emulator.emulator import Emulator, EmulatorConfig

@@ -8,7 +8,7 @@ import os
 import time
 
 from observers import ArrowBatch, PartitionContext
-from observers.jsonl import JsonlObserver
+from observers.builtin.jsonl import JsonlObserver
 
 
 class PacedJsonl:

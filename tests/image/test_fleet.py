@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from leases.table_store import TableLeaseStore
+from leases.store.table_lease_store import TableLeaseStore
 from processor.emulator.azurite import Azurite
 from tests.helpers import Feed, emulate_afresh, get_text, until
 from tests.image.fleet import Fleet, engine

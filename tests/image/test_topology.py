@@ -23,7 +23,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
-from observers.spark.output import delta_rs_options, parse_output
+from observers.builtin.spark.session.output import delta_rs_options, parse_output
 from processor.connection import ENV_VAR, storage_access
 from processor.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
 from tests import patience

@@ -28,17 +28,17 @@ from deltalake import DeltaTable, QueryBuilder
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from observers.builtin.spark.changelog.change_log import ChangeLog
+from observers.builtin.spark.changelog.fence import LeaseFence
+from observers.builtin.spark.session.output import Output, parse_output
+from observers.builtin.spark.session.session import SparkOptions, new_session
+from observers.builtin.spark.sql import table_ref
+from observers.builtin.spark.state.history import as_versions, every_version
+from observers.builtin.spark.state.history_run import Replaced, apply_history
+from observers.builtin.spark.state.state_job import StateJob, newest_version, optimize
+from observers.builtin.spark.state.state_table import merge_statement, newest_per_blob
+from observers.builtin.spark.tables import create_tables
 from observers.changes import records_table
-from observers.spark.changelog import ChangeLog
-from observers.spark.fence import LeaseFence
-from observers.spark.history import as_versions, every_version
-from observers.spark.history_run import Replaced, apply_history
-from observers.spark.output import Output, parse_output
-from observers.spark.session import SparkOptions, new_session
-from observers.spark.sql import table_ref
-from observers.spark.state import merge_statement, newest_per_blob
-from observers.spark.state_job import StateJob, newest_version, optimize
-from observers.spark.tables import create_tables
 from processor.admin.verify import read_state
 from tests.helpers import Feed, run_cfp
 from tests.spark_cluster import (
@@ -351,8 +351,8 @@ def test_a_sas_reaches_the_tables_on_azurite_through_abfs(
         generate_account_sas,
     )
 
-    from observers.spark.container import ensure_container
-    from observers.spark.output import delta_rs_options
+    from observers.builtin.spark.session.container import ensure_container
+    from observers.builtin.spark.session.output import delta_rs_options
     from processor.connection import AZURITE_ACCOUNT, AZURITE_KEY, storage_access
 
     sas = generate_account_sas(
@@ -389,8 +389,8 @@ async def test_the_host_makes_the_output_container_or_says_why_it_cannot(
     from azure.storage.blob import ContainerSasPermissions, generate_container_sas
     from azure.storage.blob.aio import BlobServiceClient
 
+    from observers.builtin.spark.session.container import ensure_container
     from observers.errors import PluginLoadError
-    from observers.spark.container import ensure_container
     from processor.connection import AZURITE_ACCOUNT, AZURITE_KEY, storage_access
 
     endpoint = f"http://127.0.0.1:{azurite.blob_port}/{AZURITE_ACCOUNT}"

@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
-from processor.changefeed.layout import CONTAINER, SEGMENTS_JSON
-from processor.changefeed.manifests import parse_feed_manifest, parse_segment_manifest
 from processor.changefeed.selection import EventFilter
+from processor.changefeed.storage.layout import CONTAINER, SEGMENTS_JSON
+from processor.changefeed.storage.manifests import parse_feed_manifest, parse_segment_manifest
 from processor.emulator.schemas import data_fields, event_types
 from tests.helpers import emulate, read_all, run_cfp
 

@@ -23,7 +23,7 @@ import pytest
 
 from processor.connection import AZURITE_KEY
 from processor.emulator.azurite import Azurite, free_port
-from processor.host.config import DEFAULT_HTTP_PORT
+from processor.host.host_config import DEFAULT_HTTP_PORT
 from tests import patience
 from tests.cluster import LEASE_TABLE, Cluster, quick_host_args
 from tests.deploy_files import dockerfile

@@ -3,7 +3,7 @@ zombies paused mid-write (their Spark task held until a file appears) and woken 
 or after the next owner's fence, floor read and appends, crashes between a commit and its
 checkpoint, ambiguous commits and a lease table made anew (tests/fence_model.py) leave each
 event in the change log exactly once, as delta-rs reads it. The same schedules run many more
-times against a model of Delta's rules in tests/unit/observers/spark/test_fence_model.py.
+times against a model of Delta's rules in tests/unit/observers/builtin/spark/changelog/test_fence_model.py.
 
 And real hosts, each with an embedded Spark: one stopped with SIGSTOP while its own JVM holds
 its write in flight is refused by Delta once the next owner has fenced its leases (the Spark
@@ -26,10 +26,10 @@ from deltalake import DeltaTable, QueryBuilder
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from observers.spark.changelog import ChangeLog
-from observers.spark.output import parse_output
-from observers.spark.session import SparkOptions, new_session, open_session
-from observers.spark.tables import create_tables
+from observers.builtin.spark.changelog.change_log import ChangeLog
+from observers.builtin.spark.session.output import parse_output
+from observers.builtin.spark.session.session import SparkOptions, new_session, open_session
+from observers.builtin.spark.tables import create_tables
 from tests.fence_model import Gate, Run, Step, _Frame, assert_played, schedules
 from tests.helpers import Feed
 from tests.spark_cluster import (

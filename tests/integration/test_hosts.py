@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from leases import Lease
-from leases.table_settings import DEFAULT_LEASE_PARTITIONS
+from leases.store.table_settings import DEFAULT_LEASE_PARTITIONS
 from processor.changefeed.selection import parse_event_time
 from processor.emulator.azurite import Azurite
 from tests import patience

@@ -24,8 +24,8 @@ from leases import (
     job_name,
     job_token,
 )
-from leases.store import ConditionalLeaseStore
-from leases.table_store import TableLeaseStore
+from leases.store.lease_store import ConditionalLeaseStore
+from leases.store.table_lease_store import TableLeaseStore
 from processor.emulator.azurite import Azurite
 
 A, B, C = HostId("host-a"), HostId("host-b"), HostId("host-c")

@@ -9,14 +9,14 @@ from collections.abc import Callable
 import pytest
 from azure.storage.blob.aio import ContainerClient
 
-from processor.changefeed.avro_chunk import (
+from processor.changefeed.decoding.avro_chunk import (
     BlockSpan,
     ChunkHeader,
     parse_header,
     read_long,
     scan_blocks,
 )
-from processor.changefeed.decode import decode_blocks
+from processor.changefeed.decoding.decode import decode_blocks
 from processor.changefeed.errors import (
     BadMagicError,
     BadSyncMarkerError,
@@ -28,8 +28,8 @@ from processor.changefeed.errors import (
     UnsafePathError,
 )
 from processor.changefeed.feed_reader import IncompleteRead
-from processor.changefeed.layout import CONTAINER
 from processor.changefeed.selection import EventFilter
+from processor.changefeed.storage.layout import CONTAINER
 from processor.emulator.avro_encoding import encode_long_padded
 from tests.helpers import emulate, json_lines, read_all, run_cfp
 

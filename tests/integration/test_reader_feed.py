@@ -13,9 +13,9 @@ from pathlib import Path
 
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
-from processor.changefeed.avro_chunk import parse_header
-from processor.changefeed.layout import CONTAINER, SEGMENTS_JSON
+from processor.changefeed.decoding.avro_chunk import parse_header
 from processor.changefeed.selection import EventFilter, parse_event_time
+from processor.changefeed.storage.layout import CONTAINER, SEGMENTS_JSON
 from processor.connection import ENV_VAR
 from processor.emulator.avro_encoding import RecordEncoder, encode_block
 from processor.emulator.azurite import ROOT

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from processor.changefeed.feed_reader import FeedReader
 from processor.changefeed.position import FeedPosition
 from processor.changefeed.selection import EventFilter
-from processor.changefeed.storage import FeedStorage
+from processor.changefeed.storage.feed_storage import FeedStorage
 from processor.emulator.azurite import Azurite
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.emulator.service import reset_account

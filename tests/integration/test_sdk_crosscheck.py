@@ -12,7 +12,7 @@ from collections import Counter
 
 from azure.storage.blob.changefeed import ChangeFeedClient
 
-from processor.changefeed.layout import CONTAINER
+from processor.changefeed.storage.layout import CONTAINER
 from tests.helpers import emulate, json_lines, per_blob, run_cfp
 
 

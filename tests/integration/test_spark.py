@@ -25,7 +25,7 @@ from azure.storage.blob.aio import BlobServiceClient
 from deltalake import DeltaTable, QueryBuilder
 
 from leases import Lease
-from processor.changefeed.layout import segment_path
+from processor.changefeed.storage.layout import segment_path
 from processor.emulator.emulator import Emulator, EmulatorConfig
 from processor.reading.lease_position import LeasePosition
 from tests import patience

@@ -24,8 +24,8 @@ JVM_EXIT_LIMIT_S = 120  # without the setting, still alive after 150 s
 CHILD = f"""
 import sys
 from azure.storage.blob import BlobServiceClient
-from observers.spark.output import parse_output
-from observers.spark.session import SparkOptions, open_session
+from observers.builtin.spark.session.output import parse_output
+from observers.builtin.spark.session.session import SparkOptions, open_session
 from processor.connection import storage_access
 
 conn = sys.argv[1]

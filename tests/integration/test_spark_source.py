@@ -23,16 +23,16 @@ import pytest
 from azure.storage.blob.aio import BlobServiceClient
 from deltalake import DeltaTable
 
+from observers.builtin.spark.session.output import parse_output
+from observers.builtin.spark.tables import columns_ddl, create_tables
 from observers.changes import CHANGES_SCHEMA
-from observers.spark.output import parse_output
-from observers.spark.tables import columns_ddl, create_tables
-from processor.changefeed.avro_chunk import parse_header, scan_blocks
+from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
 from processor.changefeed.feed_reader import FeedReader
-from processor.changefeed.layout import CONTAINER
 from processor.changefeed.position import FeedPosition
 from processor.changefeed.sdk_token import to_sdk_token, url_host
 from processor.changefeed.selection import parse_event_time
-from processor.changefeed.storage import FeedStorage
+from processor.changefeed.storage.feed_storage import FeedStorage
+from processor.changefeed.storage.layout import CONTAINER
 from processor.connection import AZURITE_KEY, parse
 from processor.emulator.azurite import ROOT, Azurite
 from processor.emulator.emulator import Emulator, EmulatorConfig

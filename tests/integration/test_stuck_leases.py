@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 from azure.storage.blob.aio import ContainerClient
 
-from processor.changefeed.avro_chunk import (
+from processor.changefeed.decoding.avro_chunk import (
     BlockSpan,
     ChunkHeader,
     parse_header,
     read_long,
     scan_blocks,
 )
-from processor.changefeed.decode import decode_blocks
-from processor.changefeed.layout import CONTAINER
+from processor.changefeed.decoding.decode import decode_blocks
+from processor.changefeed.storage.layout import CONTAINER
 from processor.emulator.avro_encoding import encode_long_padded
 from tests.cluster import Cluster, quick_host_args
 from tests.helpers import emulate, read_all, until

@@ -6,12 +6,12 @@ import asyncio
 from typing import Any
 
 from leases import HostId, LeaseStore
+from leases.policy.timings import derive_timings
 from processor.clock import SystemClock
-from processor.host.balancer import Balancer
-from processor.host.lease_creation import LeaseCreator
-from processor.host.supervisor import WorkerSupervisor
-from processor.host.timings import derive_timings
-from processor.reading.barrier_book import PositionBook
+from processor.host.balancing.balancer import Balancer
+from processor.host.balancing.lease_creator import LeaseCreator
+from processor.host.ownership.worker_supervisor import WorkerSupervisor
+from processor.reading.position_book import PositionBook
 
 
 class FixedFeed:

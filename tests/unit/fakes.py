@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from leases import HostId
-from observers import ArrowBatch, ChangeEvent, ObserverChoice, PartitionContext
+from leases.policy.timings import Timings
+from observers import ArrowBatch, ChangeEvent, PartitionContext
 from processor.changefeed.position import ShardPosition
-from processor.host.config import DeliveryPolicy, HostConfig, Placement
-from processor.host.timings import Timings
+from processor.host.host_config import DeliveryPolicy, HostConfig, Placement
+from processor.plugins import ObserverChoice
 from processor.reading.lease_position import LeasePosition
-from processor.reading.shard_stream import LeaseRead, Step
+from processor.reading.lease_reader import LeaseRead, Step
 
 SEGMENT = "idx/segments/2026/01/01/0000/meta.json"
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from processor.host.progress import HostProgress
+from processor.host.health.host_progress import HostProgress
 from tests import patience
 from tests.deploy_files import DEPLOY
 

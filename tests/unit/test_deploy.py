@@ -9,12 +9,12 @@ import re
 
 import pytest
 
-from observers.spark.jars import JARS_DIR_VAR
-from processor.host import probe
-from processor.host.config import DEFAULT_HTTP_PORT
-from processor.host.endpoints import HostHealth, make_app
-from processor.host.lifecycle import Lifecycle
-from processor.host.progress import HostProgress
+from observers.builtin.spark.session.jars import JARS_DIR_VAR
+from processor.host.health import probe
+from processor.host.health.endpoints import HostHealth, make_app
+from processor.host.health.host_progress import HostProgress
+from processor.host.health.lifecycle import Lifecycle
+from processor.host.host_config import DEFAULT_HTTP_PORT
 from tests.deploy_files import DEPLOY, check_cfp_args, cli_variables, compose, dockerfile, k8s
 
 RUN_VARIABLES = cli_variables("run")
@@ -49,7 +49,7 @@ def test_both_images_run_cfp_run_configured_only_by_known_variables(target: str)
     known = RUN_VARIABLES | ({JARS_DIR_VAR} if target == "spark" else set())
     assert cfp_keys(d.env) <= known, cfp_keys(d.env) - known
     assert d.env["CFP_HTTP_HOST"] == "0.0.0.0" and int(d.env["CFP_HTTP_PORT"]) == DEFAULT_HTTP_PORT
-    assert d.healthcheck[:3] == ["python", "-m", "processor.host.probe"]
+    assert d.healthcheck[:3] == ["python", "-m", "processor.host.health.probe"]
     assert d.healthcheck[3] in routes()
     assert probe.DEFAULT_HTTP_PORT == DEFAULT_HTTP_PORT
 

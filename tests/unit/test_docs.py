@@ -76,7 +76,7 @@ def test_the_reference_pages_are_made_from_the_code() -> None:
 
 def test_the_lease_schema_page_names_every_property_a_lease_row_has() -> None:
     from leases import Lease, LeaseToken
-    from leases.rows import lease_row
+    from leases.store.table_rows import lease_row
 
     page = (ROOT / "docs" / "reference" / "lease-schema.md").read_text()
     documented = set(re.findall(r"^\| `([A-Za-z]+)`", page, re.M))

@@ -1,9 +1,17 @@
 """The layering of the packages, read from their imports with `ast`: each folder may import only
 the layers below it, so that the tree shows the architecture and keeps showing it.
 
-    cli ──► host, admin ──► reading ──► changefeed ──► plumbing (processor/*.py) ──► leases, observers
-     ├────► emulator ─────────────────────┤
-     └────► streaming (the Spark source) ─┘ (and observers' Arrow schema; never host or leases)
+    cli ──► host ──────► reading ──► changefeed ──► plumbing (processor/*.py) ──► leases, observers
+     │       └─► plugins ─────────────────────────────────────────────────────► observers.builtin
+     ├────► admin ─────► reading
+     ├────► emulator ──► changefeed
+     └────► streaming (the Spark source) ──► changefeed (and observers; never host or leases)
+
+Inside a folder its parts are layers too, bottom first:
+    host:       host_config ◄─ health ◄─ ownership ◄─ worker ◄─ balancing ◄─ host.py, assembly.py
+    changefeed: errors ◄─ storage, decoding ◄─ the readers and positions at its top
+    leases:     record, errors, hosts ◄─ store, policy ◄─ its `__init__`
+    observers:  the contract ◄─ builtin (log, jsonl, spark)
 
 `leases` and `observers` import nothing of ours; `host` and `admin` know nothing of each other.
 A lazy import inside a function counts as much as one at the top of a module.
@@ -18,45 +26,77 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("processor", "leases", "observers")
 
+# module (or package) -> its layer; the longest prefix of a module's name decides
+LAYERS = {
+    "leases": "leases",  # its face: the `__init__` that exports the public names
+    "leases.record": "leases.base",
+    "leases.errors": "leases.base",
+    "leases.hosts": "leases.base",
+    "leases.store": "leases.store",
+    "leases.policy": "leases.policy",
+    "observers": "observers",
+    "observers.builtin": "observers.builtin",
+    "processor": "plumbing",
+    "processor.__main__": "main",
+    "processor.changefeed": "changefeed",
+    "processor.changefeed.errors": "changefeed.errors",
+    "processor.changefeed.storage": "changefeed.storage",
+    "processor.changefeed.decoding": "changefeed.decoding",
+    "processor.reading": "reading",
+    "processor.plugins": "plugins",
+    "processor.emulator": "emulator",
+    "processor.streaming": "streaming",
+    "processor.admin": "admin",
+    "processor.host": "host",
+    "processor.host.host_config": "host.config",
+    "processor.host.health": "host.health",
+    "processor.host.ownership": "host.ownership",
+    "processor.host.worker": "host.worker",
+    "processor.host.balancing": "host.balancing",
+    "processor.cli": "cli",
+}
+LEASES = {"leases", "leases.base", "leases.store", "leases.policy"}
+CHANGEFEED = {"changefeed", "changefeed.errors", "changefeed.storage", "changefeed.decoding"}
+BELOW_HOST = {"reading", "plugins", "plumbing", "observers"} | CHANGEFEED | LEASES
+HOST_PARTS = ["host.config", "host.health", "host.ownership", "host.worker", "host.balancing"]
+
 # layer -> the layers it may import (its own always included)
 ALLOWED: dict[str, set[str]] = {
-    "leases": set(),
+    "leases.base": set(),
+    "leases.store": {"leases.base"},
+    "leases.policy": {"leases.base"},
+    "leases": {"leases.base", "leases.store", "leases.policy"},
     "observers": set(),
-    "plumbing": {"leases", "observers"},
-    "changefeed": {"plumbing"},
-    "emulator": {"changefeed", "plumbing"},
-    "reading": {"changefeed", "plumbing", "leases", "observers"},
-    "admin": {"reading", "changefeed", "plumbing", "leases", "observers"},
-    "host": {"reading", "changefeed", "plumbing", "leases", "observers"},
-    "streaming": {"changefeed", "plumbing", "observers"},
-    "cli": {
-        "host",
-        "streaming",
-        "admin",
-        "reading",
-        "changefeed",
-        "emulator",
-        "plumbing",
-        "leases",
-        "observers",
-    },
+    "observers.builtin": {"observers"},
+    # `faults` holds the Spark observer's commit pauses for the tests
+    "plumbing": LEASES | {"observers", "observers.builtin"},
+    "changefeed.errors": {"plumbing"},
+    "changefeed.storage": {"changefeed.errors", "plumbing"},
+    "changefeed.decoding": {"changefeed.errors", "plumbing"},
+    "changefeed": {"changefeed.errors", "changefeed.storage", "changefeed.decoding", "plumbing"},
+    "emulator": CHANGEFEED | {"plumbing"},
+    "reading": CHANGEFEED | LEASES | {"plumbing", "observers"},
+    "plugins": {"plumbing", "observers", "observers.builtin"},
+    "admin": CHANGEFEED | LEASES | {"reading", "plumbing", "observers"},
+    "streaming": CHANGEFEED | {"plumbing", "observers", "observers.builtin"},
+    **{part: BELOW_HOST | set(HOST_PARTS[:i]) for i, part in enumerate(HOST_PARTS)},
+    "host": BELOW_HOST | set(HOST_PARTS),
+    "cli": BELOW_HOST
+    | set(HOST_PARTS)
+    | {"host", "admin", "emulator", "streaming"}
+    | {"observers.builtin"},
     "main": {"cli"},  # `python -m processor`
 }
-FOLDERS = {"changefeed", "emulator", "reading", "admin", "host", "cli", "streaming"}
 
 
 def layer_of(module: str) -> str | None:
     """The layer a dotted module name belongs to; None outside our packages."""
     parts = module.split(".")
-    if parts[0] in ("leases", "observers"):
-        return parts[0]
-    if parts[0] != "processor":
-        return None
-    if len(parts) == 1:
-        return "plumbing"  # `from processor import connection`: resolved by the caller
-    if parts[1] in FOLDERS:
-        return parts[1]
-    return "main" if parts[1] == "__main__" else "plumbing"
+    for end in range(len(parts), 0, -1):
+        layer = LAYERS.get(".".join(parts[:end]))
+        if layer is not None:
+            return layer
+    return None
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -65,8 +105,9 @@ def module_name(path: Path, root: Path) -> str:
 
 
 def imports(path: Path, root: Path) -> Iterator[tuple[int, str]]:
-    """(line, module) of every import of `path`, relative ones resolved, `from processor import
-    x` read as `processor.x`."""
+    """(line, name) of every import of `path`, relative ones resolved, `from a.b import c` read
+    as `a.b.c`: the longest known prefix of a name decides its layer, so `from processor.host
+    import worker` names the worker's layer, not the host's."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = module_name(path, root).split(".")
     if path.name != "__init__.py":
@@ -80,7 +121,7 @@ def imports(path: Path, root: Path) -> Iterator[tuple[int, str]]:
             if node.level:
                 base = ".".join([*package[: len(package) - node.level + 1], base]).strip(".")
             for alias in node.names:
-                yield node.lineno, f"{base}.{alias.name}" if base in PACKAGES else base
+                yield node.lineno, f"{base}.{alias.name}"
 
 
 def violations(root: Path) -> list[str]:
@@ -102,18 +143,37 @@ def test_every_folder_imports_only_the_layers_below_it() -> None:
     assert violations(ROOT) == []
 
 
+def test_the_layers_form_no_circle() -> None:
+    """Each layer's allowed layers are all below it: following them never leads back."""
+
+    def below(layer: str, path: tuple[str, ...]) -> None:
+        assert layer not in path, " -> ".join((*path, layer))
+        for lower in ALLOWED[layer]:
+            below(lower, (*path, layer))
+
+    assert set(LAYERS.values()) == set(ALLOWED)
+    for layer in ALLOWED:
+        below(layer, ())
+
+
 def test_a_planted_import_against_the_layers_is_caught(tmp_path: Path) -> None:
     """A tree with one wrong-way import in each direction the rules forbid."""
     planted = {
-        "processor/reading/stream.py": "from processor.host.worker import Worker\n",
-        "processor/host/lag.py": "import processor.admin.report\n",
+        "processor/reading/stream.py": "from processor.host.worker.worker import Worker\n",
+        "processor/host/health/lag_sampling.py": "import processor.admin.report\n",
+        "processor/host/health/probe.py": "from processor.host.worker import delivery\n",
+        "processor/host/worker/gap_step.py": "from processor.host.balancing import balancer\n",
         "processor/changefeed/out.py": "from observers.formats import render\n",
+        "processor/changefeed/storage/layout.py": "from processor.changefeed import position\n",
         "processor/admin/report.py": "from ..cli import main\n",
-        "leases/store.py": "from processor import connection\n",
+        "leases/store/lease_store.py": "from processor import connection\n",
+        "leases/record.py": "from leases.policy.balancing import plan_takes\n",
+        "observers/events.py": "from observers.builtin.log import LogObserver\n",
         "processor/emulator/feed.py": "from processor.reading import barrier\n",
-        "processor/streaming/plan.py": "from processor.host.lag import Lag\n",
-        "processor/streaming/keys.py": "import leases.table_store\n",
+        "processor/streaming/plan.py": "from processor.host.health.lag_sampling import Lag\n",
+        "processor/streaming/keys.py": "import leases.store.table_lease_store\n",
         "processor/host/ok.py": "from processor.reading.barrier import may_enter\n",  # allowed
+        "processor/host/worker/ok.py": "from processor.host.health import lifecycle\n",  # allowed
     }
     for name, text in planted.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -121,12 +181,26 @@ def test_a_planted_import_against_the_layers_is_caught(tmp_path: Path) -> None:
     for package in PACKAGES:
         (tmp_path / package).mkdir(exist_ok=True)
     assert sorted(violations(tmp_path)) == [
-        "leases/store.py:1: leases imports processor.connection (plumbing)",
-        "processor/admin/report.py:1: admin imports processor.cli (cli)",
-        "processor/changefeed/out.py:1: changefeed imports observers.formats (observers)",
-        "processor/emulator/feed.py:1: emulator imports processor.reading (reading)",
-        "processor/host/lag.py:1: host imports processor.admin.report (admin)",
-        "processor/reading/stream.py:1: reading imports processor.host.worker (host)",
-        "processor/streaming/keys.py:1: streaming imports leases.table_store (leases)",
-        "processor/streaming/plan.py:1: streaming imports processor.host.lag (host)",
+        "leases/record.py:1: leases.base imports leases.policy.balancing.plan_takes"
+        " (leases.policy)",
+        "leases/store/lease_store.py:1: leases.store imports processor.connection (plumbing)",
+        "observers/events.py:1: observers imports observers.builtin.log.LogObserver"
+        " (observers.builtin)",
+        "processor/admin/report.py:1: admin imports processor.cli.main (cli)",
+        "processor/changefeed/out.py:1: changefeed imports observers.formats.render (observers)",
+        "processor/changefeed/storage/layout.py:1: changefeed.storage imports"
+        " processor.changefeed.position (changefeed)",
+        "processor/emulator/feed.py:1: emulator imports processor.reading.barrier (reading)",
+        "processor/host/health/lag_sampling.py:1: host.health imports processor.admin.report"
+        " (admin)",
+        "processor/host/health/probe.py:1: host.health imports processor.host.worker.delivery"
+        " (host.worker)",
+        "processor/host/worker/gap_step.py:1: host.worker imports"
+        " processor.host.balancing.balancer (host.balancing)",
+        "processor/reading/stream.py:1: reading imports processor.host.worker.worker.Worker"
+        " (host.worker)",
+        "processor/streaming/keys.py:1: streaming imports leases.store.table_lease_store"
+        " (leases.store)",
+        "processor/streaming/plan.py:1: streaming imports"
+        " processor.host.health.lag_sampling.Lag (host.health)",
     ]

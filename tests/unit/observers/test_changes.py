@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from observers.changes import CHANGES_SCHEMA, BadEventError, segment_begin
+from observers.changes import CHANGES_SCHEMA, segment_begin
+from observers.errors import BadEventError
 from observers.events import changes_table
 from observers.protocol import ChangeEvent, EventBatch
 from tests.fixtures import RECORDED_CHUNKS

@@ -1,12 +1,21 @@
-"""`ArrowBatch.after`: the tail of a batch above a position, in every form the batch offers."""
+"""What a lease's batch is made of: `ChangeEvent`s from raw records, `EventBatch` made lazily from
+an `ArrowBatch`, and `ArrowBatch.after`, the tail of a batch above a position, in every form
+the batch offers."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from observers import ArrowBatch
+from observers import (
+    ArrowBatch,
+    ChangeEvent,
+    EventBatch,
+)
 
 
 def batch(positions: list[str], *, columns: bool) -> ArrowBatch:
@@ -51,3 +60,53 @@ def test_after_slices_what_was_made_already() -> None:
     assert tail.json().to_pylist() == ['{"id":"b"}', '{"id":"c"}']
     assert tail.records.column("n").to_pylist() == [1, 2]
     assert whole.after("") is whole and len(whole.after("c")) == 0
+
+
+RAW = {
+    "schemaVersion": 5,
+    "topic": "/subscriptions/x",
+    "subject": "/blobServices/default/containers/photos/blobs/2026/a b.jpg",
+    "eventType": "BlobCreated",
+    "eventTime": "2026-03-04T05:06:07.1234567Z",
+    "id": "e-1",
+    "data": {"sequencer": "00000000000000010000000000000002000000000000001d", "api": "PutBlob"},
+}
+
+
+def test_change_event_from_a_raw_record() -> None:
+    e = ChangeEvent.from_raw(RAW, shard="03", segment="idx/segments/2026/03/04/0500/meta.json")
+    assert (e.id, e.event_type, e.container, e.blob) == (
+        "e-1",
+        "BlobCreated",
+        "photos",
+        "2026/a b.jpg",
+    )
+    assert e.event_time == datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
+    assert e.sequencer == RAW["data"]["sequencer"]  # type: ignore[index]
+    assert e.raw is RAW and e.shard == "03"
+
+
+def test_an_event_batch_makes_the_same_events_lazily() -> None:
+    other = {**RAW, "id": "e-2", "subject": "/blobServices/default/containers/c/blobs/x"}
+    read_at = datetime(2026, 1, 1, tzinfo=UTC)
+    batch = EventBatch.from_records(
+        [RAW, other],
+        ["p0", "p1"],
+        shard="03",
+        segment="idx/s",
+        stream_name="proc",
+        read_timestamp=read_at,
+    )
+    assert batch._events == [None, None]  # nothing made before it is asked for
+    eager = [
+        ChangeEvent.from_raw(
+            r, shard="03", segment="idx/s", position=p, stream_name="proc", read_timestamp=read_at
+        )
+        for r, p in ((RAW, "p0"), (other, "p1"))
+    ]
+    assert batch[1] == eager[1] and batch._events[0] is None
+    assert list(batch) == eager and batch[:] == eager and batch[-1] == eager[1]
+    assert batch[0] is batch[0]  # made once
+    assert len(batch) == 2 and bool(EventBatch.from_records([], [], shard="", segment="")) is False
+    with pytest.raises(ValueError, match="2 records but 1 positions"):
+        EventBatch.from_records([RAW, other], ["p0"], shard="03", segment="idx/s")

@@ -10,12 +10,12 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from observers.builtin.spark.changelog.records import made_up_records
 from observers.envelope import epoch_ms
 from observers.events import ArrowBatch, EventBatch
 from observers.formats import Format, format_lines, render
-from observers.spark.records import made_up_records
-from processor.changefeed.avro_chunk import parse_header, scan_blocks
-from processor.changefeed.columnar import decode_window
+from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
+from processor.changefeed.decoding.columnar import decode_window
 from processor.emulator.avro_encoding import RecordEncoder, encode_block, encode_header
 from processor.emulator.schemas import writer_schema
 from tests.fixtures import RECORDED, RECORDED_CHUNKS

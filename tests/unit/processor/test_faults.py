@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from observers.spark.session import CommitPauses
+from observers.builtin.spark.session.session import CommitPauses
 from processor import faults
 
 

@@ -14,7 +14,7 @@ from processor.admin.lease_moves import (
     past_segment,
 )
 from processor.changefeed.position import ShardPosition
-from processor.changefeed.storage import BlobInfo
+from processor.changefeed.storage.feed_storage import BlobInfo
 from processor.reading.lease_position import LeasePosition
 
 SEGMENT = "idx/segments/2026/01/01/0000/meta.json"
@@ -83,7 +83,7 @@ def test_nothing_to_move_past_is_an_error() -> None:
 
 
 def test_the_gap_continues_at_the_first_chunk_after_the_missing_one() -> None:
-    from processor.host.gaps import first_after
+    from processor.reading.retention_gaps import first_after
 
     names = ["log/00/x/00000.avro", "log/00/x/00002.avro", "log/00/x/00003.avro"]
     assert first_after(names, "log/00/x/00001.avro") == "log/00/x/00002.avro"

@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from observers.spark.state import STATE_SCHEMA
+from observers.builtin.spark.state.state_table import STATE_SCHEMA
 from processor.admin.verify import Blob, VerifyError, compare, read_state
-from processor.cli.spark import _text_table, mentions
+from processor.cli.spark.table_commands import _text_table, mentions
 
 
 def blob(

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from processor.changefeed.avro_chunk import BlockSpan
+from processor.changefeed.decoding.avro_chunk import BlockSpan
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.position import FeedPosition, ShardBatch, ShardPosition, event_position
 

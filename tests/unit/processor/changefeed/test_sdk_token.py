@@ -24,7 +24,7 @@ from processor.changefeed.sdk_token import (
     to_sdk_token,
     url_host,
 )
-from processor.cli.read_job import Resume, load_continuation
+from processor.cli.read.read_job import Resume, load_continuation
 from processor.reading.lease_position import LeasePosition
 
 HOST = "emilydevtest.blob.core.windows.net"

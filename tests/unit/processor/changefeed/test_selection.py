@@ -9,13 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from processor.changefeed.change_filter import ChangeFilter
-from processor.changefeed.layout import segment_path
 from processor.changefeed.selection import (
     EventFilter,
     TimeRange,
     consumable_segments,
     parse_event_time,
 )
+from processor.changefeed.storage.layout import segment_path
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOURS = [T0 + timedelta(hours=h) for h in range(10)]

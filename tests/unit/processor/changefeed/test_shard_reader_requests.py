@@ -9,9 +9,9 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processor.changefeed.avro_chunk import parse_header, scan_blocks
+from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
 from processor.changefeed.shard_reader import ShardReader
-from processor.changefeed.storage import BlobInfo
+from processor.changefeed.storage.feed_storage import BlobInfo
 from tests.unit.processor.changefeed.test_shard_reader_threads import (
     PREFIX,
     SYNC,

@@ -14,7 +14,7 @@ from typing import Any
 
 from processor.changefeed import shard_reader
 from processor.changefeed.shard_reader import ShardReader
-from processor.changefeed.storage import BlobInfo, FeedStorage
+from processor.changefeed.storage.feed_storage import BlobInfo, FeedStorage
 from processor.emulator.avro_encoding import RecordEncoder, encode_block, encode_header
 from tests import patience
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from leases.memory_store import MemoryLeaseStore
+from leases.policy.timings import Timings
+from leases.store.memory_lease_store import MemoryLeaseStore
 from observers import CloseReason
 from processor.clock import SystemClock
 from processor.host.assembly import HostClients, assemble
+from processor.host.health.lifecycle import HostState
 from processor.host.host import Host
-from processor.host.lifecycle import HostState
-from processor.host.timings import Timings
 from tests import patience
 from tests.unit.fakes import in_memory_config
 

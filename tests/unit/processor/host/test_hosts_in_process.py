@@ -10,13 +10,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from leases import HostId, LeaseToken, MemoryLeaseStore
+from leases.policy.timings import derive_timings
 from observers import PartitionContext
 from processor.clock import SystemClock
 from processor.host.assembly import HostClients, assemble
 from processor.host.host import Host
-from processor.host.timings import derive_timings
 from processor.reading.lease_position import LeasePosition
-from processor.reading.shard_stream import LeaseRead, Reader, Step
+from processor.reading.lease_reader import LeaseRead, Reader, Step
 from tests import patience
 from tests.helpers import until
 from tests.unit.fakes import ScriptedReader, at, batch, in_memory_config

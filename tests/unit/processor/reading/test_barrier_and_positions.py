@@ -10,13 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from leases import Lease
+from leases.policy.timings import EXPIRY_MARGIN_S, JITTER_FRACTION, derive_timings
 from processor.changefeed.errors import InvalidContinuation
-from processor.changefeed.layout import segment_path
 from processor.changefeed.position import ShardPosition
-from processor.host.timings import EXPIRY_MARGIN_S, JITTER_FRACTION, derive_timings
+from processor.changefeed.storage.layout import segment_path
 from processor.reading.barrier import has_finished_before, may_enter
-from processor.reading.barrier_book import PositionBook
 from processor.reading.lease_position import LeasePosition
+from processor.reading.position_book import PositionBook
 from tests.unit.fakes import ManualClock
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)

@@ -18,10 +18,10 @@ from processor.admin.report import describe_position
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.position import ShardPosition
 from processor.changefeed.selection import TIME_SLACK
-from processor.host.lease_creation import feed_start_after_scan
+from processor.host.balancing.lease_creator import feed_start_after_scan
 from processor.reading.barrier import may_enter
 from processor.reading.lease_position import LeasePosition, ScanPosition, scan_token
-from processor.reading.scan_stream import (
+from processor.reading.scan_reader import (
     ScanReader,
     backfill_record,
     scan_event_position,

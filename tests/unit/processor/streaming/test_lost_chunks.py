@@ -10,7 +10,7 @@ import pytest
 
 from processor.changefeed.position import ShardPosition
 from processor.changefeed.selection import TimeRange
-from processor.changefeed.storage import BlobInfo
+from processor.changefeed.storage.feed_storage import BlobInfo
 from processor.streaming.feed_view import DataLoss, FeedView, Listing
 
 PREFIX = "log/00/2026/01/01/0000/"

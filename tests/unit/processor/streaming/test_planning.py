@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from processor.changefeed.layout import chunk_path
 from processor.changefeed.position import FeedPosition, ShardPosition
+from processor.changefeed.storage.layout import chunk_path
 from processor.streaming.planning import Budget, ChunkRange, Frontier, Step, admit, chunk_ranges
 
 SEGMENT = "idx/segments/2026/01/01/0000/meta.json"

@@ -1,0 +1,122 @@
+"""The batches waiting for the Spark sink's next write, and when that write is due.
+
+A Spark job costs a fixed overhead, so the host's leases share writes: while Spark is busy with
+one write, batches queue for the next (up to `max_rows` rows or `max_bytes`); an idle Spark gets
+what is pending once `min_rows` rows are there or the oldest batch has waited `max_wait_s`.
+Submitters wait while twice a write's worth is pending (back-pressure on the readers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from observers.builtin.spark.session.session import SparkOptions
+
+
+@dataclass(slots=True)
+class Pending:
+    """One lease's batch: its rows, its checkpoint, and the future its worker waits on."""
+
+    lease: str
+    table: pa.Table
+    on_commit: Callable[[], Awaitable[None]]
+    done: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class WriteQueue:
+    """The pending batches of a host's leases, oldest first, with their rows and bytes.
+
+    Lease workers `put` batches; the sink's one writer task waits in `wait_for_write`, then
+    `take_write`s the oldest batches up to a write's worth. `close` lets the writer drain what is
+    left without waiting for more.
+    """
+
+    def __init__(self, options: SparkOptions) -> None:
+        self._options = options
+        self._pending: list[Pending] = []
+        self._rows = 0
+        self._bytes = 0
+        self._first_at = 0.0  # when the oldest pending batch came (or the last write left it)
+        self._wake = asyncio.Event()
+        self._room = asyncio.Condition()
+        self._is_closed = False
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    @property
+    def is_closed(self) -> bool:
+        return self._is_closed
+
+    def close(self) -> None:
+        """No more waiting for batches to share a write: what is pending is due now."""
+        self._is_closed = True
+        self._wake.set()
+
+    async def put(self, item: Pending) -> None:
+        """Queue one batch, once there is room for it."""
+        async with self._room:
+            await self._room.wait_for(self._has_room)
+        if not self._pending:
+            self._first_at = time.monotonic()
+        self._pending.append(item)
+        self._rows += item.table.num_rows
+        self._bytes += item.table.nbytes
+        self._wake.set()
+
+    async def wait_for_write(self) -> None:
+        """Return once something happened (a batch came, the queue closed, a write left some
+        behind); when batches are pending, not before a write is due (full, or the oldest has
+        waited `max_wait_s`) or the queue closed. The caller checks `has_pending`."""
+        await self._wake.wait()
+        self._wake.clear()
+        if not self._pending or self._is_closed:
+            return
+        due = self._first_at + self._options.max_wait_s - time.monotonic()
+        if self._is_full() or due <= 0:
+            return
+        try:
+            async with asyncio.timeout(due):
+                while not self._is_full() and not self._is_closed:
+                    await self._wake.wait()
+                    self._wake.clear()
+        except TimeoutError:
+            pass
+
+    async def take_write(self) -> tuple[list[Pending], int, int]:
+        """The oldest pending batches, up to a write's worth (at least one), with their rows and
+        bytes; the waiting submitters get the room they left."""
+        o, rows, size, n = self._options, 0, 0, 0
+        for item in self._pending:
+            if n and (
+                rows + item.table.num_rows > o.max_rows or size + item.table.nbytes > o.max_bytes
+            ):
+                break
+            rows, size, n = rows + item.table.num_rows, size + item.table.nbytes, n + 1
+        items, self._pending = self._pending[:n], self._pending[n:]
+        self._rows -= rows
+        self._bytes -= size
+        if self._pending:
+            self._first_at = time.monotonic()
+            self._wake.set()  # the rest is due as soon as this write is done
+        async with self._room:
+            self._room.notify_all()
+        return items, rows, size
+
+    def _has_room(self) -> bool:
+        o = self._options
+        return self._rows < 2 * o.max_rows and self._bytes < 2 * o.max_bytes
+
+    def _is_full(self) -> bool:
+        """Worth a write now: a write's worth is pending, or enough to keep an idle Spark busy
+        (the writer only asks between writes; rows that came during a write are many)."""
+        o = self._options
+        return self._rows >= min(o.min_rows, o.max_rows) or self._bytes >= o.max_bytes

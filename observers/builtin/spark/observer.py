@@ -1,0 +1,236 @@
+"""`--observer spark`: each lease's batches into the host's shared `SparkSink`, and the state job.
+
+`process_arrow` turns the batch's columns into the change log's rows (Arrow compute, in a thread),
+queues them (so reading goes on while Spark writes) and takes a mark; the sink checkpoints that
+mark once the batch is in the change log. A
+failed write fails the lease's next call, so the worker closes it with OBSERVER_ERROR and the
+batches are read again from the last checkpoint.
+
+Events of the output's own container are left out when the output lies in the account whose
+feed the host reads (`excluded_container`): the tables' writes would come back as events, for
+ever. They still move the checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import structlog
+
+from observers.builtin.spark.changelog.sink import SparkSink
+from observers.builtin.spark.session.container import ensure_container
+from observers.builtin.spark.session.output import access_for, excluded_container
+from observers.builtin.spark.session.session import SparkOptions
+from observers.builtin.spark.state.state_job import StateJob
+from observers.errors import PluginLoadError, ReplayRequired
+from observers.events import changes_table
+from observers.protocol import (
+    ArrowBatch,
+    ChangeEvent,
+    CloseReason,
+    JobRun,
+    LeaseLostError,
+    PartitionContext,
+)
+
+log = structlog.get_logger("cfp.spark")
+
+OPTIMIZE_EVERY_S = 15 * 60.0  # the state job compacts both tables this often
+
+
+class SparkWriteError(ReplayRequired):
+    """A Spark write holding this lease's batch failed; the lease cannot go on past it."""
+
+
+CLOSE_TIMEOUT_S = 120.0
+
+
+class SparkObserver:
+    auto_checkpoint = False
+
+    def __init__(self, sink: SparkSink, *, excluded: str | None = None) -> None:
+        self.sink = sink
+        self.excluded = excluded
+        self._in_flight: list[asyncio.Future[None]] = []
+
+    async def open(self, ctx: PartitionContext) -> None:
+        self.sink.open_lease(ctx.lease_token, ctx.epoch, ctx.processor_name)
+
+    async def held_through(self, ctx: PartitionContext, first: str) -> str | None:
+        """The lease's floor in the change log, read after its fence from `first` on: what an
+        owner before us wrote and never checkpointed is not delivered again."""
+        return await self.sink.floor(ctx.lease_token, first)
+
+    async def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
+        await self._submit(ctx, batch)
+
+    async def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+        """The same, for events made in Python."""
+        await self._submit(ctx, events)
+
+    async def _submit(
+        self, ctx: PartitionContext, events: Sequence[ChangeEvent] | ArrowBatch
+    ) -> None:
+        self._raise_failed()
+        mark = ctx.mark()
+
+        async def checkpoint() -> None:
+            try:
+                await ctx.checkpoint(mark)
+            except LeaseLostError:
+                # in the change log already; the lease's next owner replays it, adding nothing
+                ctx.log.info("spark.checkpoint_refused")
+
+        table = await asyncio.to_thread(self._table, events)  # CPU work: off the event loop
+        future = await self.sink.submit(ctx.lease_token, table, checkpoint)
+        self._in_flight.append(future)
+
+    def _table(self, events: Sequence[ChangeEvent] | ArrowBatch) -> pa.Table:
+        table = changes_table(events)
+        if self.excluded is not None:
+            table = table.filter(pc.not_equal(table["container"], pa.scalar(self.excluded)))
+        return table
+
+    async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
+        """Wait until every queued batch of this lease is written and checkpointed, for up to
+        `CLOSE_TIMEOUT_S`. Giving up leaves the writes be (they belong to the host's sink, and
+        the lease's next owner replays whatever they do not checkpoint)."""
+        if self._in_flight:
+            _, late = await asyncio.wait(self._in_flight, timeout=CLOSE_TIMEOUT_S)
+            if late:
+                raise TimeoutError(
+                    f"lease {ctx.lease_token}: {len(late)} Spark writes still running after "
+                    f"{CLOSE_TIMEOUT_S:.0f} s; closed without their checkpoints"
+                )
+        self._raise_failed()
+
+    def _raise_failed(self) -> None:
+        done = [f for f in self._in_flight if f.done()]
+        self._in_flight = [f for f in self._in_flight if not f.done()]
+        for f in done:
+            error = f.exception()
+            if error is not None:
+                self._in_flight = [f]  # sticky: this lease cannot go on past a lost batch
+                raise SparkWriteError(f"spark write failed: {error!r}") from error
+
+
+class SparkStateJob:
+    """The state job as a `SingletonJob` of the host: runs `StateJob` in a thread, on the
+    sink's second session."""
+
+    name = "state"
+
+    def __init__(self, sink: SparkSink, options: SparkOptions) -> None:
+        self.sink = sink
+        self.every_s = options.state_every_s
+        # one interval after taking the job, not at once: a starting host's first writes (a
+        # cold JVM, a fence per lease) would share the CPU with a run that folds the whole
+        # change log (bench/spark_ingest: 34 s beside the whole ingest on 2 cores)
+        self.first_run_after_s = options.state_every_s
+        self._options = options
+        self._job: StateJob | None = None
+        self._left: str | None = None  # the continuation our last run returned
+
+    async def run(self, continuation: str | None, *, final: bool = False) -> JobRun:
+        job = self._job
+        if job is None:
+            job = self._job = StateJob(
+                self.sink.job_session,
+                changes=self._options.changes,
+                state_table=self._options.state,
+                history_table=self._options.history,
+                optimize_every_s=OPTIMIZE_EVERY_S,
+                wall=self._options.wall,
+            )
+            job.optimized_at = _saved_time(continuation, "optimizedAt")
+        if continuation != self._left:  # not where our last run left it: another host ran it
+            job.forget()
+        run = await asyncio.to_thread(job.run_once)
+        saved = {
+            "appliedChangesVersion": run.applied,
+            "changesVersion": run.latest,
+            "optimizedAt": job.optimized_at.isoformat() if job.optimized_at else None,
+        }
+        summary = {
+            "applied": run.applied,
+            "latest": run.latest,
+            "inserted": run.inserted,
+            "updated": run.updated,
+            "skipped": run.skipped,
+            "whole": run.whole,
+            "optimized": run.optimized,
+            "history": run.history,
+        }
+        self._left = json.dumps(saved)
+        return JobRun(self._left, run.is_caught_up, summary)
+
+
+def _saved_time(continuation: str | None, key: str) -> datetime | None:
+    try:
+        value = json.loads(continuation or "{}").get(key)
+        return datetime.fromisoformat(value).astimezone(UTC) if value else None
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+class SparkObserverFactory:
+    """One Spark session and sink per host, one `SparkObserver` per lease, and the state job.
+
+    The change log is a set of events, which needs no order across segments: the host drops the
+    segment barrier, which would otherwise hold every segment until the previous one's Spark
+    write is checkpointed."""
+
+    needs_segment_order = False
+
+    def __init__(self, options: SparkOptions, *, host_name: str) -> None:
+        self.options = options
+        self.sink = SparkSink(options, host=host_name)
+        self.excluded = excluded_container(options.output, options.access, options.feed)
+        self.jobs: list[Any] = [SparkStateJob(self.sink, options)]
+
+    def __call__(self) -> SparkObserver:
+        return SparkObserver(self.sink, excluded=self.excluded)
+
+    async def __aenter__(self) -> SparkObserverFactory:
+        output = self.options.output
+        access = access_for(output, self.options.access)
+        log.info(
+            "spark.opening",
+            output=output.describe(),
+            auth=access.auth if access is not None else None,
+            remote=self.options.remote,
+        )
+        if self.excluded is not None:
+            log.warning(
+                "spark.output_container_left_out",
+                container=self.excluded,
+                account=output.account,
+                why="the output lies in the monitored account: its own writes are left out of "
+                "the tables and of `cfp verify`",
+            )
+        await ensure_container(output, self.options.access)
+        try:
+            await self.sink.__aenter__()
+        except PluginLoadError:
+            raise
+        except Exception as e:  # Spark's: storage unreachable, refused credentials...
+            first = (str(e).strip().splitlines() or [repr(e)])[0][:1000]
+            raise PluginLoadError(
+                "spark", f"cannot open the tables at {output.describe()}: {first}"
+            ) from e
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.sink.__aexit__(exc_type, exc, tb)

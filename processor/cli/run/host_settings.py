@@ -1,0 +1,194 @@
+"""The pure step from `cfp run`'s options to a `HostConfig`: each concern's settings made once.
+
+`host_config` checks what the options cannot check one by one (flags that exclude each other,
+timings that do not fit, a Spark output that cannot be parsed) and raises `ConfigError` with a
+message naming the flags; it reads no environment and touches no storage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from leases import HostId, LoadRule
+from leases.policy.timings import Timings, derive_timings
+from observers import PluginLoadError
+from observers.builtin.spark.session.install import require as require_pyspark
+from observers.builtin.spark.session.output import parse_output
+from observers.builtin.spark.session.session import SparkOptions, spark_conf
+from observers.formats import Format
+from processor import connection, faults
+from processor.changefeed.change_filter import ChangeFilter
+from processor.clock import SystemClock
+from processor.host.host_config import (
+    DeliveryPolicy,
+    HostConfig,
+    NewLeases,
+    OnObserverError,
+    Placement,
+    Reading,
+)
+from processor.plugins import ObserverChoice
+from processor.reading.retention_gaps import OnGap
+from processor.streaming.registration import offer as offer_source
+
+
+class ConfigError(ValueError):
+    """Options that do not make a host, with what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """Every option of `cfp run`, as click parsed it (run_options.py declares them)."""
+
+    connection_string: str | None
+    lease_connection_string: str | None
+    lease_table: str
+    processor_name: str
+    host_name: str | None
+    observer: str
+    output_format: str
+    output: str | None
+    output_connection_string: str | None
+    spark_master: str
+    spark_remote: str | None
+    spark_conf_pairs: tuple[str, ...]
+    state_interval: float
+    spark_max_rows: int
+    spark_max_wait: float
+    spark_warm_up_rows: int
+    keep_history: bool
+    on_observer_error: str
+    on_gap: str
+    observer_attempts: int
+    dead_letter_dir: str | None
+    stuck_after: float
+    drain_timeout: float
+    lease_expiration: float
+    renew_interval: float | None
+    acquire_interval: float | None
+    lease_partitions: int
+    balance_by: str
+    load_tolerance: float
+    poll_interval: float
+    max_batch_events: int
+    decode_deadline: float
+    containers: tuple[str, ...]
+    blob_prefix: str
+    event_types: tuple[str, ...]
+    blob_types: tuple[str, ...]
+    start_time: datetime | None
+    end_time: datetime | None
+    start_from_now: bool
+    initial_scan: bool
+    scan_partitions: int
+    until_caught_up: bool
+    unordered: bool
+    http_on: bool
+    http_host: str
+    http_port: int
+
+
+def host_config(o: RunOptions, *, conn: str, now: datetime, default_host: HostId) -> HostConfig:
+    """The host `o` describes, reading the feed through `conn` (resolved already).
+    Errors: `ConfigError`."""
+    start = _start_time(o, now)
+    try:
+        timings = _timings(o)
+        spark = _spark(o, conn) if o.observer == "spark" else None
+    except (PluginLoadError, ValueError) as e:  # ValueError: also a malformed connection string
+        raise ConfigError(str(e)) from e
+    return HostConfig(
+        placement=Placement(
+            connection_string=conn,
+            lease_connection_string=connection.resolve_other(o.lease_connection_string, conn),
+            lease_table=o.lease_table,
+            processor_name=o.processor_name,
+            host_name=HostId(o.host_name) if o.host_name else default_host,
+            lease_partitions=o.lease_partitions,
+        ),
+        delivery=_delivery(o, spark),
+        timings=timings,
+        reading=Reading(
+            change=ChangeFilter.of(
+                containers=o.containers,
+                blob_prefix=o.blob_prefix,
+                event_types=o.event_types,
+                blob_types=o.blob_types,
+            ),
+            end_time=o.end_time,
+            batch_events=o.max_batch_events,
+            is_ordered=not o.unordered,
+            on_gap=OnGap(o.on_gap),
+        ),
+        new_leases=NewLeases(start, o.initial_scan, o.scan_partitions),
+        by_load=LoadRule(o.load_tolerance) if o.balance_by == "load" else None,
+        until_caught_up=o.until_caught_up,
+    )
+
+
+def _start_time(o: RunOptions, now: datetime) -> datetime | None:
+    """Where new leases start: --start-time, --start-from-now (`now`), or the feed's start."""
+    if o.start_time is not None and o.start_from_now:
+        raise ConfigError("--start-time and --start-from-now exclude each other")
+    start = now if o.start_from_now else o.start_time
+    if o.end_time is not None and start is not None and o.end_time <= start:
+        raise ConfigError(
+            f"--end-time {o.end_time.isoformat()} is not after the start {start.isoformat()}"
+        )
+    if o.initial_scan and start is not None:
+        raise ConfigError(
+            "--initial-scan sets where the feed starts: drop --start-time/--start-from-now"
+        )
+    return start
+
+
+def _timings(o: RunOptions) -> Timings:
+    return derive_timings(
+        o.lease_expiration,
+        renew_every_s=o.renew_interval,
+        acquire_every_s=o.acquire_interval,
+        poll_s=o.poll_interval,
+    )
+
+
+def _delivery(o: RunOptions, spark: SparkOptions | None) -> DeliveryPolicy:
+    """The observer and its failure policy; dead letters default to the Spark output's folder."""
+    policy = OnObserverError(o.on_observer_error)
+    dead_letter_dir = o.dead_letter_dir
+    if policy is OnObserverError.DEAD_LETTER and dead_letter_dir is None:
+        if spark is None or spark.output.local is None:
+            raise ConfigError(
+                "--on-observer-error dead-letter needs --dead-letter-dir (a local folder)"
+            )
+        dead_letter_dir = str(spark.output.local / "dead-letter")
+    return DeliveryPolicy(
+        observer=ObserverChoice(o.observer, spark=spark, fmt=Format(o.output_format)),
+        on_observer_error=policy,
+        attempts=o.observer_attempts,
+        dead_letter_dir=dead_letter_dir,
+        stuck_after_s=o.stuck_after,
+        drain_s=o.drain_timeout,
+    )
+
+
+def _spark(o: RunOptions, conn: str) -> SparkOptions:
+    require_pyspark(remote=o.spark_remote)
+    return SparkOptions(
+        parse_output(o.output or ""),
+        access=connection.storage_access(
+            connection.resolve_other(o.output_connection_string, conn)
+        ),
+        feed=connection.storage_access(conn),
+        master=o.spark_master,
+        remote=o.spark_remote,
+        conf=spark_conf(o.spark_conf_pairs),
+        on_session=(offer_source,),
+        wall=SystemClock(faults.clock_skew_s()).wall,  # the host's (skewed when a test asks)
+        pauses=faults.spark_commit_pauses(),
+        warm_up_rows=o.spark_warm_up_rows,
+        max_rows=o.spark_max_rows,
+        max_wait_s=o.spark_max_wait,
+        state_every_s=o.state_interval,
+        keep_history=o.keep_history,
+    )

@@ -1,0 +1,205 @@
+"""Handing one batch to a lease's observer, and what happens when the observer fails it.
+
+`--on-observer-error` decides: `retry` (the default) retries with backoff for as long as the lease
+is ours; `stop` parks the lease after `--observer-attempts`; `dead-letter` writes the batch to
+the dead-letter folder after as many attempts and goes on. Whatever the policy, a lease lost,
+handed over or stopping ends the retries: the batch is then delivered again by the next owner.
+An observer that raises `ReplayRequired` lost batches it had accepted: its lease is released so
+that they come again from the checkpoint. An observer that knows what it holds
+(`KnowsWhatItHolds`) is asked once, before the lease's first batch; what it holds already is
+left out (the checkpoint lags a sink that wrote and then lost its host).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    wait_random_exponential,
+)
+
+from leases import Delivered
+from observers import ArrowBatch, CloseReason, PartitionContext, ReplayRequired
+from processor.changefeed.selection import parse_event_time
+from processor.host.host_config import OnObserverError
+from processor.host.ownership.held_lease import HeldLease
+from processor.host.worker.worker_env import WorkerEnded, WorkerEnv
+from processor.plugins import ObserverCalls
+from processor.reading.lease_position import LeasePosition
+from processor.reading.lease_reader import Batch
+from processor.waiting import wait_any
+
+
+def check_still_ours(held: HeldLease, env: WorkerEnv) -> None:
+    """Errors: `WorkerEnded` when the host stops, or the lease is lost or handed over."""
+    if env.signals.stop.is_set():
+        raise WorkerEnded(CloseReason.SHUTDOWN)
+    if not held.is_usable():
+        raise WorkerEnded(CloseReason.LEASE_LOST)
+    if held.handover.is_set():
+        raise WorkerEnded(CloseReason.HANDED_OVER)
+
+
+class NotDelivered(Enum):
+    """Why a batch's events did not reach the observer, though the checkpoint may pass them."""
+
+    DEAD_LETTERED = "dead_lettered"  # in the dead-letter folder instead
+    HELD_ALREADY = "held_already"  # the observer holds every one of them already
+
+
+@dataclass(slots=True)
+class Delivery:
+    held: HeldLease
+    env: WorkerEnv
+    calls: ObserverCalls
+    ctx: PartitionContext
+    log: Any
+    batches: int = 0  # accepted, for the worker's last log line
+    events: int = 0
+    held_events: int = 0  # left out: the observer held them already
+    floor: str | None = None  # what the observer holds: events at or below it are left out
+    floor_asked: bool = False
+
+    async def deliver(
+        self, batch: Batch, start: LeasePosition, end: LeasePosition
+    ) -> Delivered | NotDelivered:
+        """Hand the batch from `start` to `end` to the observer: what it accepted, or why it
+        did not reach it. Errors: `WorkerEnded`."""
+        held, env, deps = self.held, self.env, self.env.deps
+        events = await self._not_held(
+            batch.arrow(
+                shard=held.token,
+                stream_name=env.policy.processor,
+                read_timestamp=deps.clock.wall(),
+            )
+        )
+        if not len(events):
+            return NotDelivered.HELD_ALREADY
+        checked_at = deps.clock.monotonic()
+        if not held.is_usable():  # fencing: the last check before user code sees events
+            raise WorkerEnded(CloseReason.LEASE_LOST)
+        # when it was last known to be ours (CLOCK_MONOTONIC: comparable across processes)
+        self.log.debug("batch.delivering", events=len(events), mono=checked_at)
+        deps.progress.delivering(held.token)
+        try:
+            with self.ctx.delivering(end):
+                await self._with_retries(events)
+        except Exception as e:
+            check_still_ours(held, env)  # lost, handed over or stopping: the batch comes again
+            error = f"process_changes: {e!r}"
+            if isinstance(e, ReplayRequired):  # the observer lost batches it had accepted
+                raise WorkerEnded(CloseReason.OBSERVER_ERROR, error) from e
+            where = f"batch {start.to_json()} to {end.to_json()}"
+            if env.policy.delivery.on_observer_error is OnObserverError.STOP:
+                raise WorkerEnded(
+                    CloseReason.OBSERVER_ERROR, f"{error} on {where}", park=True
+                ) from e
+            await self._dead_letter(events, start, end, error)
+            return NotDelivered.DEAD_LETTERED
+        self.batches += 1
+        self.events += len(events)
+        last_time = _last_event_time(events)
+        deps.progress.delivered(
+            held.token,
+            events=len(events),
+            read_bytes=batch.read_bytes,
+            read_share=batch.read_share,
+            last_event_time=last_time,
+        )
+        return Delivered(len(events), batch.read_bytes, last_time)
+
+    async def _not_held(self, events: ArrowBatch) -> ArrowBatch:
+        """The events the observer does not hold yet. Asked once per lease, before its first
+        batch; an observer that fails to say gets every event (it must then recognise them)."""
+        if not self.floor_asked:
+            self.floor_asked = True
+            first = events.positions[0].as_py()
+            try:
+                self.floor = await self.calls.held_through(self.ctx, first)
+            except Exception as e:
+                check_still_ours(self.held, self.env)
+                self.log.warning("observer.held_through_failed", error=repr(e))
+            if self.floor is not None:
+                self.log.info("observer.holds", through=self.floor, first=first)
+        if self.floor is None:
+            return events
+        tail = events.after(self.floor)
+        self.held_events += len(events) - len(tail)
+        if len(tail):
+            self.floor = None  # past it: the later batches are all above
+        self.log.debug("batch.held_already", events=len(events) - len(tail))
+        return tail
+
+    async def _with_retries(self, events: ArrowBatch) -> None:
+        held, env = self.held, self.env
+        policy, stop = env.policy.delivery, env.signals.stop
+        attempts = 0 if policy.on_observer_error is OnObserverError.RETRY else policy.attempts
+
+        def give_up(state: RetryCallState) -> bool:
+            return (
+                bool(attempts and state.attempt_number >= attempts)
+                or isinstance(state.outcome and state.outcome.exception(), ReplayRequired)
+                or not held.is_usable()
+                or stop.is_set()
+                or held.handover.is_set()
+            )
+
+        def log_retry(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome else None
+            env.deps.progress.observer_failed(held.token)
+            self.log.warning("observer.retry", attempt=state.attempt_number, error=repr(error))
+
+        async def pause(seconds: float) -> None:  # a backoff the host's stop cuts short
+            await wait_any(stop, held.lost, held.handover, timeout_s=seconds)
+
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(Exception),
+            stop=give_up,
+            wait=wait_random_exponential(multiplier=0.2, max=30.0),
+            sleep=pause,
+            before_sleep=log_retry,
+            reraise=True,
+        ):
+            with attempt:
+                await self.calls.process(self.ctx, events, still_ours=held.is_fresh)
+
+    async def _dead_letter(
+        self, events: ArrowBatch, start: LeasePosition, end: LeasePosition, error: str
+    ) -> None:
+        deps, policy, held = self.env.deps, self.env.policy, self.held
+        assert deps.dead_letters is not None, "dead-letter needs a folder"
+        try:
+            path = await asyncio.to_thread(
+                deps.dead_letters.write,
+                processor=policy.processor,
+                lease=held.token,
+                epoch=held.epoch,
+                host=policy.host,
+                start=start.to_json(),
+                end=end.to_json(),
+                error=error,
+                at=deps.clock.wall(),
+                records=events.dicts(),
+            )
+        except OSError as e:
+            raise WorkerEnded(CloseReason.OBSERVER_ERROR, f"{error}; dead letter: {e}") from e
+        deps.progress.dead_lettered(held.token)
+        self.log.error("batch.dead_lettered", events=len(events), path=str(path), error=error)
+
+
+def _last_event_time(events: ArrowBatch) -> datetime | None:
+    """When the batch's last event happened (None: it does not say, or not readably)."""
+    if "eventTime" not in events.records.column_names or not len(events):
+        return None
+    raw = events.records.column("eventTime")[-1].as_py()
+    try:
+        return parse_event_time(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None

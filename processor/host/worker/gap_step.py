@@ -1,0 +1,48 @@
+"""Stepping a lease over a retention gap (`--on-gap skip`): data at its position was deleted
+before it was read. The gap is recorded in the lease (from, to, the error) and reading goes on
+from the earliest data still present (`position_after_gap`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leases import LeaseMove
+from processor.changefeed.errors import MissingChunkError
+from processor.host.ownership.held_lease import HeldLease
+from processor.host.worker.checkpointer import Checkpointer
+from processor.host.worker.worker_env import WorkerEnv
+from processor.reading.lease_reader import Reader
+from processor.reading.retention_gaps import position_after_gap
+
+
+async def step_over_gap(
+    held: HeldLease,
+    env: WorkerEnv,
+    reader: Reader,
+    error: MissingChunkError,
+    *,
+    checkpoints: Checkpointer,
+    log: Any,
+) -> None:
+    """Move the lease and its reader past the gap `error` found. Checkpointed only once every
+    batch before it is confirmed, so nothing delivered before the gap is skipped with it."""
+    deps = env.deps
+    before = reader.position
+    after = await position_after_gap(deps.catalog, held.token, before, error)
+    if not before.is_before(after):
+        raise error  # nowhere to go: park rather than loop
+    await checkpoints.all_confirmed()
+    gap = LeaseMove(
+        at=deps.clock.wall(),
+        before=before.to_json(),
+        after=after.to_json(),
+        skipped_bytes=None,  # the data is gone: its size is unknown
+        reason="retention gap",
+        error=str(error),
+    )
+    log.error("lease.gap", missing=error.path, before=gap.before, after=gap.after)
+    deps.progress.gaps.inc()
+    checkpoints.ledger.advanced(after)
+    await checkpoints.write(after, caught_up=False, gap=gap)
+    reader.position = after
+    reader.reset()

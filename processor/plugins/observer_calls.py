@@ -1,0 +1,129 @@
+"""Calling an observer uniformly: whether each of its methods is async is decided once per
+instance, not per call; plain methods run in a worker thread so they cannot block the host's event
+loop."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from observers import (
+    ArrowBatch,
+    ChangeEvent,
+    CloseReason,
+    EventBatch,
+    LeaseLostError,
+    PartitionContext,
+    PluginLoadError,
+    checkpoints_after_each_batch,
+    takes_arrow,
+)
+
+
+def _adapt(method: Callable[..., Any] | None) -> Callable[..., Awaitable[Any]]:
+    """An optional method as a coroutine function: a plain one runs in a thread, a missing one
+    does nothing and returns None."""
+    if method is None:
+
+        async def nothing(*args: Any) -> None:
+            return None
+
+        return nothing
+    if inspect.iscoroutinefunction(method):
+        return method
+
+    async def in_thread(*args: Any) -> Any:
+        return await asyncio.to_thread(method, *args)
+
+    return in_thread
+
+
+def _check(still_ours: Callable[[], bool] | None, ctx: PartitionContext) -> None:
+    """The lease, checked again right before the observer's code (in a plain method's thread):
+    the process may have been paused or starved since the host's own check."""
+    if still_ours is not None and not still_ours():
+        raise LeaseLostError(ctx.lease_token, ctx.epoch)
+
+
+def _checked_call(
+    still_ours: Callable[[], bool] | None,
+    method: Callable[..., Any],
+    ctx: PartitionContext,
+    batch: object,
+) -> None:
+    _check(still_ours, ctx)
+    method(ctx, batch)
+
+
+class ObserverCalls:
+    """One observer instance with async entry points, whatever kind of methods it has, and
+    whichever form of a batch it takes (`process_arrow` if it has one, else `process_changes`).
+    """
+
+    def __init__(self, observer: object, *, spec: str = "") -> None:
+        arrow = getattr(observer, "process_arrow", None)
+        changes = getattr(observer, "process_changes", None)
+        if not callable(arrow) and not callable(changes):
+            raise PluginLoadError(
+                spec, f"{type(observer).__name__} has no process_changes or process_arrow method"
+            )
+        self.observer = observer
+        self.auto_checkpoint = checkpoints_after_each_batch(observer)
+        self.takes_arrow = takes_arrow(observer)
+        self._open = _adapt(getattr(observer, "open", None))
+        self._process: Callable[..., Any] = arrow if self.takes_arrow else changes  # type: ignore[assignment]
+        self._process_is_async = inspect.iscoroutinefunction(self._process)
+        self._close = _adapt(getattr(observer, "close", None))
+        self._held_through = _adapt(getattr(observer, "held_through", None))
+
+    async def open(self, ctx: PartitionContext) -> None:
+        await self._open(ctx)
+
+    async def held_through(self, ctx: PartitionContext, first: str) -> str | None:
+        """The lease's highest position the observer already holds (`KnowsWhatItHolds`), or
+        None: it does not say. Errors: the observer's. A value that is not a string is a bug of
+        the observer's, said as a `TypeError`."""
+        held = await self._held_through(ctx, first)
+        if held is not None and not isinstance(held, str):
+            raise TypeError(
+                f"{type(self.observer).__name__}.held_through returned {held!r}, not a position"
+            )
+        return held
+
+    async def process(
+        self,
+        ctx: PartitionContext,
+        batch: ArrowBatch,
+        *,
+        still_ours: Callable[[], bool] | None = None,
+    ) -> None:
+        """Hand `batch` over: as it is to `process_arrow`, as `ChangeEvent`s (made from it on
+        first access) to `process_changes`. `still_ours`, when given, is checked just before
+        the method runs (in a plain method's thread), and `LeaseLostError` raised if it fails:
+        the last moment at which a host paused or starved since its own checks can still be
+        stopped."""
+        given: object = batch if self.takes_arrow else EventBatch(batch)
+        if self._process_is_async:
+            _check(still_ours, ctx)
+            await self._process(ctx, given)
+        else:
+            await asyncio.to_thread(_checked_call, still_ours, self._process, ctx, given)
+
+    async def process_changes(
+        self,
+        ctx: PartitionContext,
+        events: Sequence[ChangeEvent],
+        *,
+        still_ours: Callable[[], bool] | None = None,
+    ) -> None:
+        """Hand events made in Python over (to an observer that has `process_changes`)."""
+        if self._process_is_async:
+            _check(still_ours, ctx)
+            await self._process(ctx, events)
+        else:
+            await asyncio.to_thread(_checked_call, still_ours, self._process, ctx, events)
+
+    async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
+        await self._close(ctx, reason)

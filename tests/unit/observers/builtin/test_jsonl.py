@@ -1,0 +1,38 @@
+"""`--observer jsonl:DIR`: one JSON line per delivered event."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from observers import (
+    ChangeEvent,
+    PartitionContext,
+)
+from observers.builtin.jsonl import JsonlObserver
+
+RAW = {
+    "schemaVersion": 5,
+    "topic": "/subscriptions/x",
+    "subject": "/blobServices/default/containers/photos/blobs/2026/a b.jpg",
+    "eventType": "BlobCreated",
+    "eventTime": "2026-03-04T05:06:07.1234567Z",
+    "id": "e-1",
+    "data": {"sequencer": "00000000000000010000000000000002000000000000001d", "api": "PutBlob"},
+}
+
+
+def ctx() -> PartitionContext:
+    return PartitionContext(lease_token="03", host_name="host-a", epoch=4)
+
+
+def test_jsonl_writes_one_line_per_event_with_lease_and_epoch(tmp_path: Path) -> None:
+    obs = JsonlObserver(tmp_path, host_name="host/a b")
+    obs.process_changes(
+        ctx(), [ChangeEvent.from_raw(RAW), ChangeEvent.from_raw({**RAW, "id": "e-2"})]
+    )
+    lines = [json.loads(x) for x in (tmp_path / "host_a_b.jsonl").read_text().splitlines()]
+    assert [x["id"] for x in lines] == ["e-1", "e-2"]
+    assert {(x["host"], x["lease"], x["epoch"], x["eventType"]) for x in lines} == {
+        ("host-a", "03", 4, "BlobCreated")
+    }

@@ -1,0 +1,151 @@
+"""`cfp run`'s options to a host configuration: defaults, derived values, and every refusal."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from leases import HostId, LoadRule
+from observers.formats import Format
+from processor.cli.main import command_named, main
+from processor.cli.run.host_settings import ConfigError, RunOptions, host_config
+from processor.connection import DEFAULT_CONNECTION_STRING
+from processor.host.host_config import HostConfig, OnObserverError
+
+NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
+
+
+def parsed(*argv: str) -> RunOptions:
+    """The options click parses from `cfp run ARGV` (the command itself never runs)."""
+    seen: list[RunOptions] = []
+    command = command_named("run")
+    runner = CliRunner()
+    original = command.callback
+    command.callback = lambda **params: seen.append(RunOptions(**params))
+    try:
+        result = runner.invoke(main, ["run", *argv], env={k: None for k in ("CFP_OBSERVER",)})
+    finally:
+        command.callback = original
+    assert result.exit_code == 0, result.output
+    return seen[0]
+
+
+def config(*argv: str) -> HostConfig:
+    return host_config(
+        parsed(*argv), conn=DEFAULT_CONNECTION_STRING, now=NOW, default_host=HostId("me-1")
+    )
+
+
+def test_the_defaults_make_a_host() -> None:
+    c = config()
+    assert c.placement.host_name == "me-1" and c.placement.processor_name == "default"
+    assert (
+        c.placement.lease_table == "cfpleases"
+        and c.placement.lease_connection_string == DEFAULT_CONNECTION_STRING
+    )
+    assert c.delivery.observer.spec == "log" and c.delivery.observer.fmt is Format.NATIVE
+    assert (
+        c.reading.batch_events == 250
+        and c.delivery.attempts == 5
+        and c.new_leases.scan_partitions == 8
+    )
+    assert c.timings.expiry_s == 30 and c.timings.renew_every_s == 10
+    assert (
+        c.new_leases.start_time is None and c.reading.is_ordered and not c.new_leases.initial_scan
+    )
+    assert c.by_load is None  # balancing by count
+
+
+def test_flags_reach_the_config() -> None:
+    c = config(
+        "--host-name", "h7", "--observer", "jsonl:/tmp/x", "--format", "debezium",
+        "--lease-expiration", "9", "--start-from-now", "--unordered", "--max-batch-events", "17",
+    )  # fmt: skip
+    assert c.placement.host_name == "h7" and c.delivery.observer.fmt is Format.DEBEZIUM
+    assert c.timings.expiry_s == 9 and c.timings.renew_every_s == 3
+    assert (
+        c.new_leases.start_time == NOW and not c.reading.is_ordered and c.reading.batch_events == 17
+    )
+
+
+def test_balance_by_load_takes_its_tolerance() -> None:
+    assert config("--balance-by", "load").by_load == LoadRule(0.25)
+    assert config("--balance-by", "load", "--load-tolerance", "0.1").by_load == LoadRule(0.1)
+    assert config("--load-tolerance", "0.1").by_load is None
+
+
+def test_a_local_spark_output_gets_a_dead_letter_folder(tmp_path: Path) -> None:
+    c = config(
+        "--observer", "spark", "--output", str(tmp_path), "--on-observer-error", "dead-letter"
+    )
+    assert (
+        c.delivery.observer.spark is not None
+        and c.delivery.on_observer_error is OnObserverError.DEAD_LETTER
+    )
+    assert c.delivery.dead_letter_dir == str(tmp_path.resolve() / "dead-letter")
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["--start-time", "2026-01-01T00:00:00Z", "--start-from-now"], "exclude each other"),
+        (["--initial-scan", "--start-from-now"], "--initial-scan sets where the feed starts"),
+        (["--lease-expiration", "3", "--renew-interval", "2"], "renew"),
+        (["--on-observer-error", "dead-letter"], "needs --dead-letter-dir"),
+        (["--observer", "spark"], "--output"),
+        (["--observer", "spark", "--output", "s3://bucket/x"], "s3://"),
+    ],
+)
+def test_options_that_make_no_host_say_which_flags(argv: list[str], problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        config(*argv)
+
+
+def test_the_config_builder_reads_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    o = dataclasses.replace(parsed(), lease_connection_string=None)
+    monkeypatch.setenv("CFP_CONNECTION_STRING", "AccountName=elsewhere;AccountKey=a2V5")
+    c = host_config(o, conn=DEFAULT_CONNECTION_STRING, now=NOW, default_host=HostId("me-1"))
+    assert (
+        c.placement.connection_string
+        == c.placement.lease_connection_string
+        == DEFAULT_CONNECTION_STRING
+    )
+
+
+def test_the_filter_options_make_one_canonical_filter_and_variables_take_several() -> None:
+    c = config("--container", "raw", "--container", "logs-*", "--event-type", "BlobCreated")
+    assert c.reading.change.containers == ("logs-*", "raw") and c.reading.change.event_types == {
+        "BlobCreated"
+    }
+    assert (
+        c.reading.identity.text()
+        == config(
+            "--event-type", "BlobCreated", "--container", "logs-*", "--container", "raw"
+        ).reading.identity.text()
+    )
+    assert config().reading.change.is_empty
+    seen: list[RunOptions] = []
+    command = command_named("run")
+    original = command.callback
+    command.callback = lambda **params: seen.append(RunOptions(**params))
+    try:
+        env = {"CFP_CONTAINER": "a b*", "CFP_BLOB_TYPE": "AppendBlob", "CFP_BLOB_PREFIX": "x/"}
+        assert CliRunner().invoke(main, ["run"], env=env).exit_code == 0
+    finally:
+        command.callback = original
+    assert seen[0].containers == ("a", "b*") and seen[0].blob_types == ("AppendBlob",)
+    assert seen[0].blob_prefix == "x/"
+
+
+def test_an_end_time_must_come_after_the_start() -> None:
+    end = "2026-01-01T02:00:00Z"
+    assert config("--end-time", end).reading.end_time == datetime(2026, 1, 1, 2, tzinfo=UTC)
+    with pytest.raises(ConfigError, match=r"--end-time .* is not after the start"):
+        config("--start-time", "2026-01-01T03:00:00Z", "--end-time", end)
+    with pytest.raises(ConfigError, match="not after the start"):
+        config("--start-from-now", "--end-time", end)  # now is 2026-11-25
+    assert config("--stuck-after", "60").delivery.stuck_after_s == 60
