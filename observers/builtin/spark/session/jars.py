@@ -22,7 +22,7 @@ from pathlib import Path
 
 JARS_DIR_VAR = "CFP_SPARK_JARS_DIR"
 # the checkout's deploy/spark/jars (an editable install, as `make install` makes)
-DEFAULT_JARS_DIR = Path(__file__).resolve().parents[2] / "deploy" / "spark" / "jars"
+DEFAULT_JARS_DIR = Path(__file__).resolve().parents[4] / "deploy" / "spark" / "jars"
 DELTA_JAR = re.compile(r"^delta-spark_(?P<spark>\d+\.\d+)_(?P<scala>[\d.]+)-(?P<version>.+)\.jar$")
 REQUIRED = ("delta-spark_", "delta-storage-", "hadoop-azure-")
 
