@@ -117,6 +117,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
 connection_option = click.option(
     "--connection-string",
     "connection_string",
+    envvar=connection.ENV_VAR,
     default=None,
     help=f"Storage connection string (default: ${connection.ENV_VAR}, else local Azurite).",
 )

@@ -41,7 +41,7 @@ class Commands(click.Group):
         if where is not None and cmd_name not in self.commands:
             module, attribute = where.split(":")
             command = getattr(importlib.import_module(module), attribute)
-            self.add_command(logs_first(command), cmd_name)
+            self.add_command(logs_first(with_variables(command, cmd_name)), cmd_name)
         return self.commands.get(cmd_name)
 
 
@@ -85,6 +85,23 @@ def logs_first(command: click.Command) -> click.Command:
         return callback(*args, **kwargs)
 
     command.callback = configured
+    return command
+
+
+def with_variables(command: click.Command, path: str) -> click.Command:
+    """Give every option of `command` (each command of a group) that has no variable of its own
+    `CFP_<COMMAND>_<OPTION>`, `cfp lease move --to` `CFP_LEASE_MOVE_TO` for example: the options
+    of `cfp run` and those several commands share (`CFP_CONNECTION_STRING`, `CFP_PROCESSOR_NAME`,
+    the Spark ones) name their own."""
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            with_variables(sub, f"{path} {name}")
+        return command
+    prefix = "CFP_" + "_".join(path.replace("-", "_").upper().split())
+    for option in command.params:
+        if isinstance(option, click.Option) and option.envvar is None:
+            flag = option.opts[0].lstrip("-").replace("-", "_").upper()
+            option.envvar = f"{prefix}_{flag}"
     return command
 
 

@@ -17,10 +17,12 @@ METRICS_PAGE = ROOT / "docs" / "reference" / "metrics.md"
 
 CLI_HEAD = """# Reference: the `cfp` command
 
-Made from the click definitions by `make docs` (do not edit). Every option of `cfp run`,
-`cfp status` and `cfp lease` has a `CFP_*` variable (a flag wins over its variable); intervals
-are seconds. What the options do together: [coordination](../coordination.md),
-[operations](../operations.md), [configuration](../configuration.md).
+Made from the click definitions by `make docs` (do not edit). Every option has a `CFP_*`
+variable (a flag wins over its variable): `cfp run`'s and those several commands share are
+`CFP_<OPTION>`, the others `CFP_<COMMAND>_<OPTION>` (`cfp read --max-events`:
+`CFP_READ_MAX_EVENTS`). Intervals are seconds. What the options do together:
+[coordination](../coordination.md), [operations](../operations.md),
+[configuration](../configuration.md).
 """
 
 METRICS_HEAD = """# Reference: metrics

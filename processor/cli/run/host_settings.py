@@ -2,7 +2,8 @@
 
 `host_config` checks what the options cannot check one by one (flags that exclude each other,
 timings that do not fit, a Spark output that cannot be parsed) and raises `ConfigError` with a
-message naming the flags; it reads no environment and touches no storage.
+message naming the flags; it touches no storage, and of the environment reads only the tests'
+fault points (`processor/faults.py`: a skewed clock, Spark commit pauses), off unless set.
 """
 
 from __future__ import annotations

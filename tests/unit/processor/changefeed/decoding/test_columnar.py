@@ -303,7 +303,7 @@ from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
 data = sys.stdin.buffer.read()
 header = parse_header(data, chunk="c")
 blocks = scan_blocks(data[header.size:], base=header.size, sync=header.sync, chunk="c").blocks
-native = NativeDecoder(deadline_s=1.0, min_records=1)
+native = NativeDecoder(deadline_s=5.0, min_records=1)  # the first call imports polars: room on a busy machine
 stuck = []
 native.on_stuck(stuck.append)
 d = decode_window(data, base=0, blocks=blocks, header=header, chunk="c", native=native)
