@@ -17,7 +17,7 @@ Tables.
 from typing import TYPE_CHECKING
 
 from observers.envelope import Op, ReadMethod
-from observers.errors import BadEventError, ObserverError, PluginLoadError, ReplayRequired
+from observers.errors import BadEventError, PluginLoadError, ReplayRequired
 from observers.formats import Format
 from observers.protocol import (
     ArrowBatch,
@@ -66,7 +66,6 @@ __all__ = [
     "KnowsWhatItHolds",
     "LeaseLostError",
     "Observer",
-    "ObserverError",
     "ObserverFactory",
     "Op",
     "PartitionContext",

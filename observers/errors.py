@@ -3,16 +3,6 @@
 from __future__ import annotations
 
 
-class ObserverError(Exception):
-    """An observer method raised; the user's exception is the `__cause__`."""
-
-    def __init__(self, lease_token: str, method: str, attempts: int) -> None:
-        super().__init__(f"observer.{method} failed for lease {lease_token} ({attempts} attempts)")
-        self.lease_token = lease_token
-        self.method = method
-        self.attempts = attempts
-
-
 class PluginLoadError(Exception):
     """`--observer` names something that cannot be loaded or is not an observer."""
 

@@ -4,11 +4,14 @@ One observer instance per lease. The host calls `open(ctx)` once, then for each 
 `process_arrow(ctx, batch)` when the observer has it (the batch as Arrow columns, an
 `ArrowBatch`), else `process_changes(ctx, events)` (the batch as `ChangeEvent`s), then
 `close(ctx, reason)` exactly once; never a batch after close. Each method may be `async def` or
-a plain function (a plain one runs in a worker thread). `open` and `close` are optional.
+a plain function (a plain one runs in a thread of the host's observer pool, and checkpoints with
+`ctx.checkpoint_blocking`). `open` and `close` are optional. A factory that is also an async
+context manager is entered once per host, before its first lease, and left after its last.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -70,12 +73,14 @@ class CloseReason(Enum):
 class PartitionContext:
     """Identity of one lease as seen by its observer, and a way to checkpoint it.
 
-    The host checkpoints after every batch `process_changes` returns from. An observer that sets
-    `auto_checkpoint = False` checkpoints itself: `checkpoint()` records the position after the
-    last batch handed to `process_changes`; an observer that buffers takes `mark()` inside
-    `process_changes` (the position after that batch) and later, once the batch is durable,
-    calls `checkpoint(mark)`. A checkpoint never moves back: an older mark is ignored. Both
-    raise `LeaseLostError` when the lease is no longer ours.
+    The host checkpoints after every batch the observer's `process_arrow` or `process_changes`
+    returns from. An observer that sets `auto_checkpoint = False` checkpoints itself:
+    `checkpoint()` records the position after the last batch handed to it; an observer that
+    buffers takes `mark()` while it processes a batch (the position after that batch) and later,
+    once the batch is durable, calls `checkpoint(mark)`. A checkpoint never moves back: an older
+    mark is ignored. `checkpoint` is a coroutine for async observers; a plain (threaded) method
+    calls `checkpoint_blocking(mark)` instead. Both raise `LeaseLostError` when the lease is no
+    longer ours.
     """
 
     lease_token: str
@@ -87,6 +92,8 @@ class PartitionContext:
     on_checkpoint: Callable[[object | None], Awaitable[None]] | None = field(
         default=None, repr=False
     )
+    # the host's event loop, where a plain method's `checkpoint_blocking` sends its checkpoint
+    loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     _mark: object | None = field(default=None, repr=False)
 
     def mark(self) -> object:
@@ -98,6 +105,25 @@ class PartitionContext:
     async def checkpoint(self, mark: object | None = None) -> None:
         if self.on_checkpoint is not None:
             await self.on_checkpoint(mark)
+
+    def checkpoint_blocking(
+        self, mark: object | None = None, timeout_s: float | None = None
+    ) -> None:
+        """`checkpoint(mark)` from a plain method, which runs in a thread of the host's: waits
+        there (at most `timeout_s`) until the checkpoint is written. Errors: `LeaseLostError`;
+        `TimeoutError`; `RuntimeError` when called on the event loop itself (an async method
+        awaits `checkpoint` instead: waiting here would stop the loop that writes it)."""
+        if self.on_checkpoint is None:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # no loop in this thread: a plain method's, as it should be
+        else:
+            raise RuntimeError("checkpoint_blocking is for plain methods; await checkpoint()")
+        if self.loop is None:
+            raise RuntimeError("this context has no host loop to checkpoint through")
+        asyncio.run_coroutine_threadsafe(self.checkpoint(mark), self.loop).result(timeout_s)
 
     @contextmanager
     def delivering(self, mark: object) -> Iterator[None]:
@@ -121,8 +147,11 @@ class LeaseLostError(Exception):
 @runtime_checkable
 class Observer(Protocol):
     """Receives the batches of one lease. `open` and `close` may be left out; any method may be
-    async or plain. Raising from `process_changes` means "not accepted": it is retried with
-    backoff, then the lease is closed with OBSERVER_ERROR and the batch delivered again later."""
+    async or plain (a plain one runs in a thread of the host's observer pool). Raising from
+    `process_changes` means "not accepted": the batch is tried again with backoff, and what a
+    batch that keeps failing does is the host's `--on-observer-error` (retry for ever, park the
+    lease in front of it, or write it to a dead-letter folder and go on). `ReplayRequired`
+    instead closes the lease with OBSERVER_ERROR, to be read again from its checkpoint."""
 
     def process_changes(
         self, ctx: PartitionContext, events: Sequence[ChangeEvent]

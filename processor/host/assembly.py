@@ -5,6 +5,7 @@ serves the host's health, and runs it; tests assemble hosts over in-memory clien
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 import structlog
@@ -30,6 +31,7 @@ from processor.host.worker.feed_watcher import CATALOG_AGE_POLLS, FeedWatcher
 from processor.host.worker.worker import ReaderFactory, run_worker
 from processor.host.worker.worker_env import WorkerEnv
 from processor.plugins import ObserverChoice, load_observer_factory
+from processor.plugins.observer_calls import observer_pool
 from processor.reading.processor_identity import claim_identity
 
 log = structlog.get_logger("cfp.host")
@@ -66,6 +68,7 @@ class AssembledHost:
     config: HostConfig
     host: Host
     clients: HostClients
+    observer_pool: Executor | None = None  # its threads end with the host
 
     async def open(self) -> None:
         """Open the lease table and claim the processor's identity (the first host writes it;
@@ -85,6 +88,8 @@ class AssembledHost:
             log.info("lease_partitions.fixed", partitions=fixed, asked=placement.lease_partitions)
 
     async def close(self) -> None:
+        if self.observer_pool is not None:  # a plain call still blocked is the observer's own
+            self.observer_pool.shutdown(wait=False, cancel_futures=True)
         if self.clients.table is not None:
             await self.clients.table.close()
             await self.clients.storage.close()
@@ -108,9 +113,10 @@ def assemble(
     lifecycle = logged_lifecycle(clock.monotonic, progress.state.state)
     catalog = FeedCatalog(clients.storage, refresh_s=t.poll_s * CATALOG_AGE_POLLS, clock=clock)
     watcher = FeedWatcher(catalog, every_s=t.poll_s)
+    pool = observer_pool(config.delivery.threads)
     env = WorkerEnv.for_host(
         config, store=store, catalog=catalog, factory=factory, clock=clock,
-        leases=progress.leases, feed_changed=watcher.changed,
+        leases=progress.leases, feed_changed=watcher.changed, observer_pool=pool,
     )  # fmt: skip
 
     async def work(held: HeldLease) -> CloseReason:
@@ -137,4 +143,4 @@ def assemble(
         config, env, lifecycle, progress, watcher, supervisor, balancer, ticks, presence, jobs,
         renewer,
     )  # fmt: skip
-    return AssembledHost(config, Host(parts), clients)
+    return AssembledHost(config, Host(parts), clients, pool)

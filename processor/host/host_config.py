@@ -17,6 +17,7 @@ from leases.store.table_settings import DEFAULT_LEASE_PARTITIONS
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.position import DEFAULT_BATCH_EVENTS
 from processor.plugins import ObserverChoice
+from processor.plugins.observer_calls import DEFAULT_OBSERVER_THREADS
 from processor.reading.processor_identity import ProcessorIdentity
 from processor.reading.retention_gaps import OnGap
 
@@ -78,6 +79,7 @@ class DeliveryPolicy:
     observer: ObserverChoice
     on_observer_error: OnObserverError = OnObserverError.RETRY
     attempts: int = DEFAULT_OBSERVER_ATTEMPTS
+    threads: int = DEFAULT_OBSERVER_THREADS  # for observers' plain methods, all leases together
     dead_letter_dir: str | None = None  # with OnObserverError.DEAD_LETTER
     stuck_after_s: float = DEFAULT_STUCK_AFTER_S
     drain_s: float = DEFAULT_DRAIN_S  # how long a stopping host waits for its observers

@@ -1,12 +1,15 @@
 """Calling an observer uniformly: whether each of its methods is async is decided once per
-instance, not per call; plain methods run in a worker thread so they cannot block the host's event
-loop."""
+instance, not per call; plain methods run in a thread of the host's observer pool, so that they
+block neither the host's event loop nor the threads that decode the feed."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from observers import (
@@ -21,9 +24,26 @@ from observers import (
     takes_arrow,
 )
 
+DEFAULT_OBSERVER_THREADS = 16
 
-def _adapt(method: Callable[..., Any] | None) -> Callable[..., Awaitable[Any]]:
-    """An optional method as a coroutine function: a plain one runs in a thread, a missing one
+
+def observer_pool(threads: int = DEFAULT_OBSERVER_THREADS) -> ThreadPoolExecutor:
+    """The threads a host runs its observers' plain methods in (`--observer-threads`): at most
+    `threads` plain calls at once, over all leases; a call past them waits for a thread. The
+    decoder keeps the event loop's default pool to itself."""
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="cfp-observer")
+
+
+async def in_pool(pool: Executor | None, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` in `pool` (None: the loop's default one), with the caller's context vars."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    return await asyncio.get_running_loop().run_in_executor(pool, call)
+
+
+def _adapt(
+    method: Callable[..., Any] | None, pool: Executor | None
+) -> Callable[..., Awaitable[Any]]:
+    """An optional method as a coroutine function: a plain one runs in `pool`, a missing one
     does nothing and returns None."""
     if method is None:
 
@@ -35,7 +55,7 @@ def _adapt(method: Callable[..., Any] | None) -> Callable[..., Awaitable[Any]]:
         return method
 
     async def in_thread(*args: Any) -> Any:
-        return await asyncio.to_thread(method, *args)
+        return await in_pool(pool, method, *args)
 
     return in_thread
 
@@ -62,7 +82,7 @@ class ObserverCalls:
     whichever form of a batch it takes (`process_arrow` if it has one, else `process_changes`).
     """
 
-    def __init__(self, observer: object, *, spec: str = "") -> None:
+    def __init__(self, observer: object, *, spec: str = "", pool: Executor | None = None) -> None:
         arrow = getattr(observer, "process_arrow", None)
         changes = getattr(observer, "process_changes", None)
         if not callable(arrow) and not callable(changes):
@@ -72,11 +92,12 @@ class ObserverCalls:
         self.observer = observer
         self.auto_checkpoint = checkpoints_after_each_batch(observer)
         self.takes_arrow = takes_arrow(observer)
-        self._open = _adapt(getattr(observer, "open", None))
+        self._pool = pool  # None: the loop's default pool (tests)
+        self._open = _adapt(getattr(observer, "open", None), pool)
         self._process: Callable[..., Any] = arrow if self.takes_arrow else changes  # type: ignore[assignment]
         self._process_is_async = inspect.iscoroutinefunction(self._process)
-        self._close = _adapt(getattr(observer, "close", None))
-        self._held_through = _adapt(getattr(observer, "held_through", None))
+        self._close = _adapt(getattr(observer, "close", None), pool)
+        self._held_through = _adapt(getattr(observer, "held_through", None), pool)
 
     async def open(self, ctx: PartitionContext) -> None:
         await self._open(ctx)
@@ -109,7 +130,7 @@ class ObserverCalls:
             _check(still_ours, ctx)
             await self._process(ctx, given)
         else:
-            await asyncio.to_thread(_checked_call, still_ours, self._process, ctx, given)
+            await in_pool(self._pool, _checked_call, still_ours, self._process, ctx, given)
 
     async def process_changes(
         self,
@@ -123,7 +144,7 @@ class ObserverCalls:
             _check(still_ours, ctx)
             await self._process(ctx, events)
         else:
-            await asyncio.to_thread(_checked_call, still_ours, self._process, ctx, events)
+            await in_pool(self._pool, _checked_call, still_ours, self._process, ctx, events)
 
     async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
         await self._close(ctx, reason)

@@ -62,6 +62,7 @@ class RunOptions:
     on_observer_error: str
     on_gap: str
     observer_attempts: int
+    observer_threads: int
     dead_letter_dir: str | None
     stuck_after: float
     drain_timeout: float
@@ -167,6 +168,7 @@ def _delivery(o: RunOptions, spark: SparkOptions | None) -> DeliveryPolicy:
         observer=ObserverChoice(o.observer, spark=spark, fmt=Format(o.output_format)),
         on_observer_error=policy,
         attempts=o.observer_attempts,
+        threads=o.observer_threads,
         dead_letter_dir=dead_letter_dir,
         stuck_after_s=o.stuck_after,
         drain_s=o.drain_timeout,

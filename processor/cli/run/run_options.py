@@ -39,6 +39,7 @@ from processor.host.host_config import (
     DEFAULT_SCAN_PARTITIONS,
     OnObserverError,
 )
+from processor.plugins.observer_calls import DEFAULT_OBSERVER_THREADS
 from processor.reading.retention_gaps import OnGap
 
 # which processor, in which lease table, as which host
@@ -210,6 +211,17 @@ DELIVERY_OPTIONS: Options = (
         default=DEFAULT_OBSERVER_ATTEMPTS,
         show_default=True,
         help="Attempts of one batch before `stop` or `dead-letter` gives up on it.",
+    ),
+    click.option(
+        "--observer-threads",
+        envvar="CFP_OBSERVER_THREADS",
+        type=click.IntRange(min=1),
+        default=DEFAULT_OBSERVER_THREADS,
+        show_default=True,
+        help=(
+            "Threads that run observers' plain (not async) methods, for all leases together; "
+            "the decoder has threads of its own."
+        ),
     ),
     click.option(
         "--dead-letter-dir",

@@ -68,6 +68,7 @@ class Worker:
             processor_name=env.policy.processor,
             log=self.log,
             on_checkpoint=self._observer_checkpoint,
+            loop=asyncio.get_running_loop(),
         )
         calls: ObserverCalls | None = None
         reason, error, park = CloseReason.SHUTDOWN, "", False
@@ -77,9 +78,7 @@ class Worker:
             self.checkpoints = checkpoints
             reader = self._make_reader(held.token, position)
             try:
-                calls = ObserverCalls(
-                    env.deps.observer_factory(), spec=env.policy.delivery.observer.spec
-                )
+                calls = env.new_observer()
                 await calls.open(ctx)
             except Exception as e:
                 raise WorkerEnded(CloseReason.OBSERVER_ERROR, f"observer open: {e!r}") from e

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 
 from leases import HostId, LeaseTable
@@ -18,6 +19,7 @@ from processor.host.health.lease_recorder import LeaseRecorder
 from processor.host.host_config import DEFAULT_DRAIN_S, DeliveryPolicy, HostConfig, Reading
 from processor.host.ownership.drain_budget import DrainBudget
 from processor.host.worker.dead_letter_folder import DeadLetterFolder
+from processor.plugins import ObserverCalls
 from processor.reading.position_book import PositionBook
 from processor.waiting import running_event
 
@@ -33,6 +35,7 @@ class WorkerDeps:
     clock: Clock
     progress: LeaseRecorder  # for /status and /metrics
     dead_letters: DeadLetterFolder | None = None  # with OnObserverError.DEAD_LETTER
+    observer_pool: Executor | None = None  # plain observer methods' threads (None: the default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,15 @@ class WorkerEnv:
     policy: WorkerPolicy
     signals: WorkerSignals
 
+    def new_observer(self) -> ObserverCalls:
+        """One lease's observer from the host's factory, its plain methods run in the host's
+        observer pool."""
+        return ObserverCalls(
+            self.deps.observer_factory(),
+            spec=self.policy.delivery.observer.spec,
+            pool=self.deps.observer_pool,
+        )
+
     @classmethod
     def for_host(
         cls,
@@ -76,6 +88,7 @@ class WorkerEnv:
         clock: Clock,
         leases: LeaseRecorder,
         feed_changed: Callable[[], asyncio.Event],
+        observer_pool: Executor | None = None,
     ) -> WorkerEnv:
         """What every worker of the host `config` describes shares."""
         t, folder, placement = config.timings, config.delivery.dead_letter_dir, config.placement
@@ -88,6 +101,7 @@ class WorkerEnv:
             clock,
             leases,
             dead_letters=DeadLetterFolder(folder) if folder else None,
+            observer_pool=observer_pool,
         )
         # an observer that orders by sequencer itself (Spark) does not need the barrier
         ordered = config.reading.is_ordered and needs_segment_order(factory)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Sequence
 
@@ -14,7 +15,8 @@ from observers import (
     PartitionContext,
     PluginLoadError,
 )
-from processor.plugins import ObserverCalls
+from processor.plugins import ObserverCalls, observer_pool
+from tests import patience
 
 
 def ctx() -> PartitionContext:
@@ -88,3 +90,33 @@ async def test_a_lease_no_longer_ours_is_checked_just_before_the_method(kind: st
     assert ran == [kind]
     on_loop = checked_in[0] == threading.get_ident()
     assert on_loop is (kind == "async")  # a plain method's check runs in its own thread
+
+
+async def test_plain_methods_run_in_the_observer_pool_not_the_decoders() -> None:
+    """A plain observer blocked in its method holds a thread of the observer pool only: the
+    loop's default pool (where the decoder runs) still answers, and a second lease's plain call
+    waits for the pool's one thread."""
+    release, entered = threading.Event(), threading.Event()
+    names: list[str] = []
+
+    class Blocking:
+        def process_changes(self, c: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+            names.append(threading.current_thread().name)
+            entered.set()
+            release.wait(patience.left_s())
+
+    pool = observer_pool(threads=1)
+    try:
+        first = asyncio.create_task(ObserverCalls(Blocking(), pool=pool).process_changes(ctx(), []))
+        second = asyncio.create_task(
+            ObserverCalls(Blocking(), pool=pool).process_changes(ctx(), [])
+        )
+        assert await asyncio.to_thread(entered.wait, patience.left_s())
+        assert await asyncio.to_thread(lambda: "decoded") == "decoded"  # the default pool is free
+        assert len(names) == 1 and not second.done()  # the pool's one thread is taken
+        release.set()
+        await asyncio.wait_for(asyncio.gather(first, second), patience.left_s())
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
+    assert len(names) == 2 and all(name.startswith("cfp-observer") for name in names)

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from leases import HostId, Lease, LeaseToken, MemoryLeaseStore
 from leases.policy.timings import derive_timings
-from observers import CloseReason
+from observers import ChangeEvent, CloseReason, PartitionContext
 from processor.changefeed.errors import UndecodableBlockError
 from processor.host.health.host_progress import HostProgress
 from processor.host.host_config import DeliveryPolicy, OnObserverError, Reading
@@ -212,6 +215,29 @@ async def test_an_observer_that_checkpoints_itself_moves_the_lease_only_as_it_co
     assert store.written[:2] == [at(2), at(6)]
     lease = await store.get(TOKEN)
     assert lease is not None and lease.caught_up and lease.continuation == at(6).to_json()
+
+
+class ChecksEverySecondBatch(RecordingObserver):
+    """A plain observer that checkpoints itself from its thread, after every second batch."""
+
+    def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+        super().process_changes(ctx, events)
+        if len(self.seen) % 2 == 0:
+            ctx.checkpoint_blocking(ctx.mark())
+
+
+async def test_a_plain_observer_checkpoints_itself_from_its_thread() -> None:
+    observer = ChecksEverySecondBatch(auto_checkpoint=False)
+    run = await start(observer, batches(2, 2, 2, 2, 2))
+    await asyncio.wait_for(run.reader.idle.wait(), patience.left_s())
+    assert run.store.written == [at(4), at(8)]  # written while the thread waited
+    assert observer.ctx is not None
+    with pytest.raises(RuntimeError, match="await checkpoint"):
+        observer.ctx.checkpoint_blocking()  # on the event loop: would stop it
+    run.env.signals.stop.set()
+    assert await asyncio.wait_for(run.task, patience.left_s()) is CloseReason.SHUTDOWN
+    lease = await run.store.get(TOKEN)
+    assert lease is not None and lease.continuation == at(8).to_json()  # e8, e9 not confirmed
 
 
 async def test_a_batch_filtered_to_nothing_still_moves_an_observer_checkpointing_itself() -> None:
