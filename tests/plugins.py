@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from observers import ChangeEvent, PartitionContext
+from observers import ArrowBatch, ChangeEvent, PartitionContext
 from observers.builtin.jsonl import JsonlObserver
 
 
@@ -27,10 +27,10 @@ class PacedJsonl:
         self._slow_delay_s = float(os.environ.get("CFP_TEST_SLOW_DELAY_S", "0"))
         self._slow_file = os.environ.get("CFP_TEST_SLOW_FILE")
 
-    def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+    def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
         if self._out is None:
             self._out = JsonlObserver(os.environ["CFP_TEST_OUT"], host_name=ctx.host_name)
-        self._out.process_changes(ctx, events)
+        self._out.process_arrow(ctx, batch)
         slow = self._slow
         if self._slow_file is not None:
             with open(self._slow_file, encoding="utf-8") as f:

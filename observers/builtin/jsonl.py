@@ -13,14 +13,13 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
 import orjson
 
-from observers.events import ArrowBatch, ChangeEvent
-from observers.formats import Format, format_lines, render
+from observers.events import ArrowBatch
+from observers.formats import Format, format_lines
 from observers.protocol import PartitionContext
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -83,31 +82,7 @@ class JsonlObserver:
         )
         self._write(lines)
 
-    def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
-        now = time.time_ns()
-        if self.format is Format.NATIVE:
-            docs = [_delivery(ctx, e, now) for e in events]
-        else:
-            docs = [render(e, self.format) for e in events]
-        self._write(b"".join(orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE) for d in docs))
-
     def _write(self, lines: bytes) -> None:
         with self._lock:
             self._file.write(lines)
             self._file.flush()
-
-
-def _delivery(ctx: PartitionContext, e: ChangeEvent, now: int) -> dict[str, object]:
-    return {
-        "host": ctx.host_name,
-        "lease": ctx.lease_token,
-        "epoch": ctx.epoch,
-        "id": e.id,
-        "subject": e.subject,
-        "sequencer": e.sequencer,
-        "eventType": e.event_type,
-        "segment": e.segment,
-        "position": e.position,
-        "t": now,
-        "event": e.raw,
-    }

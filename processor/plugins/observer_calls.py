@@ -8,13 +8,12 @@ import asyncio
 import contextvars
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from observers import (
     ArrowBatch,
-    ChangeEvent,
     CloseReason,
     EventBatch,
     LeaseLostError,
@@ -131,20 +130,6 @@ class ObserverCalls:
             await self._process(ctx, given)
         else:
             await in_pool(self._pool, _checked_call, still_ours, self._process, ctx, given)
-
-    async def process_changes(
-        self,
-        ctx: PartitionContext,
-        events: Sequence[ChangeEvent],
-        *,
-        still_ours: Callable[[], bool] | None = None,
-    ) -> None:
-        """Hand events made in Python over (to an observer that has `process_changes`)."""
-        if self._process_is_async:
-            _check(still_ours, ctx)
-            await self._process(ctx, events)
-        else:
-            await in_pool(self._pool, _checked_call, still_ours, self._process, ctx, events)
 
     async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
         await self._close(ctx, reason)

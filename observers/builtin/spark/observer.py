@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
@@ -33,7 +32,6 @@ from observers.errors import PluginLoadError, ReplayRequired
 from observers.events import changes_table
 from observers.protocol import (
     ArrowBatch,
-    ChangeEvent,
     CloseReason,
     JobRun,
     LeaseLostError,
@@ -69,15 +67,6 @@ class SparkObserver:
         return await self.sink.floor(ctx.lease_token, first)
 
     async def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
-        await self._submit(ctx, batch)
-
-    async def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
-        """The same, for events made in Python."""
-        await self._submit(ctx, events)
-
-    async def _submit(
-        self, ctx: PartitionContext, events: Sequence[ChangeEvent] | ArrowBatch
-    ) -> None:
         self._raise_failed()
         mark = ctx.mark()
 
@@ -88,12 +77,12 @@ class SparkObserver:
                 # in the change log already; the lease's next owner replays it, adding nothing
                 ctx.log.info("spark.checkpoint_refused")
 
-        table = await asyncio.to_thread(self._table, events)  # CPU work: off the event loop
+        table = await asyncio.to_thread(self._table, batch)  # CPU work: off the event loop
         future = await self.sink.submit(ctx.lease_token, table, checkpoint)
         self._in_flight.append(future)
 
-    def _table(self, events: Sequence[ChangeEvent] | ArrowBatch) -> pa.Table:
-        table = changes_table(events)
+    def _table(self, batch: ArrowBatch) -> pa.Table:
+        table = changes_table(batch)
         if self.excluded is not None:
             table = table.filter(pc.not_equal(table["container"], pa.scalar(self.excluded)))
         return table

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from observers import (
-    ChangeEvent,
+    ArrowBatch,
     PartitionContext,
 )
 from observers.builtin.jsonl import JsonlObserver
@@ -28,11 +28,17 @@ def ctx() -> PartitionContext:
 
 def test_jsonl_writes_one_line_per_event_with_lease_and_epoch(tmp_path: Path) -> None:
     obs = JsonlObserver(tmp_path, host_name="host/a b")
-    obs.process_changes(
-        ctx(), [ChangeEvent.from_raw(RAW), ChangeEvent.from_raw({**RAW, "id": "e-2"})]
+    batch = ArrowBatch.from_records(
+        [RAW, {**RAW, "id": "e-2"}],
+        ["p1", "p2"],
+        shard="03",
+        segment="idx/segments/2026/03/04/0500/meta.json",
     )
+    obs.process_arrow(ctx(), batch)
     lines = [json.loads(x) for x in (tmp_path / "host_a_b.jsonl").read_text().splitlines()]
     assert [x["id"] for x in lines] == ["e-1", "e-2"]
     assert {(x["host"], x["lease"], x["epoch"], x["eventType"]) for x in lines} == {
         ("host-a", "03", 4, "BlobCreated")
     }
+    assert [x["position"] for x in lines] == ["p1", "p2"]
+    assert lines[0]["event"] == RAW and lines[1]["event"] == {**RAW, "id": "e-2"}

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from observers import (
+    ArrowBatch,
     ChangeEvent,
     CloseReason,
     LeaseLostError,
@@ -17,6 +18,12 @@ from observers import (
 )
 from processor.plugins import ObserverCalls, observer_pool
 from tests import patience
+
+
+def empty() -> ArrowBatch:
+    return ArrowBatch.from_records(
+        [], [], shard="03", segment="idx/segments/2026/01/01/0000/meta.json"
+    )
 
 
 def ctx() -> PartitionContext:
@@ -45,7 +52,7 @@ async def test_plain_methods_run_in_a_thread_and_async_ones_in_the_loop() -> Non
 
     calls = ObserverCalls(Mixed())
     await calls.open(ctx())
-    await calls.process_changes(ctx(), [])
+    await calls.process(ctx(), empty())
     await calls.close(ctx(), CloseReason.SHUTDOWN)
     loop_thread = threading.get_ident()
     assert seen["process"] == loop_thread
@@ -84,9 +91,9 @@ async def test_a_lease_no_longer_ours_is_checked_just_before_the_method(kind: st
         return len(checked_in) == 1  # ours the first time, lost afterwards
 
     calls = ObserverCalls(Plain() if kind == "plain" else Async())
-    await calls.process_changes(ctx(), [], still_ours=still_ours)
+    await calls.process(ctx(), empty(), still_ours=still_ours)
     with pytest.raises(LeaseLostError):
-        await calls.process_changes(ctx(), [], still_ours=still_ours)
+        await calls.process(ctx(), empty(), still_ours=still_ours)
     assert ran == [kind]
     on_loop = checked_in[0] == threading.get_ident()
     assert on_loop is (kind == "async")  # a plain method's check runs in its own thread
@@ -107,10 +114,8 @@ async def test_plain_methods_run_in_the_observer_pool_not_the_decoders() -> None
 
     pool = observer_pool(threads=1)
     try:
-        first = asyncio.create_task(ObserverCalls(Blocking(), pool=pool).process_changes(ctx(), []))
-        second = asyncio.create_task(
-            ObserverCalls(Blocking(), pool=pool).process_changes(ctx(), [])
-        )
+        first = asyncio.create_task(ObserverCalls(Blocking(), pool=pool).process(ctx(), empty()))
+        second = asyncio.create_task(ObserverCalls(Blocking(), pool=pool).process(ctx(), empty()))
         assert await asyncio.to_thread(entered.wait, patience.left_s())
         assert await asyncio.to_thread(lambda: "decoded") == "decoded"  # the default pool is free
         assert len(names) == 1 and not second.done()  # the pool's one thread is taken

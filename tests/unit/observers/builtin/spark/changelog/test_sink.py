@@ -22,7 +22,7 @@ from observers.builtin.spark.changelog.sink import SparkSink
 from observers.builtin.spark.observer import SparkObserver, SparkWriteError
 from observers.builtin.spark.session.output import parse_output
 from observers.builtin.spark.session.session import SparkOptions
-from observers.protocol import EventBatch, PartitionContext
+from observers.protocol import ArrowBatch, PartitionContext
 from tests import patience
 from tests.state_model import Event, changes
 
@@ -206,10 +206,10 @@ async def test_an_observer_leaves_out_the_output_container_and_still_checkpoints
         observer = SparkObserver(s, excluded="c2")
         await observer.open(ctx)
         for n, records in enumerate(([ours[0], ours[1]], [ours[1]])):
-            batch = EventBatch.from_records(records, [f"p{n}{i}" for i in range(len(records))], shard="00",
+            batch = ArrowBatch.from_records(records, [f"p{n}{i}" for i in range(len(records))], shard="00",
                                segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
             with ctx.delivering(f"mark-{n}"):
-                await observer.process_changes(ctx, batch)
+                await observer.process_arrow(ctx, batch)
         await observer.close(ctx, None)  # type: ignore[arg-type]
     assert log.writes == [("00", ["id-0-1"])]  # the c2 event never reached Spark
     assert positions[-1] == "mark-1"  # the batch of c2 alone was checkpointed too
@@ -235,10 +235,10 @@ async def test_an_observer_builds_its_arrow_rows_off_the_event_loop(
     async with sink(tmp_path, FakeLog()) as s:
         observer = SparkObserver(s)
         await observer.open(ctx)
-        batch = EventBatch.from_records([Event(0, 1, "created", 1).record()], ["p0"], shard="00",
+        batch = ArrowBatch.from_records([Event(0, 1, "created", 1).record()], ["p0"], shard="00",
                            segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
         with ctx.delivering("mark-0"):
-            await observer.process_changes(ctx, batch)
+            await observer.process_arrow(ctx, batch)
         await observer.close(ctx, None)  # type: ignore[arg-type]
     assert threads and threading.get_ident() not in threads
 
@@ -257,13 +257,13 @@ async def test_a_lease_whose_write_failed_refuses_its_next_batch(tmp_path: Path)
     record = Event(0, 1, "created", 1).record()
     async with sink(tmp_path, log) as s:
         observer = SparkObserver(s)
-        batch = EventBatch.from_records([record], ["p0"], shard="00",
+        batch = ArrowBatch.from_records([record], ["p0"], shard="00",
                            segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
         with ctx.delivering("m"):
-            await observer.process_changes(ctx, batch)
+            await observer.process_arrow(ctx, batch)
             await asyncio.wait(observer._in_flight)  # the write has failed
             with pytest.raises(SparkWriteError):
-                await observer.process_changes(ctx, batch)
+                await observer.process_arrow(ctx, batch)
 
 
 async def test_a_close_that_gives_up_waiting_leaves_the_sink_working(
@@ -280,13 +280,13 @@ async def test_a_close_that_gives_up_waiting_leaves_the_sink_working(
         checkpoints.append(mark)
 
     record = Event(0, 1, "created", 1).record()
-    batch = EventBatch.from_records([record], ["p0"], shard="00",
+    batch = ArrowBatch.from_records([record], ["p0"], shard="00",
                        segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
     async with sink(tmp_path, log) as s:
         slow = SparkObserver(s)
         ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, on_checkpoint=checkpoint)
         with ctx.delivering("slow"):
-            await slow.process_changes(ctx, batch)
+            await slow.process_arrow(ctx, batch)
         await asyncio.to_thread(log.entered.wait, patience.left_s())
         with pytest.raises(TimeoutError):
             await slow.close(ctx, None)  # type: ignore[arg-type]
