@@ -8,10 +8,11 @@ its `op` and `read_method` columns, and `BadEventError` what a record that canno
 them raises. `LeaseLostError` and `ReplayRequired` are what an observer may raise;
 `SingletonJob` and `JobRun` are work one host at a time does; the rest says what an observer
 may declare beyond the contract (`checkpoints_after_each_batch`, `needs_segment_order`,
-`singleton_jobs`, `first_run_after_s`, `KnowsWhatItHolds`). `Format` names the JSON shapes of
-an event. The built-in observers (`log`, `jsonl`, `spark`) live in `observers.builtin`; the
-host finds and calls observers through `processor.plugins`. Nothing here knows about Azure
-Tables.
+`singleton_jobs`, `first_run_after_s`, `KnowsWhatItHolds`), and a plugin's options (an `Options`
+dataclass; `PluginHost`, what a factory that takes options is told of its host: `options`).
+`Format` names the JSON shapes of an event. The built-in observers (`log`, `jsonl`, `spark`)
+live in `observers.builtin`; the host finds and calls observers through `processor.plugins`.
+Nothing here knows about Azure Tables.
 """
 
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from observers.envelope import Op, ReadMethod
 from observers.errors import BadEventError, PluginLoadError, ReplayRequired
 from observers.formats import Format
+from observers.options import PluginHost
 from observers.protocol import (
     ArrowBatch,
     ArrowObserver,
@@ -69,6 +71,7 @@ __all__ = [
     "ObserverFactory",
     "Op",
     "PartitionContext",
+    "PluginHost",
     "PluginLoadError",
     "ReadMethod",
     "ReplayRequired",

@@ -14,9 +14,10 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from observers import ArrowBatch, ChangeEvent, PartitionContext
-from observers.builtin.jsonl import JsonlObserver
+from observers.builtin.jsonl import JsonlObserver, JsonlOptions
 
 
 class PacedJsonl:
@@ -29,7 +30,7 @@ class PacedJsonl:
 
     def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
         if self._out is None:
-            self._out = JsonlObserver(os.environ["CFP_TEST_OUT"], host_name=ctx.host_name)
+            self._out = JsonlObserver(JsonlOptions(Path(os.environ["CFP_TEST_OUT"])))
         self._out.process_arrow(ctx, batch)
         slow = self._slow
         if self._slow_file is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -35,19 +36,30 @@ def _shared_file(path: Path) -> tuple[IO[bytes], threading.Lock]:
         return _files[path]
 
 
+@dataclass(frozen=True, slots=True)
+class JsonlOptions:
+    """`--observer jsonl:DIR` sets `directory`; `--format` sets `format`."""
+
+    directory: Path = field(metadata={"help": "the folder of the host's file, DIR/<host>.jsonl"})
+    format: Format = field(default=Format.NATIVE, metadata={"help": "the JSON shape of a line"})
+
+
 class JsonlObserver:
-    def __init__(
-        self, directory: str | Path, *, host_name: str, fmt: Format = Format.NATIVE
-    ) -> None:
-        self.path = Path(directory) / f"{_SAFE.sub('_', host_name)}.jsonl"
-        self.format = fmt
-        self._file, self._lock = _shared_file(self.path)
+    Options = JsonlOptions
+
+    def __init__(self, options: JsonlOptions) -> None:
+        self.options = options
+        self.format = options.format
+        self._out: tuple[IO[bytes], threading.Lock] | None = None  # the host's file, at first use
+
+    def path(self, host_name: str) -> Path:
+        return Path(self.options.directory) / f"{_SAFE.sub('_', host_name)}.jsonl"
 
     def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
         """Lines from the batch's columns: each record's JSON is embedded as it is, never made
         into a dict and back."""
         if self.format is not Format.NATIVE:
-            self._write(format_lines(batch, self.format))
+            self._write(ctx, format_lines(batch, self.format))
             return
         now = time.time_ns()
         rows = batch.changes()
@@ -80,9 +92,12 @@ class JsonlObserver:
             )
             for event_id, subject, sequencer, event_type, position, raw in columns
         )
-        self._write(lines)
+        self._write(ctx, lines)
 
-    def _write(self, lines: bytes) -> None:
-        with self._lock:
-            self._file.write(lines)
-            self._file.flush()
+    def _write(self, ctx: PartitionContext, lines: bytes) -> None:
+        if self._out is None:
+            self._out = _shared_file(self.path(ctx.host_name))
+        file, lock = self._out
+        with lock:
+            file.write(lines)
+            file.flush()

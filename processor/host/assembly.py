@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from leases import HostId, LeaseStore, TableLeaseStore
-from observers import CloseReason, ObserverFactory, singleton_jobs
+from leases import LeaseStore, TableLeaseStore
+from observers import CloseReason, ObserverFactory, PluginHost, singleton_jobs
 from processor import connection
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.storage.feed_storage import FeedStorage
@@ -36,7 +36,7 @@ from processor.reading.processor_identity import claim_identity
 
 log = structlog.get_logger("cfp.host")
 
-ObserverLoader = Callable[[ObserverChoice, HostId], ObserverFactory]
+ObserverLoader = Callable[[ObserverChoice, PluginHost], ObserverFactory]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +100,16 @@ def assemble(
     clock: Clock,
     *,
     clients: HostClients | None = None,  # tests: in memory
-    load_observer: ObserverLoader = lambda choice, me: load_observer_factory(choice, host_name=me),
+    load_observer: ObserverLoader = lambda choice, host: load_observer_factory(choice, host=host),
     make_reader: ReaderFactory | None = None,  # tests: scripted shards
 ) -> AssembledHost:
     """Every part of a host, in one pass (no request is sent yet). Errors: `PluginLoadError`
     for an observer that cannot be loaded."""
     t, me = config.timings, config.placement.host_name
     clients = clients or HostClients.of(config.placement, t.request_timeout_s)
-    store, factory = clients.store, load_observer(config.delivery.observer, me)
+    placement = config.placement
+    plugin_host = PluginHost(me, placement.processor_name, placement.connection_string, clock.wall)
+    store, factory = clients.store, load_observer(config.delivery.observer, plugin_host)
     stuck_after_s = config.delivery.stuck_after_s
     progress = HostProgress(wall=clock.wall, stuck_after_s=stuck_after_s, clients=clients.counts)
     lifecycle = logged_lifecycle(clock.monotonic, progress.state.state)

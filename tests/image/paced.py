@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from observers import ArrowBatch, PartitionContext
-from observers.builtin.jsonl import JsonlObserver
+from observers.builtin.jsonl import JsonlObserver, JsonlOptions
 
 
 class PacedJsonl:
@@ -18,6 +19,6 @@ class PacedJsonl:
 
     def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
         if self._out is None:
-            self._out = JsonlObserver(os.environ["CFP_TEST_OUT"], host_name=ctx.host_name)
+            self._out = JsonlObserver(JsonlOptions(Path(os.environ["CFP_TEST_OUT"])))
         self._out.process_arrow(ctx, batch)
         time.sleep(self._delay_s)

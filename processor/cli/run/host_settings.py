@@ -61,6 +61,7 @@ class RunOptions:
     keep_history: bool
     on_observer_error: str
     on_gap: str
+    observer_options: tuple[str, ...]
     observer_attempts: int
     observer_threads: int
     dead_letter_dir: str | None
@@ -165,7 +166,9 @@ def _delivery(o: RunOptions, spark: SparkOptions | None) -> DeliveryPolicy:
             )
         dead_letter_dir = str(spark.output.local / "dead-letter")
     return DeliveryPolicy(
-        observer=ObserverChoice(o.observer, spark=spark, fmt=Format(o.output_format)),
+        observer=ObserverChoice(
+            o.observer, o.observer_options, spark=spark, fmt=Format(o.output_format)
+        ),
         on_observer_error=policy,
         attempts=o.observer_attempts,
         threads=o.observer_threads,

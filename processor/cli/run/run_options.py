@@ -205,6 +205,17 @@ DELIVERY_OPTIONS: Options = (
         "and go on from the earliest data still present, or stop the lease (parked).",
     ),
     click.option(
+        "--observer-option",
+        "observer_options",
+        envvar="CFP_OBSERVER_OPTIONS",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help=(
+            "An option of the observer --observer names (one that declares `Options`), "
+            "repeated for each; checked and typed before any lease is taken."
+        ),
+    ),
+    click.option(
         "--observer-attempts",
         envvar="CFP_OBSERVER_ATTEMPTS",
         type=click.IntRange(min=1),

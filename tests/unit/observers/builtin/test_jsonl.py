@@ -9,7 +9,7 @@ from observers import (
     ArrowBatch,
     PartitionContext,
 )
-from observers.builtin.jsonl import JsonlObserver
+from observers.builtin.jsonl import JsonlObserver, JsonlOptions
 
 RAW = {
     "schemaVersion": 5,
@@ -23,11 +23,11 @@ RAW = {
 
 
 def ctx() -> PartitionContext:
-    return PartitionContext(lease_token="03", host_name="host-a", epoch=4)
+    return PartitionContext(lease_token="03", host_name="host/a b", epoch=4)
 
 
 def test_jsonl_writes_one_line_per_event_with_lease_and_epoch(tmp_path: Path) -> None:
-    obs = JsonlObserver(tmp_path, host_name="host/a b")
+    obs = JsonlObserver(JsonlOptions(tmp_path))
     batch = ArrowBatch.from_records(
         [RAW, {**RAW, "id": "e-2"}],
         ["p1", "p2"],
@@ -38,7 +38,7 @@ def test_jsonl_writes_one_line_per_event_with_lease_and_epoch(tmp_path: Path) ->
     lines = [json.loads(x) for x in (tmp_path / "host_a_b.jsonl").read_text().splitlines()]
     assert [x["id"] for x in lines] == ["e-1", "e-2"]
     assert {(x["host"], x["lease"], x["epoch"], x["eventType"]) for x in lines} == {
-        ("host-a", "03", 4, "BlobCreated")
+        ("host/a b", "03", 4, "BlobCreated")
     }
     assert [x["position"] for x in lines] == ["p1", "p2"]
     assert lines[0]["event"] == RAW and lines[1]["event"] == {**RAW, "id": "e-2"}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from leases import LeaseToken, MemoryLeaseStore
 from leases.policy.timings import derive_timings
+from observers import PluginHost
 from processor.clock import SystemClock
 from processor.host.assembly import HostClients, assemble
 from processor.plugins import ObserverChoice, load_observer_factory
@@ -52,7 +53,10 @@ async def test_the_documented_shared_sink_serves_every_lease_inside_its_context(
     try:
         sink = module.shared_sink
         assert (
-            load_observer_factory(ObserverChoice("docs_shared_sink:shared_sink"), host_name="h1")
+            load_observer_factory(
+                ObserverChoice("docs_shared_sink:shared_sink"),
+                host=PluginHost("h1", "p", "", SystemClock().wall),
+            )
             is sink
         )
         store = MemoryLeaseStore()

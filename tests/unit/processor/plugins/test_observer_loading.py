@@ -1,24 +1,33 @@
-"""`--observer` turned into a factory: the built-ins, a module of the user's, and clear errors."""
+"""`--observer` (and `--observer-option`) turned into a factory: the built-ins, a module of the
+user's, options declared and typed, and clear errors."""
 
 from __future__ import annotations
 
+import sys
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
+
 import pytest
 
-from observers import (
-    PluginLoadError,
-)
+from observers import ArrowBatch, PartitionContext, PluginHost, PluginLoadError
 from observers.builtin.jsonl import JsonlObserver
 from observers.builtin.log import LogObserver
 from processor.plugins import ObserverChoice, load_observer_factory
 
+HOST = PluginHost("h", "p", "UseDevelopmentStorage=true", lambda: datetime.now(UTC))
+
 
 def test_built_in_and_module_observers_load() -> None:
-    assert load_observer_factory(ObserverChoice("log"), host_name="h") is LogObserver
+    assert load_observer_factory(ObserverChoice("log"), host=HOST) is LogObserver
     assert isinstance(
-        load_observer_factory(ObserverChoice("jsonl:/tmp/x"), host_name="h")(), JsonlObserver
+        load_observer_factory(ObserverChoice("jsonl:/tmp/x"), host=HOST)(), JsonlObserver
     )
     assert (
-        load_observer_factory(ObserverChoice("tests.plugins:PacedJsonl"), host_name="h").__name__
+        load_observer_factory(ObserverChoice("tests.plugins:PacedJsonl"), host=HOST).__name__
         == "PacedJsonl"
     )
 
@@ -37,7 +46,109 @@ def test_built_in_and_module_observers_load() -> None:
 )
 def test_bad_observer_specs_say_what_is_wrong(spec: str, problem: str | None) -> None:
     if problem is None:
-        load_observer_factory(ObserverChoice(spec), host_name="h")
+        load_observer_factory(ObserverChoice(spec), host=HOST)
         return
     with pytest.raises(PluginLoadError, match=problem):
-        load_observer_factory(ObserverChoice(spec), host_name="h")
+        load_observer_factory(ObserverChoice(spec), host=HOST)
+
+
+class Shape(Enum):
+    WIDE = "wide"
+    NARROW = "narrow"
+
+
+@dataclass(frozen=True)
+class ArchiveOptions:
+    directory: Path
+    rows: int = 1000
+    ratio: float = 0.5
+    compress: bool = True
+    shape: Shape = Shape.WIDE
+    prefix: str | None = None
+    columns: tuple[str, ...] = field(default=(), metadata={"help": "kept columns"})
+
+
+class Archive:
+    Options = ArchiveOptions
+
+    def __init__(self, options: ArchiveOptions) -> None:
+        self.options = options
+
+    def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None: ...
+
+
+class SharedArchive:
+    """A factory that takes options: made once per host, with them and the host."""
+
+    Options = ArchiveOptions
+
+    def __init__(self, options: ArchiveOptions, host: PluginHost) -> None:
+        self.options, self.host = options, host
+
+    def __call__(self) -> Archive:
+        return Archive(self.options)
+
+
+@pytest.fixture
+def plugin_module() -> Iterator[str]:
+    module = types.ModuleType("cfp_test_archive")
+    module.Archive = Archive  # type: ignore[attr-defined]
+    module.SharedArchive = SharedArchive  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    yield module.__name__
+    del sys.modules[module.__name__]
+
+
+def load(spec: str, *options: str) -> object:
+    return load_observer_factory(ObserverChoice(spec, options), host=HOST)
+
+
+def test_an_observer_class_gets_its_options_typed_for_each_lease(plugin_module: str) -> None:
+    factory = load(
+        f"{plugin_module}:Archive",
+        "directory=/tmp/a", "rows=20", "ratio=0.25", "compress=false", "shape=narrow",
+        "prefix=x", "columns=id", "columns=event_type",
+    )  # fmt: skip
+    first, second = factory(), factory()  # type: ignore[operator]
+    assert first is not second and first.options is second.options
+    assert first.options == ArchiveOptions(
+        Path("/tmp/a"), 20, 0.25, False, Shape.NARROW, "x", ("id", "event_type")
+    )
+
+
+def test_a_factory_that_takes_options_is_made_once_with_the_host(plugin_module: str) -> None:
+    factory = load(f"{plugin_module}:SharedArchive", "directory=/tmp/b", "shape=WIDE")
+    assert isinstance(factory, SharedArchive) and factory.host is HOST
+    assert factory.options == ArchiveOptions(Path("/tmp/b"), shape=Shape.WIDE)
+    assert isinstance(factory(), Archive)
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ((), "option 'directory' \\(a path\\) is required"),
+        (("directory=/x", "rowz=3"), "unknown option 'rowz'; the options are: directory, rows,"),
+        (("directory=/x", "rows=many"), "option 'rows': 'many' is not an integer"),
+        (("directory=/x", "compress=maybe"), "option 'compress': 'maybe' is not a boolean"),
+        (("directory=/x", "shape=round"), "'round' is not one of wide, narrow"),
+        (("directory=/x", "rows=1", "rows=2"), "option 'rows' is given 2 times"),
+        (("directory",), "--observer-option 'directory': expected KEY=VALUE"),
+    ],
+)
+def test_options_that_do_not_fit_are_refused_by_name(
+    plugin_module: str, options: tuple[str, ...], problem: str
+) -> None:
+    with pytest.raises(PluginLoadError, match=problem):
+        load(f"{plugin_module}:Archive", *options)
+
+
+def test_options_for_a_plugin_without_options_are_refused() -> None:
+    with pytest.raises(PluginLoadError, match="LogObserver takes no options"):
+        load("log", "level=debug")
+
+
+def test_jsonl_takes_its_directory_and_format_as_options(tmp_path: Path) -> None:
+    observer = load(f"jsonl:{tmp_path}")()  # type: ignore[operator]
+    assert isinstance(observer, JsonlObserver) and observer.options.directory == tmp_path
+    with pytest.raises(PluginLoadError, match="option 'format': 'yaml' is not one of native"):
+        load(f"jsonl:{tmp_path}", "format=yaml")

@@ -149,3 +149,14 @@ def test_an_end_time_must_come_after_the_start() -> None:
     with pytest.raises(ConfigError, match="not after the start"):
         config("--start-from-now", "--end-time", end)  # now is 2026-11-25
     assert config("--stuck-after", "60").delivery.stuck_after_s == 60
+
+
+def test_observer_options_and_threads_reach_the_delivery_policy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c = config("--observer", "m:Name", "--observer-option", "rows=5", "--observer-option", "a=b c")
+    assert c.delivery.observer.options == ("rows=5", "a=b c") and c.delivery.threads == 16
+    monkeypatch.setenv("CFP_OBSERVER_OPTIONS", "rows=7 directory=/tmp/x")
+    monkeypatch.setenv("CFP_OBSERVER_THREADS", "3")
+    c = config("--observer", "m:Name")
+    assert c.delivery.observer.options == ("rows=7", "directory=/tmp/x") and c.delivery.threads == 3
