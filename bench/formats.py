@@ -26,7 +26,8 @@ from observers.builtin.spark.changelog.records import made_up_records
 from observers.formats import Format
 from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
 from processor.changefeed.decoding.columnar import decode_window
-from processor.changefeed.position import ShardBatch, ShardPosition
+from processor.changefeed.position import ShardPosition
+from processor.changefeed.shard_batch import ShardBatch
 from processor.cli.read.lines import formatted_lines
 from processor.emulator.avro_encoding import RecordEncoder, encode_block, encode_header
 from processor.emulator.schemas import writer_schema

@@ -18,13 +18,9 @@ import structlog
 
 from processor.changefeed.catalog import list_segment_paths
 from processor.changefeed.errors import FeedCorrupt, FeedError, MissingChunkError
-from processor.changefeed.position import (
-    DEFAULT_BATCH_EVENTS,
-    FeedPosition,
-    ShardBatch,
-    ShardPosition,
-)
+from processor.changefeed.position import FeedPosition, ShardPosition
 from processor.changefeed.selection import EventFilter, consumable_segments
+from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS, ShardBatch
 from processor.changefeed.shard_reader import (
     DEFAULT_READ_SIZE,
     ShardRead,

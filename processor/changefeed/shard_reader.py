@@ -18,9 +18,10 @@ from processor.changefeed.errors import (
     PositionError,
     TruncatedBlockError,
 )
-from processor.changefeed.position import DEFAULT_BATCH_EVENTS, ShardBatch, ShardPosition
+from processor.changefeed.position import ShardPosition
 from processor.changefeed.record_columns import as_numpy_mask
 from processor.changefeed.selection import EventFilter
+from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS, ShardBatch
 from processor.changefeed.storage.feed_storage import BlobInfo, FeedStorage
 from processor.changefeed.storage.layout import chunk_number, chunk_path, chunk_shard_prefix
 from processor.changefeed.window_fetcher import WindowFetcher

@@ -12,7 +12,8 @@ import pyarrow as pa
 from processor.changefeed.decoding.avro_chunk import BlockScan, BlockSpan, ChunkHeader
 from processor.changefeed.decoding.columnar import DecodedWindow
 from processor.changefeed.errors import FeedCorrupt
-from processor.changefeed.position import ShardBatch, ShardPosition
+from processor.changefeed.position import ShardPosition
+from processor.changefeed.shard_batch import ShardBatch
 from processor.changefeed.storage.feed_storage import FeedStorage
 
 

@@ -19,8 +19,8 @@ from observers import ArrowBatch
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.errors import FeedCorrupt
-from processor.changefeed.position import DEFAULT_BATCH_EVENTS, ShardBatch
 from processor.changefeed.selection import EventFilter
+from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS, ShardBatch
 from processor.changefeed.shard_reader import ShardReader
 from processor.changefeed.storage.layout import segment_time, shard_name
 from processor.reading.barrier import readable_segments

@@ -25,7 +25,7 @@ from observers import ArrowBatch
 from observers.envelope import BACKFILL_EVENT, SCAN_SEGMENT_PREFIX
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.decoding.decode import RawRecord
-from processor.changefeed.position import DEFAULT_BATCH_EVENTS
+from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS
 from processor.changefeed.storage.feed_storage import FeedStorage
 from processor.reading.lease_position import LeasePosition, ScanPosition
 from processor.reading.lease_reader import LeaseRead, Step

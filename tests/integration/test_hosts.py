@@ -446,10 +446,17 @@ async def test_balance_by_load_moves_hot_leases_off_a_crowded_host_without_dupli
 
     await table.until(moved_hot, what="a hot lease handed over to h2")
     history = []
-    for _ in range(16):  # and it stays there: nothing flaps back
-        await asyncio.sleep(0.5)
+    start, deadline = (
+        {name: await ticks(cluster, name) for name in ("h1", "h2")},
+        patience.deadline(),
+    )
+    while True:  # and it stays there for eight balancing ticks of each host: nothing flaps back
         rows = await table.leases()
         history.append({r.token: (r.owner, r.epoch, round(r.load)) for r in rows})
+        if all([await ticks(cluster, n) - start[n] >= 8 for n in start]):
+            break
+        assert time.monotonic() < deadline, "no eight balancing ticks of each host"
+        await asyncio.sleep(0.5)  # between two looks at the table
     on_h2 = [r.token for r in rows if r.owner == "h2" and r.token in hot]
     assert on_h2 and len(on_h2) < len(hot), (hot, [(r.token, r.owner) for r in rows])
     moved = moved_by_expiry(cluster, before)  # by a busy machine, not by the load rule

@@ -25,7 +25,7 @@ from processor.emulator.azurite import Azurite
 from tests import patience
 from tests.chaos.proxy import FaultyProxy
 from tests.cluster import LEASE_TABLE, Cluster, Table, quick_host_args, sampled
-from tests.helpers import emulate_afresh
+from tests.helpers import emulate_afresh, until
 
 EXPIRY_S = 3.0
 ARGS = quick_host_args(batch=50, expiry_s=EXPIRY_S)
@@ -182,8 +182,11 @@ async def test_azurite_stopped_and_started_again(
 ) -> None:
     await _start_and_wait_for_a_third(cluster, world)
     world.azurite.stop()
-    await asyncio.sleep(EXPIRY_S * 1.5)
+
+    async def fenced_by_its_own_host() -> bool:
+        return _fenced(cluster) > 0
+
+    await until(fenced_by_its_own_host, "a lease fenced by its own host", every_s=0.25)
     await asyncio.to_thread(world.azurite.start)  # same ports, same data folder
     assert len(cluster.running()) == 2, "a host exited while Azurite was down"
-    assert _fenced(cluster) > 0, "no lease was fenced by its own host"
     await _finish(cluster, world, table)

@@ -18,7 +18,7 @@ import orjson
 from observers.events import ArrowBatch
 from observers.formats import Format, format_lines
 from processor.changefeed.decoding.decode import RawRecord
-from processor.changefeed.position import ShardBatch
+from processor.changefeed.shard_batch import ShardBatch
 from processor.changefeed.storage.layout import shard_name
 
 _dump_line = partial(orjson.dumps, option=orjson.OPT_APPEND_NEWLINE)

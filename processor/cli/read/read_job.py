@@ -23,9 +23,10 @@ from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.errors import FeedError
 from processor.changefeed.feed_reader import FeedReader, IncompleteRead, ShardFailure
-from processor.changefeed.position import FeedPosition, ShardBatch, ShardPosition
+from processor.changefeed.position import FeedPosition, ShardPosition
 from processor.changefeed.sdk_token import from_sdk_token, is_sdk_token, to_sdk_token, url_host
 from processor.changefeed.selection import EventFilter, TimeRange
+from processor.changefeed.shard_batch import ShardBatch
 from processor.changefeed.storage.feed_storage import FeedStorage
 from processor.cli.common import fail, say_error, unless_decoder_stuck
 from processor.cli.read.lines import formatted_lines

@@ -18,7 +18,7 @@ from observers.builtin.spark.session.session import (
     DEFAULT_STATE_EVERY_S,
     DEFAULT_WARM_UP_ROWS,
 )
-from processor.changefeed.position import DEFAULT_BATCH_EVENTS
+from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS
 from processor.cli.common import (
     PROCESSOR_OPTIONS,
     IsoTime,

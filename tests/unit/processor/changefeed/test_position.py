@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from processor.changefeed.decoding.avro_chunk import BlockSpan
 from processor.changefeed.errors import InvalidContinuation
-from processor.changefeed.position import FeedPosition, ShardBatch, ShardPosition, event_position
+from processor.changefeed.position import FeedPosition, ShardPosition, event_position
+from processor.changefeed.shard_batch import ShardBatch
 
 
 def shard_batch(
