@@ -9,7 +9,8 @@ them raises. `LeaseLostError` and `ReplayRequired` are what an observer may rais
 `SingletonJob` and `JobRun` are work one host at a time does; the rest says what an observer
 may declare beyond the contract (`checkpoints_after_each_batch`, `needs_segment_order`,
 `singleton_jobs`, `first_run_after_s`, `KnowsWhatItHolds`), and a plugin's options (an `Options`
-dataclass; `PluginHost`, what a factory that takes options is told of its host: `options`).
+dataclass; `PluginHost`, what a factory that takes options is told of its host, and
+`StorageAccess`, how it reaches a storage account: `options`).
 `Format` names the JSON shapes of an event. The built-in observers (`log`, `jsonl`, `spark`)
 live in `observers.builtin`; the host finds and calls observers through `processor.plugins`.
 Nothing here knows about Azure Tables.
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 from observers.envelope import Op, ReadMethod
 from observers.errors import BadEventError, PluginLoadError, ReplayRequired
 from observers.formats import Format
-from observers.options import PluginHost
+from observers.options import PluginHost, StorageAccess
 from observers.protocol import (
     ArrowBatch,
     ArrowObserver,
@@ -76,6 +77,7 @@ __all__ = [
     "ReadMethod",
     "ReplayRequired",
     "SingletonJob",
+    "StorageAccess",
     "checkpoints_after_each_batch",
     "first_run_after_s",
     "needs_segment_order",

@@ -12,7 +12,11 @@ error naming the option. A field's `metadata={"help": ...}` says what it is for.
   `Name()`;
 - any other factory is called `Name(options, host)` once per host, `host` a `PluginHost`, and
   returns the host's factory of observers (called once per lease; it may be an async context
-  manager, entered once per host).
+  manager, entered once per host). It may name a local folder for the batches
+  `--on-observer-error dead-letter` sets aside: `dead_letter_dir`.
+
+`StorageAccess` is how a plugin that writes to Azure Storage reaches an account: its name and
+key or SAS (neither: Entra ID), and its endpoint when it is an emulator on loopback.
 """
 
 from __future__ import annotations
@@ -20,6 +24,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StorageAccess:
+    """How to reach an account: its name, a key or a SAS (neither: Entra ID), and the blob
+    endpoint when it is an emulator on loopback (`emulator_endpoint`, http://HOST:PORT/ACCOUNT)."""
+
+    account: str
+    key: str | None = None
+    sas: str | None = None
+    emulator_endpoint: str | None = None
+
+    def __repr__(self) -> str:  # never a key or SAS in a log line or a traceback
+        return (
+            f"StorageAccess(account={self.account!r}, auth={self.auth}, "
+            f"emulator={self.emulator_endpoint!r})"
+        )
+
+    @property
+    def auth(self) -> str:
+        return "key" if self.key else "sas" if self.sas else "entra-id"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +56,6 @@ class PluginHost:
     # the feed's storage account, for a plugin that writes beside it: a secret, never log it
     connection_string: str = field(repr=False)
     wall: Callable[[], datetime] = field(repr=False)  # the host's wall clock
+    # how to reach the account a connection string names (None: the feed's), its key or SAS
+    # kept out of the host's logs from then on
+    storage: Callable[[str | None], StorageAccess] = field(repr=False)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from azure.storage.blob.aio import BlobServiceClient
 
     from leases import TableLeaseStore
-    from observers.builtin.spark.session.output import StorageAccess
+    from observers.options import StorageAccess
 
 # Azurite's well-known development account (published in Azurite's documentation; not a secret).
 AZURITE_ACCOUNT = "devstoreaccount1"
@@ -126,7 +126,7 @@ def parse(conn_str: str) -> ConnectionInfo:
 def storage_access(conn_str: str) -> StorageAccess:
     """How Spark (ABFS) and delta-rs reach the account of `conn_str`: its key or SAS (neither:
     Entra ID), and its blob endpoint when that is an emulator on loopback."""
-    from observers.builtin.spark.session.output import StorageAccess  # noqa: PLC0415
+    from observers.options import StorageAccess  # noqa: PLC0415
 
     info, fields = parse(conn_str), _fields(conn_str)
     return StorageAccess(

@@ -42,9 +42,10 @@ def main() -> int:
             access=storage_access(os.environ[ENV_VAR]) if on_account else None,
             master="local[2]",
             remote=args.remote,
-            on_session=hooks,
         )
     )
+    for hook in hooks:
+        hook(spark)
     reader = spark.readStream.format("blobchangefeed")
     for pair in args.option:
         key, _, value = pair.partition("=")

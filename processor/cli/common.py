@@ -12,7 +12,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 import click
 
 from leases.store.table_settings import DEFAULT_TABLE
-from observers.builtin.spark.session.session import DEFAULT_MASTER
+from observers.builtin.spark.settings import DEFAULT_MASTER
 from observers.formats import Format
 from processor import connection
 from processor.redact import redact

@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 import structlog
 
 from leases import LeaseStore, TableLeaseStore
-from observers import CloseReason, ObserverFactory, PluginHost, singleton_jobs
+from observers import (
+    CloseReason,
+    ObserverFactory,
+    PluginHost,
+    PluginLoadError,
+    StorageAccess,
+    singleton_jobs,
+)
 from processor import connection
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.storage.feed_storage import FeedStorage
@@ -22,7 +29,7 @@ from processor.host.health.host_progress import ClientCounts, HostProgress
 from processor.host.health.lifecycle import logged_lifecycle
 from processor.host.health.presence import Presence
 from processor.host.host import Host, HostParts
-from processor.host.host_config import HostConfig, Placement
+from processor.host.host_config import DeliveryPolicy, HostConfig, OnObserverError, Placement
 from processor.host.ownership.held_lease import HeldLease
 from processor.host.ownership.job_runner import JobRunner
 from processor.host.ownership.renewer import Renewer
@@ -108,7 +115,15 @@ def assemble(
     t, me = config.timings, config.placement.host_name
     clients = clients or HostClients.of(config.placement, t.request_timeout_s)
     placement = config.placement
-    plugin_host = PluginHost(me, placement.processor_name, placement.connection_string, clock.wall)
+
+    def storage(conn: str | None) -> StorageAccess:
+        return connection.storage_access(
+            connection.resolve_other(conn, placement.connection_string)
+        )
+
+    plugin_host = PluginHost(
+        me, placement.processor_name, placement.connection_string, clock.wall, storage
+    )
     store, factory = clients.store, load_observer(config.delivery.observer, plugin_host)
     stuck_after_s = config.delivery.stuck_after_s
     progress = HostProgress(wall=clock.wall, stuck_after_s=stuck_after_s, clients=clients.counts)
@@ -119,6 +134,7 @@ def assemble(
     env = WorkerEnv.for_host(
         config, store=store, catalog=catalog, factory=factory, clock=clock,
         leases=progress.leases, feed_changed=watcher.changed, observer_pool=pool,
+        dead_letter_dir=dead_letter_dir(config.delivery, factory),
     )  # fmt: skip
 
     async def work(held: HeldLease) -> CloseReason:
@@ -146,3 +162,17 @@ def assemble(
         renewer,
     )  # fmt: skip
     return AssembledHost(config, Host(parts), clients, pool)
+
+
+def dead_letter_dir(delivery: DeliveryPolicy, factory: ObserverFactory) -> str | None:
+    """`--dead-letter-dir`, else the folder the observer names (the Spark one: its local
+    output's). Errors: `PluginLoadError` when `--on-observer-error dead-letter` has none."""
+    folder = delivery.dead_letter_dir
+    if delivery.on_observer_error is OnObserverError.DEAD_LETTER:
+        folder = folder or getattr(factory, "dead_letter_dir", None)
+        if not folder:
+            raise PluginLoadError(
+                delivery.observer.spec,
+                "--on-observer-error dead-letter needs --dead-letter-dir (a local folder)",
+            )
+    return folder

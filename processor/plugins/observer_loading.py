@@ -12,8 +12,8 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from observers.builtin.jsonl import JsonlObserver
 from observers.builtin.log import LogObserver
@@ -23,9 +23,6 @@ from observers.options import PluginHost
 from observers.protocol import ObserverFactory
 from processor.plugins.observer_options import declared_options, make_options
 
-if TYPE_CHECKING:  # the Spark observer's modules load only when it is chosen
-    from observers.builtin.spark.session.session import SparkOptions
-
 
 @dataclass(frozen=True, slots=True)
 class ObserverChoice:
@@ -33,8 +30,9 @@ class ObserverChoice:
     built: the host carries it without knowing what any observer needs."""
 
     spec: str  # log, jsonl:DIR, spark or module:Name
-    options: tuple[str, ...] = ()  # --observer-option KEY=VALUE, for a target with `Options`
-    spark: SparkOptions | None = None  # with `spark`, from its own flags
+    # KEY=VALUE, for a target with `Options` (--observer-option, and the Spark observer's own
+    # flags); a value may be a secret (--output-connection-string): never logged
+    options: tuple[str, ...] = field(default=(), repr=False)
     fmt: Format = Format.NATIVE  # the JSON shape of the jsonl observer's lines
 
 
@@ -47,14 +45,6 @@ def load_observer_factory(choice: ObserverChoice, *, host: PluginHost) -> Observ
     spec, fmt = choice.spec, choice.fmt
     if fmt is not Format.NATIVE and not spec.startswith("jsonl:"):
         raise PluginLoadError(spec, f"--format {fmt.value} is for the jsonl observer only")
-    if spec == "spark":
-        if choice.options:
-            raise PluginLoadError(spec, "takes its own flags (--output ...), not --observer-option")
-        if choice.spark is None:
-            raise PluginLoadError(spec, "needs --output (and --spark-master or --spark-remote)")
-        from observers.builtin.spark.observer import SparkObserverFactory  # noqa: PLC0415
-
-        return SparkObserverFactory(choice.spark, host_name=host.host_name)
     target, pairs = _target(spec, choice)
     return _factory(target, pairs, spec=spec, host=host)
 
@@ -63,6 +53,10 @@ def _target(spec: str, choice: ObserverChoice) -> tuple[object, tuple[str, ...]]
     """What `spec` names, and the options it is given (a built-in's shorthand among them)."""
     if spec == "log":
         return LogObserver, choice.options
+    if spec == "spark":  # its modules load only when it is chosen
+        from observers.builtin.spark.observer import SparkObserverFactory  # noqa: PLC0415
+
+        return SparkObserverFactory, choice.options
     if spec.startswith("jsonl:"):
         directory = spec[len("jsonl:") :]
         if not directory:

@@ -1,4 +1,5 @@
-"""Registering the source with a Spark session: every session cfp opens does, and so can yours."""
+"""Registering the source with a Spark session: `cfp sql` does with its own, a `cfp spark-connect`
+server knows it in every session, and so can yours."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ def register(session: Any) -> None:
 
 
 def offer(session: Any) -> None:
-    """`register`, for the sessions cfp opens for other work (a host's writes, `cfp sql`): a
-    Spark that cannot take the source is told in a warning, and the work goes on."""
+    """`register`, for a session cfp opens for other work (`cfp sql`): a Spark that cannot take
+    the source is told in a warning, and the work goes on."""
     try:
         register(session)
     except Exception as e:

@@ -43,13 +43,13 @@ from deltalake import DeltaTable, QueryBuilder
 from deltalake.exceptions import TableNotFoundError
 
 from leases import Lease, LeaseError, TableLeaseStore, job_token
+from observers.builtin.spark.faults import HOLD_WRITE_FILE
 from observers.builtin.spark.session.output import Output, delta_rs_options, parse_output
 from processor.changefeed.errors import FeedError
 from processor.changefeed.storage.layout import SEGMENT_INTERVAL
 from processor.connection import ENV_VAR, azurite_connection_string, storage_access
 from processor.emulator.azurite import ROOT, Azurite
 from processor.emulator.emulator import Emulator, EmulatorConfig
-from processor.faults import HOLD_WRITE_FILE
 from tests.chaos.invariants import (
     Delivery,
     backward_moves,

@@ -68,8 +68,7 @@ ALLOWED: dict[str, set[str]] = {
     "leases": {"leases.base", "leases.store", "leases.policy"},
     "observers": set(),
     "observers.builtin": {"observers"},
-    # `faults` holds the Spark observer's commit pauses for the tests
-    "plumbing": LEASES | {"observers", "observers.builtin"},
+    "plumbing": LEASES | {"observers"},
     "changefeed.errors": {"plumbing"},
     "changefeed.storage": {"changefeed.errors", "plumbing"},
     "changefeed.decoding": {"changefeed.errors", "plumbing"},

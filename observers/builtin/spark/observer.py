@@ -25,11 +25,14 @@ import structlog
 
 from observers.builtin.spark.changelog.sink import SparkSink
 from observers.builtin.spark.session.container import ensure_container
-from observers.builtin.spark.session.output import access_for, excluded_container
-from observers.builtin.spark.session.session import SparkOptions
+from observers.builtin.spark.session.install import require as require_pyspark
+from observers.builtin.spark.session.output import access_for, excluded_container, parse_output
+from observers.builtin.spark.session.session import SparkOptions, spark_conf
+from observers.builtin.spark.settings import SparkSettings
 from observers.builtin.spark.state.state_job import StateJob
 from observers.errors import PluginLoadError, ReplayRequired
 from observers.events import changes_table
+from observers.options import PluginHost
 from observers.protocol import (
     ArrowBatch,
     CloseReason,
@@ -177,15 +180,23 @@ class SparkObserverFactory:
     write is checkpointed."""
 
     needs_segment_order = False
+    Options = SparkSettings  # made by the host from --observer-option or cfp run's own flags
 
-    def __init__(self, options: SparkOptions, *, host_name: str) -> None:
-        self.options = options
-        self.sink = SparkSink(options, host=host_name)
+    def __init__(self, settings: SparkSettings, host: PluginHost) -> None:
+        options = self.options = spark_options(settings, host)
+        self.sink = SparkSink(options, host=host.host_name)
         self.excluded = excluded_container(options.output, options.access, options.feed)
         self.jobs: list[Any] = [SparkStateJob(self.sink, options)]
 
     def __call__(self) -> SparkObserver:
         return SparkObserver(self.sink, excluded=self.excluded)
+
+    @property
+    def dead_letter_dir(self) -> str | None:
+        """Where `--on-observer-error dead-letter` sets batches aside unless told: a local
+        output's `dead-letter` folder."""
+        local = self.options.output.local
+        return None if local is None else str(local / "dead-letter")
 
     async def __aenter__(self) -> SparkObserverFactory:
         output = self.options.output
@@ -223,3 +234,32 @@ class SparkObserverFactory:
         tb: TracebackType | None,
     ) -> None:
         await self.sink.__aexit__(exc_type, exc, tb)
+
+
+def spark_options(settings: SparkSettings, host: PluginHost) -> SparkOptions:
+    """The observer's settings from its options. Errors: `PluginLoadError` naming what is
+    wrong: no output, an output that cannot be parsed, a Spark this install cannot open."""
+    if not settings.output:
+        raise PluginLoadError(
+            "spark", "needs --output (and --spark-master or --spark-remote), or output=..."
+        )
+    output = parse_output(settings.output)
+    require_pyspark(remote=settings.spark_remote)
+    try:
+        access, feed = host.storage(settings.output_connection_string), host.storage(None)
+    except ValueError as e:  # a malformed connection string: said without repeating it
+        raise PluginLoadError("spark", f"--output-connection-string: {e}") from e
+    return SparkOptions(
+        output,
+        access=access,
+        feed=feed,
+        master=settings.spark_master,
+        remote=settings.spark_remote,
+        conf=spark_conf(settings.spark_conf),
+        wall=host.wall,
+        warm_up_rows=settings.spark_warm_up_rows,
+        max_rows=settings.spark_max_rows,
+        max_wait_s=settings.spark_max_wait,
+        state_every_s=settings.state_interval,
+        keep_history=settings.history,
+    )

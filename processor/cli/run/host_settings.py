@@ -1,9 +1,9 @@
 """The pure step from `cfp run`'s options to a `HostConfig`: each concern's settings made once.
 
 `host_config` checks what the options cannot check one by one (flags that exclude each other,
-timings that do not fit, a Spark output that cannot be parsed) and raises `ConfigError` with a
-message naming the flags; it touches no storage, and of the environment reads only the tests'
-fault points (`processor/faults.py`: a skewed clock, Spark commit pauses), off unless set.
+timings that do not fit) and raises `ConfigError` with a message naming the flags; it touches
+no storage and reads no environment. An observer's own options (the Spark observer's among them)
+are checked when the host loads it (`processor/plugins`).
 """
 
 from __future__ import annotations
@@ -13,14 +13,9 @@ from datetime import datetime
 
 from leases import HostId, LoadRule
 from leases.policy.timings import Timings, derive_timings
-from observers import PluginLoadError
-from observers.builtin.spark.session.install import require as require_pyspark
-from observers.builtin.spark.session.output import parse_output
-from observers.builtin.spark.session.session import SparkOptions, spark_conf
 from observers.formats import Format
-from processor import connection, faults
+from processor import connection
 from processor.changefeed.change_filter import ChangeFilter
-from processor.clock import SystemClock
 from processor.host.host_config import (
     DeliveryPolicy,
     HostConfig,
@@ -31,7 +26,6 @@ from processor.host.host_config import (
 )
 from processor.plugins import ObserverChoice
 from processor.reading.retention_gaps import OnGap
-from processor.streaming.registration import offer as offer_source
 
 
 class ConfigError(ValueError):
@@ -49,16 +43,6 @@ class RunOptions:
     host_name: str | None
     observer: str
     output_format: str
-    output: str | None
-    output_connection_string: str | None
-    spark_master: str
-    spark_remote: str | None
-    spark_conf_pairs: tuple[str, ...]
-    state_interval: float
-    spark_max_rows: int
-    spark_max_wait: float
-    spark_warm_up_rows: int
-    keep_history: bool
     on_observer_error: str
     on_gap: str
     observer_options: tuple[str, ...]
@@ -98,8 +82,7 @@ def host_config(o: RunOptions, *, conn: str, now: datetime, default_host: HostId
     start = _start_time(o, now)
     try:
         timings = _timings(o)
-        spark = _spark(o, conn) if o.observer == "spark" else None
-    except (PluginLoadError, ValueError) as e:  # ValueError: also a malformed connection string
+    except ValueError as e:  # also a malformed connection string
         raise ConfigError(str(e)) from e
     return HostConfig(
         placement=Placement(
@@ -110,7 +93,7 @@ def host_config(o: RunOptions, *, conn: str, now: datetime, default_host: HostId
             host_name=HostId(o.host_name) if o.host_name else default_host,
             lease_partitions=o.lease_partitions,
         ),
-        delivery=_delivery(o, spark),
+        delivery=_delivery(o),
         timings=timings,
         reading=Reading(
             change=ChangeFilter.of(
@@ -155,46 +138,14 @@ def _timings(o: RunOptions) -> Timings:
     )
 
 
-def _delivery(o: RunOptions, spark: SparkOptions | None) -> DeliveryPolicy:
-    """The observer and its failure policy; dead letters default to the Spark output's folder."""
-    policy = OnObserverError(o.on_observer_error)
-    dead_letter_dir = o.dead_letter_dir
-    if policy is OnObserverError.DEAD_LETTER and dead_letter_dir is None:
-        if spark is None or spark.output.local is None:
-            raise ConfigError(
-                "--on-observer-error dead-letter needs --dead-letter-dir (a local folder)"
-            )
-        dead_letter_dir = str(spark.output.local / "dead-letter")
+def _delivery(o: RunOptions) -> DeliveryPolicy:
+    """The observer, its options, and its failure policy."""
     return DeliveryPolicy(
-        observer=ObserverChoice(
-            o.observer, o.observer_options, spark=spark, fmt=Format(o.output_format)
-        ),
-        on_observer_error=policy,
+        observer=ObserverChoice(o.observer, o.observer_options, fmt=Format(o.output_format)),
+        on_observer_error=OnObserverError(o.on_observer_error),
         attempts=o.observer_attempts,
         threads=o.observer_threads,
-        dead_letter_dir=dead_letter_dir,
+        dead_letter_dir=o.dead_letter_dir,  # none: the observer's own, if it names one
         stuck_after_s=o.stuck_after,
         drain_s=o.drain_timeout,
-    )
-
-
-def _spark(o: RunOptions, conn: str) -> SparkOptions:
-    require_pyspark(remote=o.spark_remote)
-    return SparkOptions(
-        parse_output(o.output or ""),
-        access=connection.storage_access(
-            connection.resolve_other(o.output_connection_string, conn)
-        ),
-        feed=connection.storage_access(conn),
-        master=o.spark_master,
-        remote=o.spark_remote,
-        conf=spark_conf(o.spark_conf_pairs),
-        on_session=(offer_source,),
-        wall=SystemClock(faults.clock_skew_s()).wall,  # the host's (skewed when a test asks)
-        pauses=faults.spark_commit_pauses(),
-        warm_up_rows=o.spark_warm_up_rows,
-        max_rows=o.spark_max_rows,
-        max_wait_s=o.spark_max_wait,
-        state_every_s=o.state_interval,
-        keep_history=o.keep_history,
     )

@@ -18,7 +18,7 @@ from processor.cli.common import (
     options,
     run_async,
 )
-from processor.cli.run.host_settings import RunOptions, host_config
+from processor.cli.run.host_settings import host_config
 from processor.cli.run.run_options import (
     DELIVERY_OPTIONS,
     HTTP_OPTIONS,
@@ -26,9 +26,11 @@ from processor.cli.run.run_options import (
     READING_OPTIONS,
     SPARK_OPTIONS,
     WHERE_OPTIONS,
+    run_options,
 )
 from processor.clock import SystemClock
 from processor.host.host_config import default_host_name
+from processor.redact import register_connection_string
 from processor.runtime import keep_pandas_out, tune_gc, tune_memory
 
 RUN_OPTIONS: dict[str, Options] = {
@@ -51,7 +53,12 @@ def run_command(**params: Any) -> None:
     Stops gracefully on SIGTERM or SIGINT: finishes the batches in hand, checkpoints, and
     releases every lease (keeping its continuation) before exiting 0.
     """
-    o = RunOptions(**params)
+    ctx = click.get_current_context()
+    given = {ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT}
+    o = run_options(params, lambda name: ctx.get_parameter_source(name) in given)
+    for key, _, value in (pair.partition("=") for pair in o.observer_options):
+        if key.endswith("connection_string"):  # a secret: out of every log line from now on
+            register_connection_string(value)
     clock = SystemClock(faults.clock_skew_s())
     try:
         conn = connection.resolve(o.connection_string)
@@ -68,7 +75,7 @@ def run_command(**params: Any) -> None:
     NATIVE.deadline_s = o.decode_deadline
     # the default port gives way to a free one when taken (several hosts on one machine); a port
     # asked for by flag or variable does not
-    source = click.get_current_context().get_parameter_source("http_port")
+    source = ctx.get_parameter_source("http_port")
     strict = source is not ParameterSource.DEFAULT
     endpoint = Endpoint(o.http_host, o.http_port, strict=strict) if o.http_on else None
     raise SystemExit(run_async(lambda stop: serve_host(config, clock, endpoint, stop)))

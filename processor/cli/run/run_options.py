@@ -3,6 +3,10 @@ in host_settings.py."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 from leases import LoadRule
@@ -12,7 +16,7 @@ from leases.policy.timings import (
     DEFAULT_STUCK_AFTER_S,
 )
 from leases.store.table_settings import DEFAULT_LEASE_PARTITIONS, MAX_LEASE_PARTITIONS
-from observers.builtin.spark.session.session import (
+from observers.builtin.spark.settings import (
     DEFAULT_MAX_ROWS,
     DEFAULT_MAX_WAIT_S,
     DEFAULT_STATE_EVERY_S,
@@ -31,6 +35,7 @@ from processor.cli.common import (
     spark_master_option,
     spark_remote_option,
 )
+from processor.cli.run.host_settings import RunOptions
 from processor.host.host_config import (
     DEFAULT_DRAIN_S,
     DEFAULT_HTTP_HOST,
@@ -345,3 +350,41 @@ HTTP_OPTIONS: Options = (
         "gives way to a free port when taken; a port set by flag or variable does not.",
     ),
 )
+
+# The Spark observer's options, as flags of `cfp run` of their own (SPARK_OPTIONS): each flag's
+# parameter -> its key among the observer's options (`observers/builtin/spark/settings.py`).
+SPARK_FLAGS = {
+    "output": "output",
+    "output_connection_string": "output_connection_string",
+    "spark_master": "spark_master",
+    "spark_remote": "spark_remote",
+    "spark_conf_pairs": "spark_conf",
+    "state_interval": "state_interval",
+    "keep_history": "history",
+    "spark_max_rows": "spark_max_rows",
+    "spark_max_wait": "spark_max_wait",
+    "spark_warm_up_rows": "spark_warm_up_rows",
+}
+
+
+def run_options(params: dict[str, Any], given: Callable[[str], bool]) -> RunOptions:
+    """What `cfp run`'s parameters say (`given`: whether a parameter came by flag or variable,
+    not by default). With `--observer spark`, its flags given are its first options; another
+    observer ignores them."""
+    spark = _spark_options(params, given)
+    o = RunOptions(**params)
+    if o.observer == "spark":
+        o = dataclasses.replace(o, observer_options=(*spark, *o.observer_options))
+    return o
+
+
+def _spark_options(params: dict[str, Any], given: Callable[[str], bool]) -> tuple[str, ...]:
+    """The Spark flags taken out of `params`, those `given` as the observer's KEY=VALUE
+    options (the observer has the same defaults)."""
+    pairs: list[str] = []
+    for name, key in SPARK_FLAGS.items():
+        value = params.pop(name)
+        if given(name):
+            values = value if isinstance(value, tuple) else (value,)
+            pairs += [f"{key}={str(v).lower() if isinstance(v, bool) else v}" for v in values]
+    return tuple(pairs)

@@ -16,13 +16,13 @@ from observers.builtin.spark.session.install import VERIFY_EXTRA
 from observers.builtin.spark.session.install import require as require_pyspark
 from observers.builtin.spark.session.output import (
     Output,
-    StorageAccess,
     delta_rs_options,
     excluded_container,
     parse_output,
 )
 from observers.builtin.spark.session.session import SparkOptions, open_session, spark_conf
 from observers.builtin.spark.sql import table_ref
+from observers.options import StorageAccess
 from processor import connection
 from processor.cli.common import (
     connection_option,
@@ -232,7 +232,6 @@ def _spark_options(
             master=spark_master,
             remote=spark_remote,
             conf=spark_conf(spark_conf_pairs),
-            on_session=(offer_source,),
         )
     except PluginLoadError as e:  # the command's own words, not --observer's
         fail(e.problem, 2)
@@ -249,6 +248,7 @@ def _with_session(options: SparkOptions, work: Callable[[Any], None]) -> None:
         spark = open_session(options)
     except PluginLoadError as e:  # the command's own words, not --observer's
         fail(e.problem, 2)
+    offer_source(spark)  # `cfp sql` may read format("blobchangefeed")
     try:
         for name, uri in (("changes", options.changes), ("state", options.state)):
             if not is_delta_table(spark, uri):

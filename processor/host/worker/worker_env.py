@@ -89,9 +89,10 @@ class WorkerEnv:
         leases: LeaseRecorder,
         feed_changed: Callable[[], asyncio.Event],
         observer_pool: Executor | None = None,
+        dead_letter_dir: str | None = None,
     ) -> WorkerEnv:
         """What every worker of the host `config` describes shares."""
-        t, folder, placement = config.timings, config.delivery.dead_letter_dir, config.placement
+        t, placement = config.timings, config.placement
         book = PositionBook(store.list_leases, refresh_s=t.barrier_refresh_s, clock=clock)
         deps = WorkerDeps(
             store,
@@ -100,7 +101,7 @@ class WorkerEnv:
             factory,
             clock,
             leases,
-            dead_letters=DeadLetterFolder(folder) if folder else None,
+            dead_letters=DeadLetterFolder(dead_letter_dir) if dead_letter_dir else None,
             observer_pool=observer_pool,
         )
         # an observer that orders by sequencer itself (Spark) does not need the barrier

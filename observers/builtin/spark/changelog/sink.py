@@ -43,6 +43,7 @@ from observers.builtin.spark.changelog.lease_writes import (
 )
 from observers.builtin.spark.changelog.records import made_up_changes
 from observers.builtin.spark.changelog.write_queue import Pending, WriteQueue
+from observers.builtin.spark.faults import commit_pauses
 from observers.builtin.spark.session.output import parse_output
 from observers.builtin.spark.session.session import SparkOptions, new_session, open_session
 from observers.builtin.spark.tables import create_tables
@@ -144,7 +145,7 @@ class SparkSink:
         self._flusher: asyncio.Task[None] | None = None
         self._settling: asyncio.Task[None] | None = None
         self._written = 0  # Spark writes committed
-        self._pauses = options.pauses
+        self._pauses = commit_pauses()  # the tests' (faults.py): none unless asked
 
     async def __aenter__(self) -> SparkSink:
         if self._own_session:

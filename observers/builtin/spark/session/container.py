@@ -25,9 +25,10 @@ from azure.core.exceptions import (
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from observers.builtin.spark.session.output import Output, StorageAccess, access_for
+from observers.builtin.spark.session.output import Output, access_for
 from observers.builtin.spark.waits import logged_wait
 from observers.errors import PluginLoadError
+from observers.options import StorageAccess
 
 log = structlog.get_logger("cfp.spark")
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from observers.errors import PluginLoadError
+from observers.options import StorageAccess
 
 ABFS_SCHEMES = ("abfs", "abfss")
 ABFS_PROVIDERS = "org.apache.hadoop.fs.azurebfs.oauth2."
@@ -102,27 +103,6 @@ def parse_output(text: str) -> Output:
     return Output(
         uri=uri, container=container, account=account.lower(), host=host.lower(), path=folder
     )
-
-
-@dataclass(frozen=True, slots=True)
-class StorageAccess:
-    """How to reach an account: its name, a key or a SAS (neither: Entra ID), and the blob
-    endpoint when it is an emulator on loopback (`emulator_endpoint`, http://HOST:PORT/ACCOUNT)."""
-
-    account: str
-    key: str | None = None
-    sas: str | None = None
-    emulator_endpoint: str | None = None
-
-    def __repr__(self) -> str:  # never a key or SAS in a log line or a traceback
-        return (
-            f"StorageAccess(account={self.account!r}, auth={self.auth}, "
-            f"emulator={self.emulator_endpoint!r})"
-        )
-
-    @property
-    def auth(self) -> str:
-        return "key" if self.key else "sas" if self.sas else "entra-id"
 
 
 def access_for(output: Output, access: StorageAccess | None) -> StorageAccess | None:

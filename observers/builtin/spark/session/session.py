@@ -17,20 +17,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from observers.builtin.spark.session.jars import SparkJarsError, spark_jars
-from observers.builtin.spark.session.output import Output, StorageAccess, hadoop_settings
+from observers.builtin.spark.session.output import Output, hadoop_settings
+from observers.builtin.spark.settings import (
+    DEFAULT_MASTER,
+    DEFAULT_MAX_ROWS,
+    DEFAULT_MAX_WAIT_S,
+    DEFAULT_STATE_EVERY_S,
+    DEFAULT_WARM_UP_ROWS,
+)
 from observers.errors import PluginLoadError
-
-DEFAULT_MASTER = "local[*]"
-# No warm-up by default: it only moves the JVM's compiling from the first real writes to made-up
-# ones, and costs more than it saves (bench/spark_ingest, 180,000 events on 2 cores: caught up in
-# 24.2 s without, 33.2 s with three writes of 20,000 rows; two MERGEs of 64 rows before taking
-# leases took 10.3 s and left the first real write as slow: 39.3 s from the process's start
-# against 32.6 s without). Worth it only for a host that starts on a quiet feed and wants its
-# first real write as fast as later ones.
-DEFAULT_WARM_UP_ROWS = 0
-DEFAULT_MAX_ROWS = 100_000
-DEFAULT_MAX_WAIT_S = 1.0
-DEFAULT_STATE_EVERY_S = 10.0
+from observers.options import StorageAccess
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -98,16 +94,6 @@ SQL_CONF = {
 
 
 @dataclass(frozen=True, slots=True)
-class CommitPauses:
-    """Pauses the tests of real hosts ask for (`processor/faults.py`), each once: after the
-    first commit, before its checkpoints; the second write held in flight (its transaction
-    open, its rows not yet written). 0 or "": none."""
-
-    after_commit_s: float = 0.0
-    hold_file: str = ""  # holds the second write inside Spark until this file exists
-
-
-@dataclass(frozen=True, slots=True)
 class SparkOptions:
     output: Output  # the tables' root: OUTPUT/changes, OUTPUT/state
     access: StorageAccess | None = None  # the output account's credentials (None: Entra ID)
@@ -123,10 +109,7 @@ class SparkOptions:
     state_every_s: float = DEFAULT_STATE_EVERY_S  # between runs of the state job
     keep_history: bool = True  # the state job keeps OUTPUT/history too
     app_name: str = "cfp"
-    # run on every session opened (cfp registers its `blobchangefeed` source with them)
-    on_session: tuple[Callable[[Any], None], ...] = ()
     wall: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # the host's clock
-    pauses: CommitPauses = CommitPauses()  # the tests' (processor/faults.py); none by default
 
     @property
     def changes(self) -> str:
@@ -214,12 +197,9 @@ def new_session(session: Any, options: SparkOptions) -> Any:
 
 
 def prepare(session: Any, options: SparkOptions) -> None:
-    """The session settings every session of ours has: SQL settings, then the credentials;
-    then the `on_session` hooks."""
+    """The session settings every session of ours has: SQL settings, then the credentials."""
     for key, value in {**SQL_CONF, **options.storage_settings()}.items():
         session.conf.set(key, value)
-    for hook in options.on_session:
-        hook(session)
 
 
 def _check_server_has_delta(session: Any, remote: str) -> None:

@@ -14,6 +14,7 @@ from leases import LeaseToken, MemoryLeaseStore
 from leases.policy.timings import derive_timings
 from observers import PluginHost
 from processor.clock import SystemClock
+from processor.connection import storage_access
 from processor.host.assembly import HostClients, assemble
 from processor.plugins import ObserverChoice, load_observer_factory
 from processor.reading.lease_position import LeasePosition
@@ -55,7 +56,7 @@ async def test_the_documented_shared_sink_serves_every_lease_inside_its_context(
         assert (
             load_observer_factory(
                 ObserverChoice("docs_shared_sink:shared_sink"),
-                host=PluginHost("h1", "p", "", SystemClock().wall),
+                host=PluginHost("h1", "p", "", SystemClock().wall, storage_access),
             )
             is sink
         )

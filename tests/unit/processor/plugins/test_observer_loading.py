@@ -16,9 +16,17 @@ import pytest
 from observers import ArrowBatch, PartitionContext, PluginHost, PluginLoadError
 from observers.builtin.jsonl import JsonlObserver
 from observers.builtin.log import LogObserver
+from observers.builtin.spark.observer import SparkObserverFactory
+from processor.connection import DEFAULT_CONNECTION_STRING, storage_access
 from processor.plugins import ObserverChoice, load_observer_factory
 
-HOST = PluginHost("h", "p", "UseDevelopmentStorage=true", lambda: datetime.now(UTC))
+HOST = PluginHost(
+    "h",
+    "p",
+    DEFAULT_CONNECTION_STRING,
+    lambda: datetime.now(UTC),
+    lambda conn: storage_access(conn or DEFAULT_CONNECTION_STRING),
+)
 
 
 def test_built_in_and_module_observers_load() -> None:
@@ -152,3 +160,27 @@ def test_jsonl_takes_its_directory_and_format_as_options(tmp_path: Path) -> None
     assert isinstance(observer, JsonlObserver) and observer.options.directory == tmp_path
     with pytest.raises(PluginLoadError, match="option 'format': 'yaml' is not one of native"):
         load(f"jsonl:{tmp_path}", "format=yaml")
+
+
+def test_the_spark_observer_takes_its_settings_as_options(tmp_path: Path) -> None:
+    """`cfp run`'s Spark flags reach it this same way (`--output` is `output=`)."""
+    factory = load("spark", f"output={tmp_path}", "spark_max_rows=500", "history=false")
+    assert isinstance(factory, SparkObserverFactory)
+    options = factory.options
+    assert options.output.local == tmp_path.resolve() and options.max_rows == 500
+    assert not options.keep_history and options.master == "local[*]"
+    assert options.feed is not None and options.feed.account == "devstoreaccount1"
+    assert factory.dead_letter_dir == str(tmp_path.resolve() / "dead-letter")
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        (("output=s3://bucket/x",), "s3://"),
+        (("output=/tmp/x", "spark_max_rows=ten"), "option 'spark_max_rows': 'ten' is not an"),
+        (("output=/tmp/x", "spark_conf=spark.jars.packages=x"), "nothing may be downloaded"),
+    ],
+)
+def test_spark_options_that_do_not_fit_are_refused(options: tuple[str, ...], problem: str) -> None:
+    with pytest.raises(PluginLoadError, match=problem):
+        load("spark", *options)

@@ -6,28 +6,47 @@ import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
 
+import click
 import pytest
+from click.core import ParameterSource
 from click.testing import CliRunner
 
 from leases import HostId, LoadRule
+from observers import ObserverFactory, PluginHost, PluginLoadError
 from observers.formats import Format
 from processor.cli.main import command_named, main
 from processor.cli.run.host_settings import ConfigError, RunOptions, host_config
-from processor.connection import DEFAULT_CONNECTION_STRING
+from processor.cli.run.run_options import run_options
+from processor.connection import DEFAULT_CONNECTION_STRING, storage_access
+from processor.host.assembly import dead_letter_dir
 from processor.host.host_config import HostConfig, OnObserverError
+from processor.plugins import load_observer_factory
 
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
+HOST = PluginHost(
+    "h",
+    "p",
+    DEFAULT_CONNECTION_STRING,
+    lambda: NOW,
+    lambda c: storage_access(c or DEFAULT_CONNECTION_STRING),
+)
 
 
-def parsed(*argv: str) -> RunOptions:
+def parsed(*argv: str, env: dict[str, str] | None = None) -> RunOptions:
     """The options click parses from `cfp run ARGV` (the command itself never runs)."""
     seen: list[RunOptions] = []
     command = command_named("run")
     runner = CliRunner()
     original = command.callback
-    command.callback = lambda **params: seen.append(RunOptions(**params))
+    given = {ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT}
+
+    def callback(**params: object) -> None:
+        ctx = click.get_current_context()
+        seen.append(run_options(params, lambda name: ctx.get_parameter_source(name) in given))
+
+    command.callback = callback
     try:
-        result = runner.invoke(main, ["run", *argv], env={k: None for k in ("CFP_OBSERVER",)})
+        result = runner.invoke(main, ["run", *argv], env={"CFP_OBSERVER": None, **(env or {})})
     finally:
         command.callback = original
     assert result.exit_code == 0, result.output
@@ -78,15 +97,38 @@ def test_balance_by_load_takes_its_tolerance() -> None:
     assert config("--load-tolerance", "0.1").by_load is None
 
 
-def test_a_local_spark_output_gets_a_dead_letter_folder(tmp_path: Path) -> None:
-    c = config(
-        "--observer", "spark", "--output", str(tmp_path), "--on-observer-error", "dead-letter"
+def loaded(c: HostConfig) -> ObserverFactory:
+    return load_observer_factory(c.delivery.observer, host=HOST)
+
+
+def test_the_spark_flags_are_the_spark_observers_options(tmp_path: Path) -> None:
+    """Given flags (not defaults) become its options; a local output gets a dead-letter
+    folder; another observer ignores them."""
+    argv = ("--output", str(tmp_path), "--spark-max-rows", "7", "--no-history")
+    c = config("--observer", "spark", *argv, "--on-observer-error", "dead-letter")
+    assert c.delivery.observer.options == (
+        f"output={tmp_path}",
+        "history=false",
+        "spark_max_rows=7",
     )
-    assert (
-        c.delivery.observer.spark is not None
-        and c.delivery.on_observer_error is OnObserverError.DEAD_LETTER
-    )
-    assert c.delivery.dead_letter_dir == str(tmp_path.resolve() / "dead-letter")
+    assert c.delivery.on_observer_error is OnObserverError.DEAD_LETTER
+    factory = loaded(c)
+    assert dead_letter_dir(c.delivery, factory) == str(tmp_path.resolve() / "dead-letter")
+    assert config("--observer", "log", *argv).delivery.observer.options == ()
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["--on-observer-error", "dead-letter"], "needs --dead-letter-dir"),
+        (["--observer", "spark"], "--output"),
+        (["--observer", "spark", "--output", "s3://bucket/x"], "s3://"),
+    ],
+)
+def test_observers_that_cannot_be_made_say_which_flags(argv: list[str], problem: str) -> None:
+    c = config(*argv)
+    with pytest.raises(PluginLoadError, match=problem):
+        dead_letter_dir(c.delivery, loaded(c))
 
 
 @pytest.mark.parametrize(
@@ -95,9 +137,6 @@ def test_a_local_spark_output_gets_a_dead_letter_folder(tmp_path: Path) -> None:
         (["--start-time", "2026-01-01T00:00:00Z", "--start-from-now"], "exclude each other"),
         (["--initial-scan", "--start-from-now"], "--initial-scan sets where the feed starts"),
         (["--lease-expiration", "3", "--renew-interval", "2"], "renew"),
-        (["--on-observer-error", "dead-letter"], "needs --dead-letter-dir"),
-        (["--observer", "spark"], "--output"),
-        (["--observer", "spark", "--output", "s3://bucket/x"], "s3://"),
     ],
 )
 def test_options_that_make_no_host_say_which_flags(argv: list[str], problem: str) -> None:
@@ -128,17 +167,9 @@ def test_the_filter_options_make_one_canonical_filter_and_variables_take_several
         ).reading.identity.text()
     )
     assert config().reading.change.is_empty
-    seen: list[RunOptions] = []
-    command = command_named("run")
-    original = command.callback
-    command.callback = lambda **params: seen.append(RunOptions(**params))
-    try:
-        env = {"CFP_CONTAINER": "a b*", "CFP_BLOB_TYPE": "AppendBlob", "CFP_BLOB_PREFIX": "x/"}
-        assert CliRunner().invoke(main, ["run"], env=env).exit_code == 0
-    finally:
-        command.callback = original
-    assert seen[0].containers == ("a", "b*") and seen[0].blob_types == ("AppendBlob",)
-    assert seen[0].blob_prefix == "x/"
+    env = {"CFP_CONTAINER": "a b*", "CFP_BLOB_TYPE": "AppendBlob", "CFP_BLOB_PREFIX": "x/"}
+    o = parsed(env=env)
+    assert o.containers == ("a", "b*") and o.blob_types == ("AppendBlob",) and o.blob_prefix == "x/"
 
 
 def test_an_end_time_must_come_after_the_start() -> None:

@@ -10,13 +10,13 @@ from observers import PluginLoadError
 from observers.builtin.spark.session.container import blob_endpoint
 from observers.builtin.spark.session.output import (
     SECRET_SETTINGS,
-    StorageAccess,
     delta_rs_options,
     excluded_container,
     hadoop_settings,
     parse_output,
 )
 from observers.builtin.spark.tables import check_layout
+from observers.options import StorageAccess
 from processor.connection import azurite_connection_string, storage_access
 
 KEY = "a2V5LW9mLXRoZS1hY2NvdW50LW5vdC1hLXJlYWwtb25l"
