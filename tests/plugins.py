@@ -79,14 +79,14 @@ class PoisonJsonl(PacedJsonl):
         if PoisonJsonl.failures_left is None:
             PoisonJsonl.failures_left = int(os.environ.get("CFP_TEST_FAIL_FIRST", "0"))
 
-    def process_changes(self, ctx: PartitionContext, events: Sequence[ChangeEvent]) -> None:
+    def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
         with PoisonJsonl.lock:
             fail = bool(PoisonJsonl.failures_left)
             if fail and PoisonJsonl.failures_left is not None:
                 PoisonJsonl.failures_left -= 1
         if fail:
             raise RuntimeError("transient failure")
-        poisoned = [e.id for e in events if e.id in self._poison]
+        poisoned = [i for i in batch.changes().column("id").to_pylist() if i in self._poison]
         if poisoned:
             raise ValueError(f"poison events {poisoned}")
-        super().process_changes(ctx, events)
+        super().process_arrow(ctx, batch)

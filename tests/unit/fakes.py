@@ -139,3 +139,14 @@ def in_memory_config(name: str, observer: str, timings: Timings) -> HostConfig:
     """A host of processor "p" over in-memory stores (no connection string is read)."""
     placement = Placement("", "", lease_table="leases", processor_name="p", host_name=HostId(name))
     return HostConfig(placement, DeliveryPolicy(ObserverChoice(observer)), timings)
+
+
+RAW = {  # one change feed record, as the service writes it (schema version 5)
+    "schemaVersion": 5,
+    "topic": "/subscriptions/x",
+    "subject": "/blobServices/default/containers/photos/blobs/2026/a b.jpg",
+    "eventType": "BlobCreated",
+    "eventTime": "2026-03-04T05:06:07.1234567Z",
+    "id": "e-1",
+    "data": {"sequencer": "00000000000000010000000000000002000000000000001d", "api": "PutBlob"},
+}

@@ -16,6 +16,7 @@ from observers import (
     ChangeEvent,
     EventBatch,
 )
+from tests.unit.fakes import RAW
 
 
 def batch(positions: list[str], *, columns: bool) -> ArrowBatch:
@@ -60,17 +61,6 @@ def test_after_slices_what_was_made_already() -> None:
     assert tail.json().to_pylist() == ['{"id":"b"}', '{"id":"c"}']
     assert tail.records.column("n").to_pylist() == [1, 2]
     assert whole.after("") is whole and len(whole.after("c")) == 0
-
-
-RAW = {
-    "schemaVersion": 5,
-    "topic": "/subscriptions/x",
-    "subject": "/blobServices/default/containers/photos/blobs/2026/a b.jpg",
-    "eventType": "BlobCreated",
-    "eventTime": "2026-03-04T05:06:07.1234567Z",
-    "id": "e-1",
-    "data": {"sequencer": "00000000000000010000000000000002000000000000001d", "api": "PutBlob"},
-}
 
 
 def test_change_event_from_a_raw_record() -> None:

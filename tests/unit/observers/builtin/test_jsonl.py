@@ -10,16 +10,7 @@ from observers import (
     PartitionContext,
 )
 from observers.builtin.jsonl import JsonlObserver, JsonlOptions
-
-RAW = {
-    "schemaVersion": 5,
-    "topic": "/subscriptions/x",
-    "subject": "/blobServices/default/containers/photos/blobs/2026/a b.jpg",
-    "eventType": "BlobCreated",
-    "eventTime": "2026-03-04T05:06:07.1234567Z",
-    "id": "e-1",
-    "data": {"sequencer": "00000000000000010000000000000002000000000000001d", "api": "PutBlob"},
-}
+from tests.unit.fakes import RAW
 
 
 def ctx() -> PartitionContext:
