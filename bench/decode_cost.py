@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from observers.builtin.spark.changelog.records import made_up_records
+from observers.builtin.spark.changelog.made_up_records import made_up_records
 from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
 from processor.changefeed.decoding.columnar import NativeDecoder, decode_window, record_json
 from processor.changefeed.decoding.decode import decode_blocks

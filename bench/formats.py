@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 
 from observers import changes as schema
-from observers.builtin.spark.changelog.records import made_up_records
+from observers.builtin.spark.changelog.made_up_records import made_up_records
 from observers.formats import Format
 from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
 from processor.changefeed.decoding.columnar import decode_window

@@ -10,7 +10,7 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from observers.builtin.spark.changelog.records import made_up_records
+from observers.builtin.spark.changelog.made_up_records import made_up_records
 from observers.envelope import epoch_ms
 from observers.events import ArrowBatch, EventBatch
 from observers.formats import Format, format_lines, render

@@ -41,7 +41,7 @@ from observers.builtin.spark.changelog.lease_writes import (
     fence_ahead,
     sync_ahead,
 )
-from observers.builtin.spark.changelog.records import made_up_changes
+from observers.builtin.spark.changelog.made_up_records import made_up_changes
 from observers.builtin.spark.changelog.write_queue import Pending, WriteQueue
 from observers.builtin.spark.faults import commit_pauses
 from observers.builtin.spark.session.output import parse_output
