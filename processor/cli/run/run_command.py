@@ -57,7 +57,7 @@ def run_command(**params: Any) -> None:
     given = {ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT}
     o = run_options(params, lambda name: ctx.get_parameter_source(name) in given)
     for key, _, value in (pair.partition("=") for pair in o.observer_options):
-        if key.endswith("connection_string"):  # a secret: out of every log line from now on
+        if key.replace("-", "_").endswith("connection_string"):  # a secret: out of every log
             register_connection_string(value)
     clock = SystemClock(faults.clock_skew_s())
     try:
