@@ -26,11 +26,11 @@ from processor.cli.run.run_options import (
     READING_OPTIONS,
     SPARK_OPTIONS,
     WHERE_OPTIONS,
+    keep_secrets_out,
     run_options,
 )
 from processor.clock import SystemClock
 from processor.host.host_config import default_host_name
-from processor.redact import register_connection_string
 from processor.runtime import keep_pandas_out, tune_gc, tune_memory
 
 RUN_OPTIONS: dict[str, Options] = {
@@ -56,9 +56,7 @@ def run_command(**params: Any) -> None:
     ctx = click.get_current_context()
     given = {ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT}
     o = run_options(params, lambda name: ctx.get_parameter_source(name) in given)
-    for key, _, value in (pair.partition("=") for pair in o.observer_options):
-        if key.replace("-", "_").endswith("connection_string"):  # a secret: out of every log
-            register_connection_string(value)
+    keep_secrets_out(o)
     clock = SystemClock(faults.clock_skew_s())
     try:
         conn = connection.resolve(o.connection_string)

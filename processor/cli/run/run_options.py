@@ -46,6 +46,7 @@ from processor.host.host_config import (
 )
 from processor.plugins.observer_calls import DEFAULT_OBSERVER_THREADS
 from processor.reading.retention_gaps import OnGap
+from processor.redact import register_connection_string
 
 # which processor, in which lease table, as which host
 WHERE_OPTIONS: Options = (
@@ -388,3 +389,11 @@ def _spark_options(params: dict[str, Any], given: Callable[[str], bool]) -> tupl
             values = value if isinstance(value, tuple) else (value,)
             pairs += [f"{key}={str(v).lower() if isinstance(v, bool) else v}" for v in values]
     return tuple(pairs)
+
+
+def keep_secrets_out(o: RunOptions) -> None:
+    """An observer option whose key names a connection string (`output_connection_string`,
+    dashes or not) is a secret: out of every log line and error from now on."""
+    for key, _, value in (pair.partition("=") for pair in o.observer_options):
+        if key.replace("-", "_").endswith("connection_string"):
+            register_connection_string(value)

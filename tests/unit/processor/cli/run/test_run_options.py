@@ -16,11 +16,12 @@ from observers import ObserverFactory, PluginHost, PluginLoadError
 from observers.formats import Format
 from processor.cli.main import command_named, main
 from processor.cli.run.host_settings import ConfigError, RunOptions, host_config
-from processor.cli.run.run_options import run_options
+from processor.cli.run.run_options import keep_secrets_out, run_options
 from processor.connection import DEFAULT_CONNECTION_STRING, storage_access
 from processor.host.assembly import dead_letter_dir
 from processor.host.host_config import HostConfig, OnObserverError
 from processor.plugins import load_observer_factory
+from processor.redact import redact
 
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
 HOST = PluginHost(
@@ -191,3 +192,14 @@ def test_observer_options_and_threads_reach_the_delivery_policy(
     monkeypatch.setenv("CFP_OBSERVER_THREADS", "3")
     c = config("--observer", "m:Name")
     assert c.delivery.observer.options == ("rows=7", "directory=/tmp/x") and c.delivery.threads == 3
+
+
+def test_a_connection_string_given_as_an_observer_option_is_kept_out_of_logs() -> None:
+    """`--observer-option output-connection-string=...` (the Spark flag's key, dashes or not):
+    its key is a secret from the moment `cfp run` reads its options, before the observer loads."""
+    key = "bm90LWEtcmVhbC1rZXktb2J2aW91c2x5"
+    conn = f"AccountName=elsewhere;AccountKey={key}"
+    o = parsed("--observer", "m:Name", "--observer-option", f"output-connection-string={conn}")
+    assert key in redact(f"the key {key}")  # not yet a known secret
+    keep_secrets_out(o)
+    assert key not in redact(f"the key {key}")
