@@ -49,7 +49,6 @@ class JsonlObserver:
 
     def __init__(self, options: JsonlOptions) -> None:
         self.options = options
-        self.format = options.format
         self._out: tuple[IO[bytes], threading.Lock] | None = None  # the host's file, at first use
 
     def path(self, host_name: str) -> Path:
@@ -58,8 +57,8 @@ class JsonlObserver:
     def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
         """Lines from the batch's columns: each record's JSON is embedded as it is, never made
         into a dict and back."""
-        if self.format is not Format.NATIVE:
-            self._write(ctx, format_lines(batch, self.format))
+        if self.options.format is not Format.NATIVE:
+            self._write(ctx, format_lines(batch, self.options.format))
             return
         now = time.time_ns()
         rows = batch.changes()

@@ -37,8 +37,8 @@ from processor.host.ownership.worker_supervisor import WorkerSupervisor
 from processor.host.worker.feed_watcher import CATALOG_AGE_POLLS, FeedWatcher
 from processor.host.worker.worker import ReaderFactory, run_worker
 from processor.host.worker.worker_env import WorkerEnv
-from processor.plugins import ObserverChoice, load_observer_factory
 from processor.plugins.observer_calls import observer_pool
+from processor.plugins.observer_loading import ObserverChoice, load_observer_factory
 from processor.reading.processor_identity import claim_identity
 
 log = structlog.get_logger("cfp.host")

@@ -16,8 +16,8 @@ from leases.policy.timings import DEFAULT_STUCK_AFTER_S, Timings
 from leases.store.table_settings import DEFAULT_LEASE_PARTITIONS
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS
-from processor.plugins import ObserverChoice
 from processor.plugins.observer_calls import DEFAULT_OBSERVER_THREADS
+from processor.plugins.observer_loading import ObserverChoice
 from processor.reading.processor_identity import ProcessorIdentity
 from processor.reading.retention_gaps import OnGap
 

@@ -24,7 +24,7 @@ from processor.host.host_config import (
     Placement,
     Reading,
 )
-from processor.plugins import ObserverChoice
+from processor.plugins.observer_loading import ObserverChoice
 from processor.reading.retention_gaps import OnGap
 
 

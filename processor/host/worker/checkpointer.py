@@ -19,7 +19,7 @@ from processor.host.ownership.held_lease import HeldLease
 from processor.host.worker.checkpoint_ledger import CheckpointLedger
 from processor.host.worker.delivery import check_still_ours
 from processor.host.worker.worker_env import WorkerEnded, WorkerEnv
-from processor.plugins import ObserverCalls
+from processor.plugins.observer_calls import ObserverCalls
 from processor.reading.lease_position import LeasePosition
 from processor.waiting import wait_any
 

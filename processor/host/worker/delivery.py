@@ -31,7 +31,7 @@ from processor.changefeed.selection import parse_event_time
 from processor.host.host_config import OnObserverError
 from processor.host.ownership.held_lease import HeldLease
 from processor.host.worker.worker_env import WorkerEnded, WorkerEnv
-from processor.plugins import ObserverCalls
+from processor.plugins.observer_calls import ObserverCalls
 from processor.reading.lease_position import LeasePosition
 from processor.reading.lease_reader import Batch
 from processor.waiting import wait_any

@@ -35,7 +35,7 @@ from processor.host.worker.delivery import Delivery, NotDelivered, check_still_o
 from processor.host.worker.feed_watcher import WAKE_ANYWAY_POLLS
 from processor.host.worker.gap_step import step_over_gap
 from processor.host.worker.worker_env import WorkerEnded, WorkerEnv
-from processor.plugins import ObserverCalls
+from processor.plugins.observer_calls import ObserverCalls
 from processor.reading.lease_position import LeasePosition
 from processor.reading.lease_reader import LeaseRead, LeaseReader, Reader, Step
 from processor.reading.retention_gaps import OnGap
