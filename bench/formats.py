@@ -24,6 +24,7 @@ import pyarrow as pa
 from observers import changes as schema
 from observers.builtin.spark.changelog.made_up_records import made_up_records
 from observers.formats import Format
+from observers.origin import Origin
 from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
 from processor.changefeed.decoding.columnar import decode_window
 from processor.changefeed.position import ShardPosition
@@ -92,8 +93,7 @@ def main() -> None:
 
     def lines(fmt: Format) -> Callable[[], object]:
         return lambda: [
-            formatted_lines(b, len(b), fmt, stream_name="bench", read_timestamp=read_at)
-            for b in work
+            formatted_lines(b, len(b), fmt, processor="bench", read_at=read_at) for b in work
         ]
 
     def rows(envelope: bool) -> Callable[[], object]:
@@ -104,8 +104,7 @@ def main() -> None:
             try:
                 return [
                     schema.arrow_changes(
-                        b.table, b.positions(), b.json(), shard="00", segment=SEGMENT,
-                        stream_name="bench", read_timestamp=read_at,
+                        b.table, b.positions(), b.json(), Origin("00", SEGMENT, "bench", read_at),
                     )
                     for b in work
                 ]  # fmt: skip

@@ -43,11 +43,8 @@ def stream_rate(
     """(b): rows written, seconds from the session's opening to the first query's end, each
     query's own seconds, and the micro-batches the first one took."""
     opened = time.perf_counter()
-    spark = open_session(
-        SparkOptions(
-            parse_output("/unused"), master=master, app_name="source", on_session=(register,)
-        )
-    )
+    spark = open_session(SparkOptions(parse_output("/unused"), master=master, app_name="source"))
+    register(spark)
     seconds: list[float] = []
     total, batches = 0.0, 0
     try:

@@ -2,7 +2,8 @@
 
 Plugins import only from here. What a host hands over: `PartitionContext` (the lease, its epoch,
 its checkpoint), `ArrowBatch` (the batch as Arrow columns, for `ArrowObserver.process_arrow`)
-or `EventBatch` of `ChangeEvent`s (for `Observer.process_changes`), and `CloseReason`. The
+or `EventBatch` of `ChangeEvent`s (for `Observer.process_changes`), each with its `Origin`
+(the lease, segment, processor and read time its events share), and `CloseReason`. The
 columns of `ArrowBatch.changes()` are `CHANGES_SCHEMA`; `Op` and `ReadMethod` are the values of
 its `op` and `read_method` columns, and `BadEventError` what a record that cannot be made into
 them raises. `LeaseLostError` and `ReplayRequired` are what an observer may raise;
@@ -22,6 +23,7 @@ from observers.envelope import Op, ReadMethod
 from observers.errors import BadEventError, PluginLoadError, ReplayRequired
 from observers.formats import Format
 from observers.options import PluginHost, StorageAccess
+from observers.origin import Origin
 from observers.protocol import (
     ArrowBatch,
     ArrowObserver,
@@ -71,6 +73,7 @@ __all__ = [
     "Observer",
     "ObserverFactory",
     "Op",
+    "Origin",
     "PartitionContext",
     "PluginHost",
     "PluginLoadError",

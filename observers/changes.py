@@ -25,11 +25,11 @@ from observers.envelope import (
     BACKFILL_EVENT,
     DELETE_EVENTS,
     PROPERTY_FIELDS,
-    SCAN_SEGMENT_PREFIX,
     Op,
     ReadMethod,
 )
 from observers.errors import BadEventError
+from observers.origin import Origin
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 TAGS = pa.map_(pa.string(), pa.string())
@@ -64,7 +64,8 @@ CHANGES_SCHEMA = pa.schema(
     ]
 )
 """One row per event. `position` orders the events of one shard (see `event_position`); `raw` is the
-record as decoded, as JSON. `segment` is the begin time of the event's segment. `tags` are the
+record as decoded, as JSON. `shard`, `segment` (the begin time of the event's segment),
+`stream_name` and `read_timestamp` are the batch's `Origin` (`observers.origin`). `tags` are the
 blob's index tags after a tag change (`data.blobTagsUpdated.current`, schema v5+), else null.
 The last five columns are the envelope's (`observers.envelope`); its other fields are columns
 under their change log names: object = container, key = blob, uuid = id, source_timestamp =
@@ -99,74 +100,35 @@ _RECORD = pa.struct(
 _SUBJECT = r"^/blobServices/default/containers/(?P<container>.*?)(?:/blobs/(?P<blob>.*))?$"
 
 
-def segment_begin(segment: str) -> datetime:
-    """`idx/segments/2026/01/01/0100/meta.json` -> 2026-01-01 01:00 UTC; the initial scan's
-    `scan/<start time>` -> its start time."""
-    if segment.startswith(SCAN_SEGMENT_PREFIX):
-        return datetime.fromisoformat(segment.removeprefix(SCAN_SEGMENT_PREFIX)).astimezone(UTC)
-    parts = segment.removeprefix("idx/segments/").removesuffix("/meta.json").split("/")
-    year, month, day, hhmm = (int(p) for p in parts)
-    return datetime(year, month, day, hhmm // 100, hhmm % 100, tzinfo=UTC)
-
-
 def arrow_changes(
     records: pa.Table,
     positions: pa.Array,
     raw: pa.Array,
-    *,
-    shard: str,
-    segment: str,
-    stream_name: str = "",
-    read_timestamp: datetime | None = None,
+    origin: Origin,
 ) -> pa.Table:
     """Decoded records as Arrow columns (one row each, as the chunk's writer schema gives them;
-    their `positions` and their JSON `raw`) as rows of `CHANGES_SCHEMA`.
+    their `positions`, their JSON `raw` and the batch's `origin`) as rows of `CHANGES_SCHEMA`.
 
     Errors: `BadEventError` when a record has no readable `eventTime`."""
     parsed = records.combine_chunks().to_struct_array().combine_chunks()
-    return _rows(
-        parsed,
-        _strings(positions),
-        _strings(raw),
-        shard=shard,
-        segment=segment,
-        stream_name=stream_name,
-        read_timestamp=read_timestamp,
-    )
+    return _rows(parsed, _strings(positions), _strings(raw), origin)
 
 
 def records_table(
     records: Sequence[Mapping[str, Any]],
     positions: Sequence[str],
-    *,
-    shard: str | Sequence[str],
-    segment: str | Sequence[str],
-    stream_name: str | Sequence[str] = "",
-    read_timestamp: datetime | Sequence[datetime] | None = None,
+    origin: Origin | Sequence[Origin],
 ) -> pa.Table:
-    """Decoded records as Python dicts (with their positions, shard and segment, the
-    processor's name and when they were read; each one value, or one per record) as rows of
-    `CHANGES_SCHEMA`."""
-    return _rows(
-        _record_array(records),
-        pa.array(positions, _STRING),
-        json_column(records),
-        shard=shard,
-        segment=segment,
-        stream_name=stream_name,
-        read_timestamp=read_timestamp,
-    )
+    """Decoded records as Python dicts (with their positions and their origin: the batch's, or
+    one per record) as rows of `CHANGES_SCHEMA`."""
+    return _rows(_record_array(records), pa.array(positions, _STRING), json_column(records), origin)
 
 
 def _rows(
     parsed: pa.StructArray,
     positions: pa.Array,
     raw: pa.Array,
-    *,
-    shard: str | Sequence[str],
-    segment: str | Sequence[str],
-    stream_name: str | Sequence[str],
-    read_timestamp: datetime | Sequence[datetime] | None,
+    origin: Origin | Sequence[Origin],
 ) -> pa.Table:
     n = len(parsed)
     if len(positions) != n:
@@ -191,26 +153,35 @@ def _rows(
         columns[column] = value
     columns["tags"] = _current_tags(_field(data, "blobTagsUpdated"), n)
     columns["schema_version"] = _typed(_field(parsed, "schemaVersion"), pa.int64(), n)
-    columns["shard"] = _repeat(shard, n, _STRING)
-    columns["segment"] = (
-        pa.repeat(pa.scalar(segment_begin(segment), TIMESTAMP), n)
-        if isinstance(segment, str)
-        else pa.array([segment_begin(s) for s in segment], TIMESTAMP)
-    )
     columns["position"] = positions
     columns["raw"] = raw
-    columns.update(_envelope_columns(columns, n, stream_name, read_timestamp))
+    columns.update(_origin_columns(origin, n))
+    columns.update(_envelope_columns(columns, n))
     return pa.Table.from_arrays(
         [columns[name] for name in CHANGES_SCHEMA.names], schema=CHANGES_SCHEMA
     )
 
 
-def _envelope_columns(
-    columns: Mapping[str, pa.Array],
-    n: int,
-    stream_name: str | Sequence[str],
-    read_timestamp: datetime | Sequence[datetime] | None,
-) -> dict[str, pa.Array]:
+def _origin_columns(origin: Origin | Sequence[Origin], n: int) -> dict[str, pa.Array]:
+    """The origin's four columns: one value repeated, or one origin per row."""
+    if isinstance(origin, Origin):
+        return {
+            "shard": pa.repeat(pa.scalar(origin.lease, _STRING), n),
+            "segment": pa.repeat(pa.scalar(origin.segment_begin, TIMESTAMP), n),
+            "stream_name": pa.repeat(pa.scalar(origin.processor, _STRING), n),
+            "read_timestamp": pa.repeat(pa.scalar(origin.read_at, TIMESTAMP), n),
+        }
+    if len(origin) != n:
+        raise ValueError(f"{n} records but {len(origin)} origins")
+    return {
+        "shard": pa.array([o.lease for o in origin], _STRING),
+        "segment": pa.array([o.segment_begin for o in origin], TIMESTAMP),
+        "stream_name": pa.array([o.processor for o in origin], _STRING),
+        "read_timestamp": pa.array([o.read_at for o in origin], TIMESTAMP),
+    }
+
+
+def _envelope_columns(columns: Mapping[str, pa.Array], n: int) -> dict[str, pa.Array]:
     """The envelope's own columns, as `ChangeEvent.envelope()` gives them, column-wise."""
     event_type = columns["event_type"]
     backfill = pc.equal(event_type, _text_scalar(BACKFILL_EVENT))
@@ -220,7 +191,6 @@ def _envelope_columns(
         _text_scalar(ReadMethod.CHANGE_FEED.value),
     )
     deleted = pc.is_in(event_type, value_set=pa.array(sorted(DELETE_EVENTS), _STRING))
-    when = datetime.now(UTC) if read_timestamp is None else read_timestamp
     rank = pc.if_else(backfill, _text_scalar("0"), _text_scalar("1"))
     # sort_keys: [rank, sequencer, id] per row, interleaved from three columns in one take
     parts = pa.concat_arrays([rank, columns["sequencer"], columns["id"]])
@@ -230,14 +200,8 @@ def _envelope_columns(
         parts.take(pa.array(order, pa.int64())),
     )
     return {
-        "stream_name": _repeat(stream_name, n, _STRING),
         "read_method": method,
         "op": pc.if_else(deleted, _text_scalar(Op.DELETE.value), _text_scalar(Op.UPSERT.value)),
-        "read_timestamp": (
-            pa.repeat(pa.scalar(when, TIMESTAMP), n)
-            if isinstance(when, datetime)
-            else pa.array(list(when), TIMESTAMP)
-        ),
         "sort_keys": keys,
     }
 
@@ -320,12 +284,6 @@ def _text(values: pa.Array | None) -> pa.Array:
 def _text_scalar(value: str) -> pa.Scalar:
     """A typed scalar: pyarrow imports pandas (1-2 s) to infer the type of an untyped one."""
     return pa.scalar(value, _STRING)
-
-
-def _repeat(value: str | Sequence[str], n: int, kind: pa.DataType) -> pa.Array:
-    if isinstance(value, str):
-        return pa.repeat(pa.scalar(value, kind), n)
-    return pa.array(list(value), kind)
 
 
 def _event_times(texts: pa.Array, positions: pa.Array) -> pa.Array:

@@ -10,7 +10,7 @@ import bisect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from observers.envelope import (
     BACKFILL_EVENT,
@@ -21,6 +21,7 @@ from observers.envelope import (
     op_of,
     sort_keys,
 )
+from observers.origin import Origin
 
 if TYPE_CHECKING:  # pyarrow loads with the first batch, not with the contract (`cfp --help`)
     import pyarrow as pa
@@ -32,8 +33,8 @@ _SUBJECT_HEAD = "/blobServices/default/containers/"
 class ChangeEvent:
     """One change feed event. `raw` is the record exactly as decoded with its chunk's schema.
 
-    `stream_name` is the processor's name and `read_timestamp` when the host read the batch;
-    with them `envelope()` gives the normalised view (see `observers.envelope`)."""
+    `origin` says where and when its batch was read (None: an event made by hand); with it
+    `envelope()` gives the normalised view (see `observers.envelope`)."""
 
     id: str
     event_type: str
@@ -43,22 +44,12 @@ class ChangeEvent:
     blob: str
     sequencer: str
     raw: Mapping[str, Any]
-    shard: str = ""
-    segment: str = ""
     position: str = ""  # sorts like the lease's events; the same event always has the same one
-    stream_name: str = ""
-    read_timestamp: datetime | None = None
+    origin: Origin | None = None
 
     @classmethod
     def from_raw(
-        cls,
-        raw: Mapping[str, Any],
-        *,
-        shard: str = "",
-        segment: str = "",
-        position: str = "",
-        stream_name: str = "",
-        read_timestamp: datetime | None = None,
+        cls, raw: Mapping[str, Any], *, position: str = "", origin: Origin | None = None
     ) -> ChangeEvent:
         subject = str(raw.get("subject") or "")
         container, blob = "", ""
@@ -76,11 +67,8 @@ class ChangeEvent:
             blob=blob,
             sequencer=str(sequencer or ""),
             raw=raw,
-            shard=shard,
-            segment=segment,
             position=position,
-            stream_name=stream_name,
-            read_timestamp=read_timestamp,
+            origin=origin,
         )
 
     @property
@@ -98,22 +86,23 @@ class ChangeEvent:
 
     def envelope(self) -> Envelope:
         """This event in the normalised shape; `payload` is the record as decoded."""
+        origin = self.origin or Origin("", "")
         return Envelope(
-            stream_name=self.stream_name,
+            stream_name=origin.processor,
             read_method=self.read_method,
             object=self.container,
             key=self.blob,
             op=self.op,
             uuid=self.id,
             source_timestamp=self.event_time,
-            read_timestamp=self.read_timestamp or datetime.now(UTC),
+            read_timestamp=origin.read_at,
             sort_keys=self.sort_keys,
             payload=self.raw,
             source_metadata={
                 "event_type": self.event_type,
                 "sequencer": self.sequencer,
-                "shard": self.shard,
-                "segment": self.segment,
+                "shard": origin.lease,
+                "segment": origin.segment_path,
                 "position": self.position,
                 "is_deleted": self.op is Op.DELETE,
             },
@@ -130,7 +119,7 @@ class ArrowBatch:
     - `records`: the records as decoded with their chunk's writer schema (`data` a struct,
       enums dictionary-encoded text, maps Arrow maps; the fields of that schema version).
     - `positions`: each event's `position` (a string column; see `ChangeEvent.position`).
-    - `shard`, `segment`, `stream_name` (the processor), `read_timestamp`: as on every event.
+    - `origin`: the lease, segment, processor and read time every event of the batch shares.
     - `json()`: each record as JSON text, as `cfp read` prints it; `changes()`: the rows in the
       change log's typed schema (`observers.changes.CHANGES_SCHEMA`), for writing to a table;
       `dicts()`: the records as Python dicts. Each is made on first call, then kept.
@@ -138,28 +127,14 @@ class ArrowBatch:
     Share, do not change: the columns are slices of the host's decoded windows.
     """
 
-    __slots__ = (
-        "_changes",
-        "_dicts",
-        "_json",
-        "_json_of",
-        "_records",
-        "positions",
-        "read_timestamp",
-        "segment",
-        "shard",
-        "stream_name",
-    )
+    __slots__ = ("_changes", "_dicts", "_json", "_json_of", "_records", "origin", "positions")
 
     def __init__(
         self,
         records: pa.Table,
         positions: pa.Array,
+        origin: Origin,
         *,
-        shard: str,
-        segment: str,
-        stream_name: str = "",
-        read_timestamp: datetime | None = None,
         json: Callable[[], pa.Array] | None = None,
     ) -> None:
         if records.num_rows != len(positions):
@@ -167,24 +142,14 @@ class ArrowBatch:
         self._records: pa.Table | None = records
         self._dicts: list[dict[str, Any]] | None = None
         self.positions = positions
-        self.shard = shard
-        self.segment = segment
-        self.stream_name = stream_name
-        self.read_timestamp = read_timestamp or datetime.now(UTC)
+        self.origin = origin
         self._json_of = json
         self._json: pa.Array | None = None
         self._changes: pa.Table | None = None
 
     @classmethod
     def from_records(
-        cls,
-        records: Sequence[Mapping[str, Any]],
-        positions: Sequence[str],
-        *,
-        shard: str,
-        segment: str,
-        stream_name: str = "",
-        read_timestamp: datetime | None = None,
+        cls, records: Sequence[Mapping[str, Any]], positions: Sequence[str], origin: Origin
     ) -> ArrowBatch:
         """A batch of records made in Python (the initial scan's): kept as they are, their
         columns inferred only if asked for."""
@@ -192,14 +157,7 @@ class ArrowBatch:
 
         if len(records) != len(positions):
             raise ValueError(f"{len(records)} records but {len(positions)} positions")
-        batch = cls(
-            pa.table({}),
-            pa.array([], pa.string()),
-            shard=shard,
-            segment=segment,
-            stream_name=stream_name,
-            read_timestamp=read_timestamp,
-        )
+        batch = cls(pa.table({}), pa.array([], pa.string()), origin)
         batch._records, batch._dicts = None, [dict(r) for r in records]
         batch.positions = pa.array(positions, pa.string())
         return batch
@@ -215,8 +173,7 @@ class ArrowBatch:
             return self
         tail = ArrowBatch.__new__(ArrowBatch)
         tail.positions = self.positions.slice(lo)
-        tail.shard, tail.segment = self.shard, self.segment
-        tail.stream_name, tail.read_timestamp = self.stream_name, self.read_timestamp
+        tail.origin = self.origin
         tail._records = None if self._records is None else self._records.slice(lo)
         tail._dicts = None if self._dicts is None else self._dicts[lo:]
         tail._changes = None if self._changes is None else self._changes.slice(lo)
@@ -256,23 +213,10 @@ class ArrowBatch:
 
         if self._changes is None:
             if self._records is None and self._dicts is not None:  # made in Python
-                self._changes = records_table(
-                    self._dicts,
-                    self.positions.to_pylist(),
-                    shard=self.shard,
-                    segment=self.segment,
-                    stream_name=self.stream_name,
-                    read_timestamp=self.read_timestamp,
-                )
+                self._changes = records_table(self._dicts, self.positions.to_pylist(), self.origin)
             else:
                 self._changes = arrow_changes(
-                    self.records,
-                    self.positions,
-                    self.json(),
-                    shard=self.shard,
-                    segment=self.segment,
-                    stream_name=self.stream_name,
-                    read_timestamp=self.read_timestamp,
+                    self.records, self.positions, self.json(), self.origin
                 )
         return self._changes
 
@@ -304,20 +248,8 @@ class EventBatch(Sequence[ChangeEvent]):
         return self._positions
 
     @property
-    def shard(self) -> str:
-        return self.arrow.shard
-
-    @property
-    def segment(self) -> str:
-        return self.arrow.segment
-
-    @property
-    def stream_name(self) -> str:
-        return self.arrow.stream_name
-
-    @property
-    def read_timestamp(self) -> datetime:
-        return self.arrow.read_timestamp
+    def origin(self) -> Origin:
+        return self.arrow.origin
 
     def __len__(self) -> int:
         return len(self._events)
@@ -331,14 +263,8 @@ class EventBatch(Sequence[ChangeEvent]):
             return [self[i] for i in range(*index.indices(len(self)))]
         event = self._events[index]
         if event is None:
-            a = self.arrow
             event = self._events[index] = ChangeEvent.from_raw(
-                self.records[index],
-                shard=a.shard,
-                segment=a.segment,
-                position=self.positions[index],
-                stream_name=a.stream_name,
-                read_timestamp=a.read_timestamp,
+                self.records[index], position=self.positions[index], origin=self.arrow.origin
             )
         return event
 
@@ -359,11 +285,9 @@ def changes_table(events: Sequence[ChangeEvent] | ArrowBatch) -> pa.Table:
         return events.changes()
     if isinstance(events, EventBatch):
         return events.arrow.changes()
+    origins = [e.origin for e in events]
+    if None in origins:
+        raise ValueError(f"event {origins.index(None)} has no origin: no change log row names it")
     return records_table(
-        [e.raw for e in events],
-        [e.position for e in events],
-        shard=[e.shard for e in events],
-        segment=[e.segment for e in events],
-        stream_name=[e.stream_name for e in events],
-        read_timestamp=[e.read_timestamp or datetime.now(UTC) for e in events],
+        [e.raw for e in events], [e.position for e in events], cast("list[Origin]", origins)
     )

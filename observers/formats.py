@@ -17,7 +17,6 @@ is embedded as it is. docs/observers.md shows one example of each.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from enum import StrEnum
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
@@ -28,6 +27,7 @@ import orjson
 
 from observers.envelope import PROPERTY_FIELDS, Op, ReadMethod, envelope_document, epoch_ms
 from observers.events import ArrowBatch, ChangeEvent
+from observers.origin import Origin
 
 _ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"  # of microsecond timestamps: `iso_utc`'s shape
 _PROPERTIES = (*PROPERTY_FIELDS, "tags")
@@ -54,6 +54,7 @@ def render(event: ChangeEvent, fmt: Format) -> Any:
 
 
 def debezium(event: ChangeEvent) -> dict[str, Any]:
+    origin = event.origin or Origin("", "")
     return _debezium(
         event.container,
         event.blob,
@@ -61,13 +62,13 @@ def debezium(event: ChangeEvent) -> dict[str, Any]:
         event.op.value,
         event.read_method.value,
         event.event_type,
-        event.stream_name,
+        origin.processor,
         epoch_ms(event.event_time),
-        epoch_ms(event.read_timestamp or datetime.now(UTC)),
+        epoch_ms(origin.read_at),
         event.id,
         event.sequencer,
-        event.shard,
-        event.segment,
+        origin.lease,
+        origin.segment_path,
         event.position,
     )
 
@@ -151,12 +152,13 @@ def format_lines(batch: ArrowBatch, fmt: Format) -> bytes:
         return b"".join(f"{text}\n".encode() for text in batch.json().to_pylist())
     c = _Columns(batch.changes())
     n = len(batch)
-    shards, segments = [batch.shard] * n, [batch.segment] * n
+    lease, segment = batch.origin.lease, batch.origin.segment_path
+    shards, segments = [lease] * n, [segment] * n
     documents: Iterator[dict[str, Any]]
     if fmt is Format.ENVELOPE:
         metadata = (
-            {"event_type": kind, "sequencer": seq, "shard": batch.shard,
-             "segment": batch.segment, "position": pos, "is_deleted": op == Op.DELETE.value}
+            {"event_type": kind, "sequencer": seq, "shard": lease,
+             "segment": segment, "position": pos, "is_deleted": op == Op.DELETE.value}
             for kind, seq, pos, op in zip(
                 c["event_type"], c["sequencer"], c["position"], c["op"], strict=True
             )

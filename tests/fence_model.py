@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 from observers.builtin.spark.changelog.change_log import ChangeLog, LeaseFenced
 from observers.builtin.spark.changelog.fence import LeaseFence, app_id
 from observers.changes import records_table
+from observers.origin import Origin
 
 LEASE = "00"
 EVENTS = 20
@@ -63,7 +64,7 @@ def feed_rows(first: int, count: int) -> pa.Table:
         }
         for i in keys
     ]
-    return records_table(records, [position(i) for i in keys], shard=LEASE, segment=SEGMENT)
+    return records_table(records, [position(i) for i in keys], Origin(LEASE, SEGMENT))
 
 
 def _step(depth: int) -> st.SearchStrategy[Step]:

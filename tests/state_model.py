@@ -11,6 +11,7 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from observers.changes import records_table
+from observers.origin import Origin
 
 SEGMENT = "idx/segments/2026/01/01/0100/meta.json"
 BLOBS = [("c1", "a.txt"), ("c1", "dir/b c"), ("c2", "a.txt")]
@@ -123,7 +124,7 @@ def changes(events: list[Event], *, container_prefix: str = "", shard: str = "00
     """The events as change log rows (positions in the order given)."""
     records = [e.record(container_prefix) for e in events]
     positions = [f"p{i:06d}" for i in range(len(records))]
-    return records_table(records, positions, shard=shard, segment=SEGMENT)
+    return records_table(records, positions, Origin(shard, SEGMENT))
 
 
 def seen(rows: list[Row]) -> dict[tuple[str, str], Row]:

@@ -82,7 +82,7 @@ class JsonlObserver:
                     "subject": subject or "",
                     "sequencer": sequencer,
                     "eventType": event_type,
-                    "segment": batch.segment,
+                    "segment": batch.origin.segment_path,
                     "position": position,
                     "t": now,
                     "event": orjson.Fragment(raw),

@@ -74,11 +74,12 @@ class HostParts:
 
 class Host:
     def __init__(self, parts: HostParts) -> None:
+        deps, signals = parts.env.deps, parts.env.signals
         self.config = parts.config
-        self.clock = parts.env.deps.clock
+        self.clock = deps.clock
         self.lifecycle = parts.lifecycle
         self.progress = parts.progress
-        self.catalog = parts.env.deps.catalog
+        self.catalog = deps.catalog
         self.watcher = parts.watcher
         self.supervisor = parts.supervisor
         self.balancer = parts.balancer
@@ -86,9 +87,9 @@ class Host:
         self.presence = parts.presence
         self.jobs = parts.jobs
         self.renewer = parts.renewer
-        self._observer_factory = parts.env.deps.observer_factory
-        self._stop = parts.env.signals.stop  # set to drain: balancing stops, workers finish
-        self.drain = parts.env.signals.drain  # what a stop signal still waits for, how long
+        self._observer_factory = deps.observer_factory
+        self._stop = signals.stop  # set to drain: balancing stops, workers finish
+        self.drain = signals.drain  # what a stop signal still waits for, how long
 
     def stop(self) -> None:
         """Begin a graceful shutdown; calling it again does nothing more."""

@@ -11,19 +11,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
 from enum import Enum
 from typing import Protocol
 
-from observers import ArrowBatch
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.errors import FeedCorrupt
 from processor.changefeed.selection import EventFilter
-from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS, ShardBatch
+from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS
 from processor.changefeed.shard_reader import ShardReader
 from processor.changefeed.storage.layout import segment_time, shard_name
 from processor.reading.barrier import readable_segments
+from processor.reading.lease_batch import LeaseBatch
 from processor.reading.lease_position import LeasePosition
 
 
@@ -32,56 +31,6 @@ class Step(Enum):
     ADVANCED = "advanced"
     CAUGHT_UP = "caught_up"
     BLOCKED = "blocked"
-
-
-class Batch(Protocol):
-    """What a worker hands on: a shard's batch (`ShardBatch`), or a batch of the initial scan
-    (`ScanBatch`); `len()` counts the events it delivers."""
-
-    @property
-    def segment(self) -> str: ...
-    @property
-    def read_bytes(self) -> int: ...
-    @property
-    def read_share(self) -> int: ...
-    def __len__(self) -> int: ...
-    def arrow(self, *, shard: str, stream_name: str, read_timestamp: datetime) -> ArrowBatch:
-        """The batch as observers get it."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class FeedBatch:
-    """A `Batch` of the change feed: one `ShardBatch` of the lease's shard."""
-
-    read: ShardBatch
-
-    @property
-    def segment(self) -> str:
-        return self.read.segment
-
-    @property
-    def read_bytes(self) -> int:
-        return self.read.read_bytes
-
-    @property
-    def read_share(self) -> int:
-        return self.read.read_share
-
-    def __len__(self) -> int:
-        return len(self.read)
-
-    def arrow(self, *, shard: str, stream_name: str, read_timestamp: datetime) -> ArrowBatch:
-        """The records' columns as decoded (never copied), their positions and JSON."""
-        return ArrowBatch(
-            self.read.table,
-            self.read.positions(),
-            shard=shard,
-            segment=self.read.segment,
-            stream_name=stream_name,
-            read_timestamp=read_timestamp,
-            json=self.read.json,
-        )
 
 
 class Reader(Protocol):
@@ -110,7 +59,7 @@ class Reader(Protocol):
 class LeaseRead:
     step: Step
     position: LeasePosition  # after this step
-    batch: Batch | None = None
+    batch: LeaseBatch | None = None
     waiting_for: str | None = None  # the segment a BLOCKED lease wants to enter
 
 
@@ -189,7 +138,7 @@ class LeaseReader:
         result = await self._reader.read(is_finalized=manifest.is_finalized, read_ahead=read_ahead)
         if result.batch is not None:
             self.position = pos.moved_to(pos.segment, False, result.batch.end)
-            return LeaseRead(Step.BATCH, self.position, batch=FeedBatch(result.batch))
+            return LeaseRead(Step.BATCH, self.position, batch=LeaseBatch.of_shard(result.batch))
         if result.is_complete:
             self.position = pos.moved_to(pos.segment, True)
             self._reader = None

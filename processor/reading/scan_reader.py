@@ -17,16 +17,15 @@ import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from azure.storage.blob import BlobProperties
 
-from observers import ArrowBatch
 from observers.envelope import BACKFILL_EVENT, SCAN_SEGMENT_PREFIX
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.decoding.decode import RawRecord
 from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS
 from processor.changefeed.storage.feed_storage import FeedStorage
+from processor.reading.lease_batch import LeaseBatch
 from processor.reading.lease_position import LeasePosition, ScanPosition
 from processor.reading.lease_reader import LeaseRead, Step
 
@@ -82,30 +81,6 @@ def _text(value: object) -> str | None:
     return str(getattr(value, "value", value))
 
 
-@dataclass(frozen=True, slots=True)
-class ScanBatch:
-    """Backfill records of one partition, in listing order, with their keys."""
-
-    segment: str
-    records: list[RawRecord]
-    keys: list[str]
-    read_bytes: int = 0  # nothing of the feed is read
-    read_share: int = 0
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def arrow(self, *, shard: str, stream_name: str, read_timestamp: datetime) -> ArrowBatch:
-        return ArrowBatch.from_records(
-            self.records,
-            self.keys,
-            shard=shard,
-            segment=self.segment,
-            stream_name=stream_name,
-            read_timestamp=read_timestamp,
-        )
-
-
 @dataclass(slots=True)
 class ScanReader:
     """Same contract as `LeaseReader` (`read`, `reset`, `position`); never blocked."""
@@ -159,7 +134,7 @@ class ScanReader:
             self.position = _with_scan(self.position, scan, after, done=True)
             return LeaseRead(Step.ADVANCED, self.position)
         self.position = _with_scan(self.position, scan, after, done=False)
-        batch = ScanBatch(scan_segment(scan), records, keys)
+        batch = LeaseBatch.of_records(scan_segment(scan), records, keys)
         return LeaseRead(Step.BATCH, self.position, batch=batch)
 
     async def _next_blob(self, scan: ScanPosition) -> tuple[str, BlobProperties] | None:

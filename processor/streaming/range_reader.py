@@ -17,6 +17,7 @@ import pyarrow as pa
 import structlog
 
 from observers.changes import CHANGES_SCHEMA, arrow_changes
+from observers.origin import Origin
 from processor.changefeed.decoding.avro_chunk import SYNC_SIZE, ChunkHeader, scan_blocks
 from processor.changefeed.decoding.columnar import decode_window, record_json
 from processor.changefeed.errors import MissingChunkError, TruncatedBlockError
@@ -121,10 +122,7 @@ def _rows(
         records,
         positions,
         record_json(records),
-        shard=shard_name(r.prefix),
-        segment=r.segment,
-        stream_name=how.stream_name,
-        read_timestamp=how.read_at,
+        Origin(shard_name(r.prefix), r.segment, how.stream_name, how.read_at),
     )
 
 

@@ -39,6 +39,7 @@ from observers.builtin.spark.state.state_job import StateJob, newest_version, op
 from observers.builtin.spark.state.state_table import merge_statement, newest_per_blob
 from observers.builtin.spark.tables import create_tables
 from observers.changes import records_table
+from observers.origin import Origin
 from processor.admin.verify import read_state
 from tests.helpers import Feed, run_cfp
 from tests.spark_cluster import (
@@ -90,7 +91,7 @@ def rows(lease: str, keys: list[str]) -> pa.Table:
         }
         for i, k in enumerate(keys)
     ]
-    return records_table(records, keys, shard=lease, segment=SEGMENT)
+    return records_table(records, keys, Origin(lease, SEGMENT))
 
 
 def tables(tmp_path: Path, spark: Any) -> Output:

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from leases import HostId
 from leases.policy.timings import Timings
-from observers import ArrowBatch, ChangeEvent, PartitionContext
+from observers import ChangeEvent, PartitionContext
 from processor.changefeed.position import ShardPosition
 from processor.host.host_config import DeliveryPolicy, HostConfig, Placement
 from processor.plugins import ObserverChoice
+from processor.reading.lease_batch import LeaseBatch
 from processor.reading.lease_position import LeasePosition
 from processor.reading.lease_reader import LeaseRead, Step
 
@@ -36,25 +37,10 @@ def at(i: int) -> LeasePosition:
     return LeasePosition(SEGMENT, False, ShardPosition("log/00/2026/01/01/0000/00000.avro", i))
 
 
-@dataclass(slots=True)
-class FakeBatch:
-    records: list[dict[str, object]]
-    segment: str = SEGMENT
-    read_bytes: int = 100
-    read_share: int = 100
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def arrow(self, *, shard: str, stream_name: str, read_timestamp: datetime) -> ArrowBatch:
-        return ArrowBatch.from_records(
-            self.records,
-            [str(r["id"]) for r in self.records],
-            shard=shard,
-            segment=self.segment,
-            stream_name=stream_name,
-            read_timestamp=read_timestamp,
-        )
+def fake_batch(records: list[dict[str, object]]) -> LeaseBatch:
+    """A lease's batch of these records, their ids as positions, as if 100 bytes were read."""
+    ids = [str(r["id"]) for r in records]
+    return replace(LeaseBatch.of_records(SEGMENT, records, ids), read_bytes=100, read_share=100)
 
 
 def record(i: int) -> dict[str, object]:
@@ -67,8 +53,8 @@ def record(i: int) -> dict[str, object]:
     }
 
 
-def batch(first: int, n: int) -> FakeBatch:
-    return FakeBatch([record(i) for i in range(first, first + n)])
+def batch(first: int, n: int) -> LeaseBatch:
+    return fake_batch([record(i) for i in range(first, first + n)])
 
 
 @dataclass(slots=True)

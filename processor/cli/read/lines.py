@@ -17,6 +17,7 @@ import orjson
 
 from observers.events import ArrowBatch
 from observers.formats import Format, format_lines
+from observers.origin import Origin
 from processor.changefeed.decoding.decode import RawRecord
 from processor.changefeed.shard_batch import ShardBatch
 from processor.changefeed.storage.layout import shard_name
@@ -31,18 +32,17 @@ def json_lines(records: Iterable[RawRecord]) -> bytes:
 
 
 def formatted_lines(
-    batch: ShardBatch, count: int, fmt: Format, *, stream_name: str, read_timestamp: datetime
+    batch: ShardBatch, count: int, fmt: Format, *, processor: str, read_at: datetime
 ) -> bytes | memoryview:
-    """The first `count` records of `batch` as JSON lines in `fmt`."""
+    """The first `count` records of `batch` as JSON lines in `fmt`; `processor` and `read_at`
+    as the origin's."""
     if fmt is Format.NATIVE:
         return batch.json_lines(count)
     arrow = ArrowBatch(
         batch.table.slice(0, count),
         batch.positions().slice(0, count),
-        shard=shard_name(batch.shard),  # "00", as a host's events name it
-        segment=batch.segment,
-        stream_name=stream_name,
-        read_timestamp=read_timestamp,
+        # the lease "00", as a host's events name it
+        Origin(shard_name(batch.shard), batch.segment, processor, read_at),
         json=lambda: batch.json().slice(0, count),
     )
     return format_lines(arrow, fmt)

@@ -235,8 +235,8 @@ class ReadJob:
             batch,
             count,
             self.fmt,
-            stream_name=self.account,
-            read_timestamp=datetime.now(UTC),
+            processor=self.account,
+            read_at=datetime.now(UTC),
         )
         return make() if self.fmt is Format.NATIVE else await asyncio.to_thread(make)
 

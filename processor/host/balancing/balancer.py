@@ -291,7 +291,7 @@ class Balancer:
         after it takes a crashed host's leases without waiting for the next regular one."""
         return self.timings.next_look_in_s(
             jitter=self.rng.uniform(-JITTER_FRACTION, JITTER_FRACTION),
-            due=self._listing.view.tracker.next_expiry(self.me),
+            due=self._listing.next_expiry(self.me),
             now=self.clock.monotonic(),
         )
 

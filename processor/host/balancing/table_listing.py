@@ -74,3 +74,8 @@ class TableListing:
         """Update the view with the listing and the rows this tick created; the views of the
         fresh rows, and of every lease known."""
         return self.view.listed([*listed.fresh, *made], now, listed.ranges)
+
+    def next_expiry(self, me: HostId) -> float | None:
+        """When the first lease not owned by `me` would expire if nothing changes (None: none
+        would), as the view saw the table."""
+        return self.view.tracker.next_expiry(me)

@@ -71,7 +71,8 @@ class HostHealth:
         return True, state.value
 
     def status(self) -> dict[str, Any]:
-        life = self.lifecycle
+        life, leases = self.lifecycle, self.progress.leases
+        lag_bytes, lag_events = leases.lag()
         doc = {
             "host": self.host_name,
             "processor": self.processor,
@@ -80,10 +81,10 @@ class HostHealth:
             "error": life.error or None,
             "storeSilentSeconds": _rounded(self.store_silent_s()),
             "loopAgeSeconds": _rounded(self.loop_age_s()),
-            "events": self.progress.leases.total_events,
-            "lagBytes": sum(x.bytes_left or 0 for x in self.progress.leases.entries.values()),
-            "lagEvents": sum(x.lag_events() or 0 for x in self.progress.leases.entries.values()),
-            "leases": self.progress.leases.to_json(),
+            "events": leases.total_events,
+            "lagBytes": lag_bytes,
+            "lagEvents": lag_events,
+            "leases": leases.to_json(),
             **self.extra,
         }
         return dict(redact_value(doc))

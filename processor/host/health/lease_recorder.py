@@ -122,6 +122,10 @@ class LeaseRecorder:
             entry.failures, entry.failing_since = 0, None
             entry.moved_at = self._wall()
 
+    def gap_stepped(self) -> None:
+        """A lease stepped over a retention gap (`--on-gap skip`)."""
+        self.gaps.inc()
+
     def observer_failed(self, token: LeaseToken) -> None:
         entry = self.entries.get(token)
         if entry is not None:
@@ -169,6 +173,11 @@ class LeaseRecorder:
     def ended(self, token: LeaseToken, reason: CloseReason) -> None:
         self.entries.pop(token, None)
         self.closed.labels(reason.value).inc()
+
+    def lag(self) -> tuple[int, int]:
+        """Bytes and events the held leases have left to read, as far as they are known."""
+        entries = self.entries.values()
+        return sum(x.bytes_left or 0 for x in entries), sum(x.lag_events() or 0 for x in entries)
 
     def to_json(self) -> list[dict[str, object]]:
         now = self._wall()

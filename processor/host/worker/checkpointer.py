@@ -13,20 +13,39 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from leases import LeaseError, LeaseMove
+from leases import LeaseError, LeaseMove, LeaseTable
+from leases.policy.timings import Timings
 from observers import CloseReason, LeaseLostError
+from processor.clock import Clock
+from processor.host.health.lease_recorder import LeaseRecorder
 from processor.host.ownership.held_lease import HeldLease
 from processor.host.worker.checkpoint_ledger import CheckpointLedger
 from processor.host.worker.delivery import check_still_ours
 from processor.host.worker.worker_env import WorkerEnded, WorkerEnv
 from processor.plugins.observer_calls import ObserverCalls
 from processor.reading.lease_position import LeasePosition
+from processor.reading.position_book import PositionBook
 from processor.waiting import wait_any
 
 
 class Checkpointer:
-    def __init__(self, held: HeldLease, env: WorkerEnv, ledger: CheckpointLedger, log: Any) -> None:
-        self.held, self.env, self.ledger, self.log = held, env, ledger, log
+    def __init__(
+        self,
+        held: HeldLease,
+        ledger: CheckpointLedger,
+        log: Any,
+        *,
+        store: LeaseTable,
+        book: PositionBook,
+        clock: Clock,
+        progress: LeaseRecorder,
+        timings: Timings,
+        stop: asyncio.Event,
+        caught_up: asyncio.Event | None,
+    ) -> None:
+        self.held, self.ledger, self.log = held, ledger, log
+        self._store, self._book, self._clock, self._progress = store, book, clock, progress
+        self._timings, self._stop, self._caught_up = timings, stop, caught_up
         self.is_caught_up_recorded = held.lease.caught_up
         self.is_finished_recorded = False  # caught up for good (a done scan, an end time reached)
         self.confirmed = asyncio.Event()  # the observer checkpointed a mark
@@ -36,20 +55,20 @@ class Checkpointer:
     ) -> None:
         """Write `position` into the lease. Errors: `WorkerEnded(LEASE_LOST)` when the store
         refuses (another epoch owns it) or stays unreachable until the fencing interval ends."""
-        deps, held = self.env.deps, self.held
+        held, store, clock = self.held, self._store, self._clock
         checkpoint = self.ledger.prepare(position)
         text = position.to_json()
-        started = deps.clock.monotonic()
+        started = clock.monotonic()
         while True:
             if not held.is_usable():
                 raise WorkerEnded(CloseReason.LEASE_LOST)
             try:
                 result = await held.write(
-                    lambda lease: deps.store.checkpoint(
+                    lambda lease: store.checkpoint(
                         lease,
                         text,
                         caught_up=caught_up,
-                        when=deps.clock.wall(),
+                        when=clock.wall(),
                         dead_letters=checkpoint.dead_letters,
                         delivered=checkpoint.delivered,
                         gap=gap,
@@ -57,19 +76,19 @@ class Checkpointer:
                 )
             except LeaseError as e:
                 self.log.warning("checkpoint.failed", error=str(e))
-                await wait_any(held.lost, timeout_s=self.env.policy.timings.renew_every_s / 2)
+                await wait_any(held.lost, timeout_s=self._timings.renew_every_s / 2)
                 continue
             if result is None:
                 raise WorkerEnded(CloseReason.LEASE_LOST)
             break
         self.ledger.written(checkpoint)
-        deps.progress.checkpointed(
-            held.token, text, caught_up=caught_up, seconds=deps.clock.monotonic() - started
+        self._progress.checkpointed(
+            held.token, text, caught_up=caught_up, seconds=clock.monotonic() - started
         )
         self.is_caught_up_recorded = caught_up
         self.is_finished_recorded = caught_up and position.is_finished
-        deps.book.set(held.token, position)
-        if caught_up and (signal := self.env.signals.caught_up) is not None:
+        self._book.set(held.token, position)
+        if caught_up and (signal := self._caught_up) is not None:
             signal.set()
 
     async def caught_up(self, position: LeasePosition) -> bool:
@@ -81,7 +100,7 @@ class Checkpointer:
         )
         if self.ledger.all_confirmed():
             if recorded:  # as the lease already said when we took it
-                self.env.deps.progress.caught_up(self.held.token)
+                self._progress.caught_up(self.held.token)
             else:
                 await self.write(position, caught_up=True)
         return self.is_finished_recorded
@@ -94,16 +113,16 @@ class Checkpointer:
     async def all_confirmed(self) -> None:
         """Wait until the observer confirmed every batch delivered. Errors: `WorkerEnded` when
         the host stops or the lease stops being ours meanwhile."""
-        held, env = self.held, self.env
+        held = self.held
         while not self.ledger.all_confirmed():
-            check_still_ours(held, env)
+            check_still_ours(held, self._stop)
             self.confirmed.clear()
             await wait_any(
                 self.confirmed,
-                env.signals.stop,
+                self._stop,
                 held.lost,
                 held.handover,
-                timeout_s=env.policy.timings.poll_s,
+                timeout_s=self._timings.poll_s,
             )
 
     async def confirm_delivered(self) -> None:
@@ -124,6 +143,25 @@ class Checkpointer:
         except WorkerEnded:
             raise LeaseLostError(self.held.token, self.held.epoch) from None
         self.confirmed.set()
+
+
+def checkpointer_for(
+    held: HeldLease, env: WorkerEnv, ledger: CheckpointLedger, log: Any
+) -> Checkpointer:
+    """The checkpointer of a worker of the host `env` describes."""
+    deps, signals = env.deps, env.signals
+    return Checkpointer(
+        held,
+        ledger,
+        log,
+        store=deps.store,
+        book=deps.book,
+        clock=deps.clock,
+        progress=deps.progress,
+        timings=env.policy.timings,
+        stop=signals.stop,
+        caught_up=signals.caught_up,
+    )
 
 
 def after_batch(

@@ -26,20 +26,24 @@ from tenacity import (
 )
 
 from leases import Delivered
-from observers import ArrowBatch, CloseReason, PartitionContext, ReplayRequired
+from observers import ArrowBatch, CloseReason, Origin, PartitionContext, ReplayRequired
 from processor.changefeed.selection import parse_event_time
-from processor.host.host_config import OnObserverError
+from processor.clock import Clock
+from processor.host.health.lease_recorder import LeaseRecorder
+from processor.host.host_config import DeliveryPolicy, OnObserverError
 from processor.host.ownership.held_lease import HeldLease
+from processor.host.worker.dead_letter_folder import DeadLetterFolder
 from processor.host.worker.worker_env import WorkerEnded, WorkerEnv
 from processor.plugins.observer_calls import ObserverCalls
+from processor.reading.lease_batch import LeaseBatch
 from processor.reading.lease_position import LeasePosition
-from processor.reading.lease_reader import Batch
 from processor.waiting import wait_any
 
 
-def check_still_ours(held: HeldLease, env: WorkerEnv) -> None:
-    """Errors: `WorkerEnded` when the host stops, or the lease is lost or handed over."""
-    if env.signals.stop.is_set():
+def check_still_ours(held: HeldLease, stop: asyncio.Event) -> None:
+    """Errors: `WorkerEnded` when the host stops (`stop`), or the lease is lost or handed
+    over."""
+    if stop.is_set():
         raise WorkerEnded(CloseReason.SHUTDOWN)
     if not held.is_usable():
         raise WorkerEnded(CloseReason.LEASE_LOST)
@@ -57,10 +61,15 @@ class NotDelivered(Enum):
 @dataclass(slots=True)
 class Delivery:
     held: HeldLease
-    env: WorkerEnv
     calls: ObserverCalls
     ctx: PartitionContext
     log: Any
+    policy: DeliveryPolicy
+    processor: str  # the processor's name, for the batches' origin
+    clock: Clock
+    progress: LeaseRecorder
+    stop: asyncio.Event  # the host is draining
+    dead_letters: DeadLetterFolder | None  # with OnObserverError.DEAD_LETTER
     batches: int = 0  # accepted, for the worker's last log line
     events: int = 0
     held_events: int = 0  # left out: the observer held them already
@@ -68,36 +77,31 @@ class Delivery:
     floor_asked: bool = False
 
     async def deliver(
-        self, batch: Batch, start: LeasePosition, end: LeasePosition
+        self, batch: LeaseBatch, start: LeasePosition, end: LeasePosition
     ) -> Delivered | NotDelivered:
         """Hand the batch from `start` to `end` to the observer: what it accepted, or why it
         did not reach it. Errors: `WorkerEnded`."""
-        held, env, deps = self.held, self.env, self.env.deps
-        events = await self._not_held(
-            batch.arrow(
-                shard=held.token,
-                stream_name=env.policy.processor,
-                read_timestamp=deps.clock.wall(),
-            )
-        )
+        held, clock, progress = self.held, self.clock, self.progress
+        origin = Origin(held.token, batch.segment, self.processor, clock.wall())
+        events = await self._not_held(batch.arrow(origin))
         if not len(events):
             return NotDelivered.HELD_ALREADY
-        checked_at = deps.clock.monotonic()
+        checked_at = clock.monotonic()
         if not held.is_usable():  # fencing: the last check before user code sees events
             raise WorkerEnded(CloseReason.LEASE_LOST)
         # when it was last known to be ours (CLOCK_MONOTONIC: comparable across processes)
         self.log.debug("batch.delivering", events=len(events), mono=checked_at)
-        deps.progress.delivering(held.token)
+        progress.delivering(held.token)
         try:
             with self.ctx.delivering(end):
                 await self._with_retries(events)
         except Exception as e:
-            check_still_ours(held, env)  # lost, handed over or stopping: the batch comes again
+            check_still_ours(held, self.stop)  # lost, handed over or stopping: it comes again
             error = f"process_changes: {e!r}"
             if isinstance(e, ReplayRequired):  # the observer lost batches it had accepted
                 raise WorkerEnded(CloseReason.OBSERVER_ERROR, error) from e
             where = f"batch {start.to_json()} to {end.to_json()}"
-            if env.policy.delivery.on_observer_error is OnObserverError.STOP:
+            if self.policy.on_observer_error is OnObserverError.STOP:
                 raise WorkerEnded(
                     CloseReason.OBSERVER_ERROR, f"{error} on {where}", park=True
                 ) from e
@@ -106,7 +110,7 @@ class Delivery:
         self.batches += 1
         self.events += len(events)
         last_time = _last_event_time(events)
-        deps.progress.delivered(
+        progress.delivered(
             held.token,
             events=len(events),
             read_bytes=batch.read_bytes,
@@ -124,7 +128,7 @@ class Delivery:
             try:
                 self.floor = await self.calls.held_through(self.ctx, first)
             except Exception as e:
-                check_still_ours(self.held, self.env)
+                check_still_ours(self.held, self.stop)
                 self.log.warning("observer.held_through_failed", error=repr(e))
             if self.floor is not None:
                 self.log.info("observer.holds", through=self.floor, first=first)
@@ -138,8 +142,7 @@ class Delivery:
         return tail
 
     async def _with_retries(self, events: ArrowBatch) -> None:
-        held, env = self.held, self.env
-        policy, stop = env.policy.delivery, env.signals.stop
+        held, policy, stop = self.held, self.policy, self.stop
         attempts = 0 if policy.on_observer_error is OnObserverError.RETRY else policy.attempts
 
         def give_up(state: RetryCallState) -> bool:
@@ -153,7 +156,7 @@ class Delivery:
 
         def log_retry(state: RetryCallState) -> None:
             error = state.outcome.exception() if state.outcome else None
-            env.deps.progress.observer_failed(held.token)
+            self.progress.observer_failed(held.token)
             self.log.warning("observer.retry", attempt=state.attempt_number, error=repr(error))
 
         async def pause(seconds: float) -> None:  # a backoff the host's stop cuts short
@@ -173,25 +176,44 @@ class Delivery:
     async def _dead_letter(
         self, events: ArrowBatch, start: LeasePosition, end: LeasePosition, error: str
     ) -> None:
-        deps, policy, held = self.env.deps, self.env.policy, self.held
-        assert deps.dead_letters is not None, "dead-letter needs a folder"
+        held, folder = self.held, self.dead_letters
+        assert folder is not None, "dead-letter needs a folder"
         try:
             path = await asyncio.to_thread(
-                deps.dead_letters.write,
-                processor=policy.processor,
+                folder.write,
+                processor=self.processor,
                 lease=held.token,
                 epoch=held.epoch,
-                host=policy.host,
+                host=self.ctx.host_name,
                 start=start.to_json(),
                 end=end.to_json(),
                 error=error,
-                at=deps.clock.wall(),
+                at=self.clock.wall(),
                 records=events.dicts(),
             )
         except OSError as e:
             raise WorkerEnded(CloseReason.OBSERVER_ERROR, f"{error}; dead letter: {e}") from e
-        deps.progress.dead_lettered(held.token)
+        self.progress.dead_lettered(held.token)
         self.log.error("batch.dead_lettered", events=len(events), path=str(path), error=error)
+
+
+def delivery_for(
+    held: HeldLease, env: WorkerEnv, calls: ObserverCalls, ctx: PartitionContext, log: Any
+) -> Delivery:
+    """The delivery of a worker of the host `env` describes."""
+    deps = env.deps
+    return Delivery(
+        held,
+        calls,
+        ctx,
+        log,
+        policy=env.policy.delivery,
+        processor=env.policy.processor,
+        clock=deps.clock,
+        progress=deps.progress,
+        stop=env.signals.stop,
+        dead_letters=deps.dead_letters,
+    )
 
 
 def _last_event_time(events: ArrowBatch) -> datetime | None:

@@ -4,36 +4,40 @@ from the earliest data still present (`position_after_gap`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from leases import LeaseMove
+from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import MissingChunkError
+from processor.host.health.lease_recorder import LeaseRecorder
 from processor.host.ownership.held_lease import HeldLease
 from processor.host.worker.checkpointer import Checkpointer
-from processor.host.worker.worker_env import WorkerEnv
 from processor.reading.lease_reader import Reader
 from processor.reading.retention_gaps import position_after_gap
 
 
 async def step_over_gap(
     held: HeldLease,
-    env: WorkerEnv,
     reader: Reader,
     error: MissingChunkError,
     *,
+    catalog: FeedCatalog,
     checkpoints: Checkpointer,
+    progress: LeaseRecorder,
+    wall: Callable[[], datetime],
     log: Any,
 ) -> None:
     """Move the lease and its reader past the gap `error` found. Checkpointed only once every
     batch before it is confirmed, so nothing delivered before the gap is skipped with it."""
-    deps = env.deps
     before = reader.position
-    after = await position_after_gap(deps.catalog, held.token, before, error)
+    after = await position_after_gap(catalog, held.token, before, error)
     if not before.is_before(after):
         raise error  # nowhere to go: park rather than loop
     await checkpoints.all_confirmed()
     gap = LeaseMove(
-        at=deps.clock.wall(),
+        at=wall(),
         before=before.to_json(),
         after=after.to_json(),
         skipped_bytes=None,  # the data is gone: its size is unknown
@@ -41,7 +45,7 @@ async def step_over_gap(
         error=str(error),
     )
     log.error("lease.gap", missing=error.path, before=gap.before, after=gap.after)
-    deps.progress.gaps.inc()
+    progress.gap_stepped()
     checkpoints.ledger.advanced(after)
     await checkpoints.write(after, caught_up=False, gap=gap)
     reader.position = after

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from leases import LeaseError
+from leases import LeaseError, LeaseTable
 from observers import CloseReason, PartitionContext
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import (
@@ -28,10 +28,16 @@ from processor.changefeed.errors import (
     MissingChunkError,
 )
 from processor.host.host_config import Reading
+from processor.host.ownership.drain_budget import DrainBudget
 from processor.host.ownership.held_lease import HeldLease
 from processor.host.worker.checkpoint_ledger import CheckpointLedger
-from processor.host.worker.checkpointer import Checkpointer, after_batch
-from processor.host.worker.delivery import Delivery, NotDelivered, check_still_ours
+from processor.host.worker.checkpointer import Checkpointer, after_batch, checkpointer_for
+from processor.host.worker.delivery import (
+    Delivery,
+    NotDelivered,
+    check_still_ours,
+    delivery_for,
+)
 from processor.host.worker.feed_watcher import WAKE_ANYWAY_POLLS
 from processor.host.worker.gap_step import step_over_gap
 from processor.host.worker.worker_env import WorkerEnded, WorkerEnv
@@ -51,10 +57,13 @@ class Worker:
     ) -> None:
         self.held = held
         self.env = env
+        deps, policy = env.deps, env.policy
+        self._progress, self._book, self._signals = deps.progress, deps.book, env.signals
+        self._timings, self._reading = policy.timings, policy.reading
         # the feed's, unless a test scripts one
-        self._make_reader = make_reader or feed_reader(env.deps.catalog, env.policy.reading)
+        self._make_reader = make_reader or feed_reader(deps.catalog, policy.reading)
         self.log = structlog.get_logger("cfp.worker").bind(
-            host=env.policy.host, lease=held.token, epoch=held.epoch
+            host=policy.host, lease=held.token, epoch=held.epoch
         )
         self.checkpoints: Checkpointer | None = None  # once the continuation is read
         self.delivery: Delivery | None = None
@@ -74,7 +83,7 @@ class Worker:
         reason, error, park = CloseReason.SHUTDOWN, "", False
         try:
             position = LeasePosition.from_json(held.lease.continuation, lease=held.token)
-            checkpoints = Checkpointer(held, env, CheckpointLedger.at(position), self.log)
+            checkpoints = checkpointer_for(held, env, CheckpointLedger.at(position), self.log)
             self.checkpoints = checkpoints
             reader = self._make_reader(held.token, position)
             try:
@@ -82,7 +91,7 @@ class Worker:
                 await calls.open(ctx)
             except Exception as e:
                 raise WorkerEnded(CloseReason.OBSERVER_ERROR, f"observer open: {e!r}") from e
-            self.delivery = Delivery(held, env, calls, ctx, self.log)
+            self.delivery = delivery_for(held, env, calls, ctx, self.log)
             self.log.info("worker.started", position=position.to_json())
             failure: Exception | None = None
             async with asyncio.TaskGroup() as ahead:  # read-ahead GETs live no longer than this
@@ -133,18 +142,19 @@ class Worker:
     async def _may_read(self, reader: Reader, checkpoints: Checkpointer) -> bool:
         """Whether to read on: the lease is still ours, and the processor is not paused (held
         idle then, everything confirmed; False after a wait)."""
-        held, env, running = self.held, self.env, self.env.signals.running
+        held, signals = self.held, self._signals
+        running = signals.running
         # bad data known to lie ahead in the bytes in hand: stopping or handed over, the
         # lease reads on to park in front of it (its next owner would only meet it again)
         if reader.bad_data_ahead() is None or not running.is_set():
-            check_still_ours(held, env)
+            check_still_ours(held, signals.stop)
         elif not held.is_usable():
             raise WorkerEnded(CloseReason.LEASE_LOST)
         if running.is_set():
             return True
-        env.deps.progress.waiting(held.token)
+        self._progress.waiting(held.token)
         await checkpoints.confirm_delivered()
-        await self._wait(running, timeout_s=env.policy.timings.poll_s)
+        await self._wait(running, timeout_s=self._timings.poll_s)
         return False
 
     async def _read(
@@ -153,16 +163,24 @@ class Worker:
         """The next step of the lease's reader; None after a feed that did not answer (waited
         out) or a retention gap (stepped over, with `--on-gap skip`)."""
         try:
-            return await reader.read(may_enter=self.env.deps.book.may_enter, read_ahead=ahead)
+            return await reader.read(may_enter=self._book.may_enter, read_ahead=ahead)
         except FeedUnavailable as e:
             self.log.warning("worker.feed_unavailable", error=str(e))
             reader.reset()
-            await self._wait(timeout_s=self.env.policy.timings.poll_s)
+            await self._wait(timeout_s=self._timings.poll_s)
         except MissingChunkError as e:
-            if self.env.policy.reading.on_gap is OnGap.STOP:
+            if self._reading.on_gap is OnGap.STOP:
                 raise  # parked in front of the gap, like other bad data
+            deps = self.env.deps
             await step_over_gap(
-                self.held, self.env, reader, e, checkpoints=checkpoints, log=self.log
+                self.held,
+                reader,
+                e,
+                catalog=deps.catalog,
+                checkpoints=checkpoints,
+                progress=deps.progress,
+                wall=deps.clock.wall,
+                log=self.log,
             )
         return None
 
@@ -202,11 +220,10 @@ class Worker:
         elif step.step is Step.CAUGHT_UP:
             await self._caught_up(step.position, checkpoints, news)
         else:  # at the barrier: others wait for our position too
-            signals = self.env.signals
-            self.env.deps.progress.waiting(self.held.token)
+            self._progress.waiting(self.held.token)
             await checkpoints.confirm_delivered()
-            await self.env.deps.book.wait_for_change(
-                stop=signals.stop, timeout_s=self.env.policy.timings.barrier_refresh_s
+            await self._book.wait_for_change(
+                stop=self._signals.stop, timeout_s=self._timings.barrier_refresh_s
             )
 
     async def _caught_up(
@@ -217,7 +234,7 @@ class Worker:
         still being written, or an observer still writing confirming its batches."""
         if await checkpoints.caught_up(position):
             raise WorkerEnded(CloseReason.FINISHED)  # released; no host takes it again
-        poll_s = self.env.policy.timings.poll_s
+        poll_s = self._timings.poll_s
         at_edge = position.segment is None or position.is_segment_done
         if at_edge and news is not None:
             wake, wait_s = [news], poll_s * WAKE_ANYWAY_POLLS
@@ -229,7 +246,7 @@ class Worker:
         """Wait until the host stops, the lease is lost or handed over, one of `also` is set,
         or `timeout_s` passes."""
         held = self.held
-        await wait_any(self.env.signals.stop, held.lost, held.handover, *also, timeout_s=timeout_s)
+        await wait_any(self._signals.stop, held.lost, held.handover, *also, timeout_s=timeout_s)
 
     async def _finish(
         self,
@@ -244,26 +261,35 @@ class Worker:
         continuation kept."""
         log = self.log.bind(reason=reason.value)
         if calls is not None:
-            closing = asyncio.ensure_future(calls.close(ctx, reason))
-            try:  # shielded: a worker cancelled still closes; within the drain's budget
-                await self.env.signals.drain.within(
-                    f"lease {ctx.lease_token}", asyncio.shield(closing)
-                )
-            except Exception:
-                log.exception("observer.close_failed")
-            if not closing.done():  # left to finish on its own; its end is still logged
-                log.warning("observer.close_cut", seconds=self.env.signals.drain.seconds)
-                closing.add_done_callback(_log_late_close(log))
+            await _close_observer(calls, ctx, reason, self._signals.drain, log)
         if reason is not CloseReason.LEASE_LOST and not self.held.is_lost:
-            await _let_go(self.held, self.env, error=error, park=park, log=log)
+            store, timeout_s = self.env.deps.store, self._timings.request_timeout_s * 3
+            await _let_go(self.held, store, timeout_s, error=error, park=park, log=log)
         level: Any = log.error if error else log.info
-        level(
-            "worker.parked" if park else "worker.stopped",
-            error=error or None,
-            batches=self.delivery.batches if self.delivery else 0,
-            events=self.delivery.events if self.delivery else 0,
-            held_already=self.delivery.held_events if self.delivery else 0,
-        )
+        level("worker.parked" if park else "worker.stopped", error=error or None, **_totals(self))
+
+
+def _totals(worker: Worker) -> dict[str, int]:
+    """What the worker's observer took, for its last log line."""
+    done = worker.delivery
+    if done is None:
+        return {"batches": 0, "events": 0, "held_already": 0}
+    return {"batches": done.batches, "events": done.events, "held_already": done.held_events}
+
+
+async def _close_observer(
+    calls: ObserverCalls, ctx: PartitionContext, reason: CloseReason, drain: DrainBudget, log: Any
+) -> None:
+    """Close the observer within what is left of the drain's budget; a close that takes longer
+    is left to finish on its own (its end is still logged)."""
+    closing = asyncio.ensure_future(calls.close(ctx, reason))
+    try:  # shielded: a worker cancelled still closes
+        await drain.within(f"lease {ctx.lease_token}", asyncio.shield(closing))
+    except Exception:
+        log.exception("observer.close_failed")
+    if not closing.done():
+        log.warning("observer.close_cut", seconds=drain.seconds)
+        closing.add_done_callback(_log_late_close(log))
 
 
 def _log_late_close(log: Any) -> Callable[[asyncio.Future[None]], None]:
@@ -297,12 +323,13 @@ def feed_reader(catalog: FeedCatalog, reading: Reading) -> ReaderFactory:
     return make
 
 
-async def _let_go(held: HeldLease, env: WorkerEnv, *, error: str, park: bool, log: Any) -> None:
+async def _let_go(
+    held: HeldLease, store: LeaseTable, timeout_s: float, *, error: str, park: bool, log: Any
+) -> None:
     """Release the lease (or park it) with its continuation kept; a store that refuses or does
-    not answer in time leaves it to expire."""
-    store = env.deps.store
+    not answer within `timeout_s` leaves it to expire."""
     try:
-        async with asyncio.timeout(env.policy.timings.request_timeout_s * 3):
+        async with asyncio.timeout(timeout_s):
             await asyncio.shield(
                 held.write(
                     lambda lease: (
@@ -319,10 +346,11 @@ async def _let_go(held: HeldLease, env: WorkerEnv, *, error: str, park: bool, lo
 async def run_worker(
     held: HeldLease, env: WorkerEnv, *, make_reader: ReaderFactory | None = None
 ) -> CloseReason:
-    env.deps.progress.started(held.token, held.epoch, held.lease.continuation)
+    progress = env.deps.progress
+    progress.started(held.token, held.epoch, held.lease.continuation)
     reason = CloseReason.FEED_ERROR
     try:
         reason = await Worker(held, env, make_reader=make_reader).run()
         return reason
     finally:
-        env.deps.progress.ended(held.token, reason)
+        progress.ended(held.token, reason)

@@ -1,6 +1,7 @@
 """What every worker of a host is given, in three parts: the services it uses, the policy the
 host's settings set, and the signals it waits on (made once per host by `WorkerEnv.for_host`);
-and the one way a worker's run ends (`WorkerEnded`)."""
+and the one way a worker's run ends (`WorkerEnded`). A worker hands each of its parts only the
+collaborators that part uses (`checkpointer_for`, `delivery_for`), never the environment."""
 
 from __future__ import annotations
 
@@ -71,11 +72,8 @@ class WorkerEnv:
     def new_observer(self) -> ObserverCalls:
         """One lease's observer from the host's factory, its plain methods run in the host's
         observer pool."""
-        return ObserverCalls(
-            self.deps.observer_factory(),
-            spec=self.policy.delivery.observer.spec,
-            pool=self.deps.observer_pool,
-        )
+        deps, choice = self.deps, self.policy.delivery.observer
+        return ObserverCalls(deps.observer_factory(), spec=choice.spec, pool=deps.observer_pool)
 
     @classmethod
     def for_host(

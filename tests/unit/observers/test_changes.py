@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from observers.changes import CHANGES_SCHEMA, segment_begin
+from observers.changes import CHANGES_SCHEMA
 from observers.errors import BadEventError
 from observers.events import changes_table
+from observers.origin import Origin
 from observers.protocol import ChangeEvent, EventBatch
 from tests.fixtures import RECORDED_CHUNKS
 
@@ -38,7 +39,7 @@ def test_rows_carry_typed_columns_and_the_raw_record() -> None:
         record(2, blobTier="Cool", snapshot=None, blobVersion="v2"),
     ]
     events = [
-        ChangeEvent.from_raw(r, shard="03", segment=SEGMENT, position=f"p{i}")
+        ChangeEvent.from_raw(r, position=f"p{i}", origin=Origin("03", SEGMENT))
         for i, r in enumerate(raws)
     ]
     table = changes_table(events)
@@ -60,8 +61,13 @@ def test_an_empty_batch_still_has_the_schema() -> None:
     assert changes_table([]).schema == CHANGES_SCHEMA
 
 
-def test_segment_begin_reads_the_manifest_path() -> None:
-    assert segment_begin(SEGMENT) == datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
+def test_events_without_an_origin_are_refused_by_their_index() -> None:
+    events = [
+        ChangeEvent.from_raw(record(0), origin=Origin("00", SEGMENT)),
+        ChangeEvent.from_raw(record(1)),
+    ]
+    with pytest.raises(ValueError, match="event 1 has no origin"):
+        changes_table(events)
 
 
 def _expected_columns(e: ChangeEvent) -> tuple[object, ...]:
@@ -79,7 +85,7 @@ def test_recorded_records_convert_like_change_events() -> None:
         with chunk.open("rb") as f:
             raws = list(fastavro.reader(f))
         positions = [f"p{i:06d}" for i in range(len(raws))]
-        batch = EventBatch.from_records(raws, positions, shard="00", segment=SEGMENT)
+        batch = EventBatch.from_records(raws, positions, Origin("00", SEGMENT))
         table = changes_table(batch)
         assert _columns(table) == [_expected_columns(e) for e in batch], chunk
         assert [orjson.loads(r) for r in table.column("raw").to_pylist()] == [
@@ -123,7 +129,7 @@ times = st.datetimes(
 def test_any_records_convert_like_change_events(raws: list[dict[str, object]]) -> None:
     """Odd subjects, missing fields and fields of unexpected types (coerced, never failing)."""
     batch = EventBatch.from_records(
-        raws, [f"p{i}" for i in range(len(raws))], shard="07", segment=SEGMENT
+        raws, [f"p{i}" for i in range(len(raws))], Origin("07", SEGMENT)
     )
     table = changes_table(batch)
     assert table.schema == CHANGES_SCHEMA
@@ -132,20 +138,20 @@ def test_any_records_convert_like_change_events(raws: list[dict[str, object]]) -
 
 def test_times_without_an_offset_are_utc_and_bad_times_name_the_event() -> None:
     naive = {**record(1), "eventTime": "2026-01-01T01:01:00.5"}
-    table = changes_table(EventBatch.from_records([naive], ["p0"], shard="00", segment=SEGMENT))
+    table = changes_table(EventBatch.from_records([naive], ["p0"], Origin("00", SEGMENT)))
     assert table.column("event_time")[0].as_py() == datetime(
         2026, 1, 1, 1, 1, 0, 500000, tzinfo=UTC
     )
     bad = {**record(2), "eventTime": "yesterday"}
     with pytest.raises(BadEventError, match="event at p1: eventTime 'yesterday'"):
         changes_table(
-            EventBatch.from_records([record(1), bad], ["p0", "p1"], shard="00", segment=SEGMENT)
+            EventBatch.from_records([record(1), bad], ["p0", "p1"], Origin("00", SEGMENT))
         )
 
 
 def test_tags_after_a_tag_change() -> None:
     tagged = record(1, blobTagsUpdated={"previous": {}, "current": {"state": "done", "n": "3"}})
     table = changes_table(
-        EventBatch.from_records([tagged, record(2)], ["p0", "p1"], shard="0", segment=SEGMENT)
+        EventBatch.from_records([tagged, record(2)], ["p0", "p1"], Origin("0", SEGMENT))
     )
     assert table.column("tags").to_pylist() == [[("state", "done"), ("n", "3")], None]

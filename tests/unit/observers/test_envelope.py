@@ -9,6 +9,7 @@ import pytest
 from observers.envelope import BACKFILL_EVENT, Op, ReadMethod
 from observers.events import changes_table
 from observers.formats import Format, render
+from observers.origin import Origin
 from observers.protocol import ChangeEvent, EventBatch
 from tests.format_shapes import CHECKS
 
@@ -28,9 +29,7 @@ def record(event_type: str, n: int = 1, **data: object) -> dict[str, object]:
 
 
 def event(raw: dict[str, object]) -> ChangeEvent:
-    return ChangeEvent.from_raw(
-        raw, shard="02", segment=SEGMENT, position="p", stream_name="proc", read_timestamp=READ_AT
-    )
+    return ChangeEvent.from_raw(raw, position="p", origin=Origin("02", SEGMENT, "proc", READ_AT))
 
 
 KINDS = [
@@ -85,10 +84,7 @@ def test_the_change_log_carries_the_envelope() -> None:
     batch = EventBatch.from_records(
         KINDS,
         [f"p{i}" for i in range(len(KINDS))],
-        shard="02",
-        segment=SEGMENT,
-        stream_name="proc",
-        read_timestamp=READ_AT,
+        Origin("02", SEGMENT, "proc", READ_AT),
     )
     rows = changes_table(batch).to_pylist()
     for row, e in zip(rows, batch, strict=True):

@@ -16,21 +16,21 @@ from observers import (
     ChangeEvent,
     EventBatch,
 )
+from observers.origin import Origin
 from tests.unit.fakes import RAW
 
 
 def batch(positions: list[str], *, columns: bool) -> ArrowBatch:
     records = [{"id": p, "n": i} for i, p in enumerate(positions)]
     if not columns:
-        return ArrowBatch.from_records(records, positions, shard="00", segment="s")
+        return ArrowBatch.from_records(records, positions, Origin("00", "s"))
     table = pa.Table.from_pylist(
         records, schema=pa.schema([("id", pa.string()), ("n", pa.int64())])
     )
     return ArrowBatch(
         table,
         pa.array(positions, pa.string()),
-        shard="00",
-        segment="s",
+        Origin("00", "s"),
         json=lambda: pa.array([f'{{"id":"{p}"}}' for p in positions]),
     )
 
@@ -51,7 +51,7 @@ def test_after_keeps_exactly_the_events_above_the_position(
     assert [r["id"] for r in tail.dicts()] == kept
     if columns:  # made from the whole batch's JSON, then cut
         assert tail.json().to_pylist() == [f'{{"id":"{p}"}}' for p in kept]
-    assert tail.shard == "00" and tail.segment == "s"
+    assert tail.origin == Origin("00", "s", read_at=tail.origin.read_at)
 
 
 def test_after_slices_what_was_made_already() -> None:
@@ -64,7 +64,7 @@ def test_after_slices_what_was_made_already() -> None:
 
 
 def test_change_event_from_a_raw_record() -> None:
-    e = ChangeEvent.from_raw(RAW, shard="03", segment="idx/segments/2026/03/04/0500/meta.json")
+    e = ChangeEvent.from_raw(RAW, origin=Origin("03", "idx/segments/2026/03/04/0500/meta.json"))
     assert (e.id, e.event_type, e.container, e.blob) == (
         "e-1",
         "BlobCreated",
@@ -73,7 +73,7 @@ def test_change_event_from_a_raw_record() -> None:
     )
     assert e.event_time == datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
     assert e.sequencer == RAW["data"]["sequencer"]  # type: ignore[index]
-    assert e.raw is RAW and e.shard == "03"
+    assert e.raw is RAW and e.origin is not None and e.origin.lease == "03"
 
 
 def test_an_event_batch_makes_the_same_events_lazily() -> None:
@@ -82,21 +82,16 @@ def test_an_event_batch_makes_the_same_events_lazily() -> None:
     batch = EventBatch.from_records(
         [RAW, other],
         ["p0", "p1"],
-        shard="03",
-        segment="idx/s",
-        stream_name="proc",
-        read_timestamp=read_at,
+        Origin("03", "idx/s", "proc", read_at),
     )
     assert batch._events == [None, None]  # nothing made before it is asked for
     eager = [
-        ChangeEvent.from_raw(
-            r, shard="03", segment="idx/s", position=p, stream_name="proc", read_timestamp=read_at
-        )
+        ChangeEvent.from_raw(r, position=p, origin=Origin("03", "idx/s", "proc", read_at))
         for r, p in ((RAW, "p0"), (other, "p1"))
     ]
     assert batch[1] == eager[1] and batch._events[0] is None
     assert list(batch) == eager and batch[:] == eager and batch[-1] == eager[1]
     assert batch[0] is batch[0]  # made once
-    assert len(batch) == 2 and bool(EventBatch.from_records([], [], shard="", segment="")) is False
+    assert len(batch) == 2 and bool(EventBatch.from_records([], [], Origin("", ""))) is False
     with pytest.raises(ValueError, match="2 records but 1 positions"):
-        EventBatch.from_records([RAW, other], ["p0"], shard="03", segment="idx/s")
+        EventBatch.from_records([RAW, other], ["p0"], Origin("03", "idx/s"))

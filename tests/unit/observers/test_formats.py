@@ -14,6 +14,7 @@ from observers.builtin.spark.changelog.made_up_records import made_up_records
 from observers.envelope import epoch_ms
 from observers.events import ArrowBatch, EventBatch
 from observers.formats import Format, format_lines, render
+from observers.origin import Origin
 from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
 from processor.changefeed.decoding.columnar import decode_window
 from processor.emulator.avro_encoding import RecordEncoder, encode_block, encode_header
@@ -32,10 +33,7 @@ def decoded_batch(data: bytes, chunk: str) -> ArrowBatch:
     return ArrowBatch(
         window.table,
         positions,
-        shard="03",
-        segment=SEGMENT,
-        stream_name="proc",
-        read_timestamp=READ_AT,
+        Origin("03", SEGMENT, "proc", READ_AT),
         json=window.json,
     )
 
@@ -87,10 +85,7 @@ BATCHES = {
             },
         ],
         ["~photos a", "~photos x"],
-        shard="scan-00",
-        segment="scan/2026-01-01T00:00:00+00:00",
-        stream_name="proc",
-        read_timestamp=READ_AT,
+        Origin("scan-00", "scan/2026-01-01T00:00:00+00:00", "proc", READ_AT),
     ),
 }
 

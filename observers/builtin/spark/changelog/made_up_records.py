@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from observers.changes import records_table
+from observers.origin import Origin
 
 
 def made_up_records(n: int, *, kinds: Sequence[str] = ("BlobCreated",)) -> list[dict[str, Any]]:
@@ -43,6 +44,5 @@ def made_up_records(n: int, *, kinds: Sequence[str] = ("BlobCreated",)) -> list[
 def made_up_changes(n: int, *, shard: str = "00", start: int = 0) -> pa.Table:
     """`n` change log rows of lease `shard` shaped like real ones, at positions `start`..."""
     positions = [f"{start + i:038d}" for i in range(n)]
-    return records_table(
-        made_up_records(n), positions, shard=shard, segment="idx/segments/2026/01/01/0000/meta.json"
-    )
+    origin = Origin(shard, "idx/segments/2026/01/01/0000/meta.json")
+    return records_table(made_up_records(n), positions, origin)

@@ -10,6 +10,7 @@ from observers import (
     PartitionContext,
 )
 from observers.builtin.jsonl import JsonlObserver, JsonlOptions
+from observers.origin import Origin
 from tests.unit.fakes import RAW
 
 
@@ -22,8 +23,7 @@ def test_jsonl_writes_one_line_per_event_with_lease_and_epoch(tmp_path: Path) ->
     batch = ArrowBatch.from_records(
         [RAW, {**RAW, "id": "e-2"}],
         ["p1", "p2"],
-        shard="03",
-        segment="idx/segments/2026/03/04/0500/meta.json",
+        Origin("03", "idx/segments/2026/03/04/0500/meta.json"),
     )
     obs.process_arrow(ctx(), batch)
     lines = [json.loads(x) for x in (tmp_path / "host_a_b.jsonl").read_text().splitlines()]

@@ -16,14 +16,13 @@ from observers import (
     PartitionContext,
     PluginLoadError,
 )
+from observers.origin import Origin
 from processor.plugins import ObserverCalls, observer_pool
 from tests import patience
 
 
 def empty() -> ArrowBatch:
-    return ArrowBatch.from_records(
-        [], [], shard="03", segment="idx/segments/2026/01/01/0000/meta.json"
-    )
+    return ArrowBatch.from_records([], [], Origin("03", "idx/segments/2026/01/01/0000/meta.json"))
 
 
 def ctx() -> PartitionContext:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from leases import Lease, LeaseToken, MemoryLeaseStore
 from observers.envelope import ReadMethod
 from observers.events import changes_table
+from observers.origin import Origin
 from observers.protocol import ChangeEvent, EventBatch
 from processor.admin.report import describe_position
 from processor.changefeed.errors import InvalidContinuation
@@ -104,7 +105,8 @@ def test_a_listed_blob_becomes_a_backfill_event() -> None:
     raw = backfill_record("photos", blob)  # type: ignore[arg-type]
     assert raw == backfill_record("photos", blob)  # type: ignore[arg-type]  # same id each time
     scan = ScanPosition(0, 1, STARTED)
-    event = ChangeEvent.from_raw(raw, segment=scan_segment(scan), stream_name="p")
+    origin = Origin("scan-00", scan_segment(scan), "p")
+    event = ChangeEvent.from_raw(raw, origin=origin)
     assert (event.container, event.blob, event.read_method) == (
         "photos",
         "dir/cat.jpg",
@@ -113,9 +115,8 @@ def test_a_listed_blob_becomes_a_backfill_event() -> None:
     assert event.properties()["etag"] == "0x8DE2A6F2E5C1A11" and event.sequencer == ""
     assert event.event_time == STARTED - timedelta(days=3)
     row = changes_table(
-        EventBatch.from_records([raw], [scan_event_position("photos", "dir/cat.jpg")], shard="scan-00",
-                   segment=scan_segment(scan))
-    ).to_pylist()[0]  # fmt: skip
+        EventBatch.from_records([raw], [scan_event_position("photos", "dir/cat.jpg")], origin)
+    ).to_pylist()[0]
     assert (row["read_method"], row["segment"], row["tags"]) == (
         "backfill",
         STARTED,
@@ -167,7 +168,7 @@ async def _scan(reader: ScanReader) -> list[tuple[str, str]]:
             return got
         got += [
             tuple(r["subject"].split("/containers/")[1].split("/blobs/", 1))  # type: ignore[misc]
-            for r in step.batch.records
+            for r in step.batch.arrow(Origin("scan-00", step.batch.segment)).dicts()
         ]
 
 

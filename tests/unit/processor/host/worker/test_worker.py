@@ -28,7 +28,7 @@ from processor.reading.lease_position import LeasePosition
 from processor.reading.lease_reader import LeaseRead, Step
 from processor.reading.position_book import PositionBook
 from tests import patience
-from tests.unit.fakes import FakeBatch, ManualClock, RecordingObserver, ScriptedReader, at, batches
+from tests.unit.fakes import ManualClock, RecordingObserver, ScriptedReader, at, batches, fake_batch
 
 TOKEN = LeaseToken("00")
 
@@ -244,7 +244,7 @@ async def test_a_batch_filtered_to_nothing_still_moves_an_observer_checkpointing
     """The last batch of the shard holds only events the filter leaves out: the observer sees
     nothing and could never confirm it, yet the lease is checkpointed past it, caught up."""
     observer = RecordingObserver(auto_checkpoint=False)
-    steps = [*batches(2), LeaseRead(Step.BATCH, at(5), FakeBatch([]))]
+    steps = [*batches(2), LeaseRead(Step.BATCH, at(5), fake_batch([]))]
     run = await start(observer, steps)
     await asyncio.wait_for(run.reader.idle.wait(), patience.left_s())
     assert observer.seen == [["e0", "e1"]]

@@ -22,9 +22,12 @@ from observers.builtin.spark.changelog.sink import SparkSink
 from observers.builtin.spark.observer import SparkObserver, SparkWriteError
 from observers.builtin.spark.session.output import parse_output
 from observers.builtin.spark.session.session import SparkOptions
+from observers.origin import Origin
 from observers.protocol import ArrowBatch, PartitionContext
 from tests import patience
 from tests.state_model import Event, changes
+
+ORIGIN = Origin("00", "idx/segments/2026/01/01/0100/meta.json")
 
 
 class FakeLog:
@@ -206,8 +209,8 @@ async def test_an_observer_leaves_out_the_output_container_and_still_checkpoints
         observer = SparkObserver(s, excluded="c2")
         await observer.open(ctx)
         for n, records in enumerate(([ours[0], ours[1]], [ours[1]])):
-            batch = ArrowBatch.from_records(records, [f"p{n}{i}" for i in range(len(records))], shard="00",
-                               segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
+            keys = [f"p{n}{i}" for i in range(len(records))]
+            batch = ArrowBatch.from_records(records, keys, ORIGIN)
             with ctx.delivering(f"mark-{n}"):
                 await observer.process_arrow(ctx, batch)
         await observer.close(ctx, None)  # type: ignore[arg-type]
@@ -235,8 +238,7 @@ async def test_an_observer_builds_its_arrow_rows_off_the_event_loop(
     async with sink(tmp_path, FakeLog()) as s:
         observer = SparkObserver(s)
         await observer.open(ctx)
-        batch = ArrowBatch.from_records([Event(0, 1, "created", 1).record()], ["p0"], shard="00",
-                           segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
+        batch = ArrowBatch.from_records([Event(0, 1, "created", 1).record()], ["p0"], ORIGIN)
         with ctx.delivering("mark-0"):
             await observer.process_arrow(ctx, batch)
         await observer.close(ctx, None)  # type: ignore[arg-type]
@@ -257,8 +259,7 @@ async def test_a_lease_whose_write_failed_refuses_its_next_batch(tmp_path: Path)
     record = Event(0, 1, "created", 1).record()
     async with sink(tmp_path, log) as s:
         observer = SparkObserver(s)
-        batch = ArrowBatch.from_records([record], ["p0"], shard="00",
-                           segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
+        batch = ArrowBatch.from_records([record], ["p0"], ORIGIN)
         with ctx.delivering("m"):
             await observer.process_arrow(ctx, batch)
             await asyncio.wait(observer._in_flight)  # the write has failed
@@ -280,8 +281,7 @@ async def test_a_close_that_gives_up_waiting_leaves_the_sink_working(
         checkpoints.append(mark)
 
     record = Event(0, 1, "created", 1).record()
-    batch = ArrowBatch.from_records([record], ["p0"], shard="00",
-                       segment="idx/segments/2026/01/01/0100/meta.json")  # fmt: skip
+    batch = ArrowBatch.from_records([record], ["p0"], ORIGIN)
     async with sink(tmp_path, log) as s:
         slow = SparkObserver(s)
         ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, on_checkpoint=checkpoint)
