@@ -95,6 +95,14 @@ class Fleet:
     def kill(self, name: str) -> None:
         engine("kill", "--signal", "KILL", self.container(name))
 
+    def freeze(self, name: str) -> None:
+        """SIGSTOP to every process of the container but its first (a Spark worker's
+        executors, not the worker): what runs there stays as it is until `thaw` or `kill`."""
+        engine("exec", self.container(name), "bash", "-c", "kill -STOP -1")
+
+    def thaw(self, name: str) -> None:
+        engine("exec", self.container(name), "bash", "-c", "kill -CONT -1")
+
     def stop(self, name: str, grace_s: int) -> None:
         """SIGTERM, then SIGKILL after `grace_s` seconds (what `docker stop` and a pod's
         deletion do)."""

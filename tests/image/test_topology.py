@@ -106,13 +106,15 @@ def start_cluster(fleet: Fleet) -> str:
     return f"sc://127.0.0.1:{port}"
 
 
-def start_hosts(cluster: Cluster, processor: str, output: str, *extra: str) -> list[str]:
+def start_hosts(
+    cluster: Cluster, processor: str, output: str, *extra: str, expiry_s: int = 10
+) -> list[str]:
     names = [f"{processor}-h{n}" for n in (1, 2, 3)]
     for name in names:
         cluster.fleet.launch(
             name, "run", "--processor-name", processor, "--until-caught-up",
             "--spark-remote", cluster.remote, "--output", output, "--spark-warm-up-rows", "0",
-            "--lease-expiration", "10", *extra,
+            "--lease-expiration", str(expiry_s), *extra,
             env={"CFP_HOST_NAME": name, "CFP_HTTP_PORT": str(free_port())},
         )  # fmt: skip
     return names
@@ -202,15 +204,27 @@ async def test_a_worker_killed_while_the_hosts_write_loses_and_repeats_nothing(
     cluster: Cluster, feed: Feed
 ) -> None:
     """SIGKILL to one worker's container while tasks of the hosts' writes run on it: Spark runs
-    them again on the other worker; no host loses a lease for it; every event once."""
+    them again on the other worker; no host loses a lease for it; every event once.
+
+    The leases expire after 30 s, so a hand-over is forced only after 60 s: the writes the lost
+    tasks held up end well before (with 10 s, a write queued behind the rerun tasks outlasted
+    the 20 s a requester waits, and the lease was taken by force, as it should be then)."""
     output = f"{TABLES}/lost-worker"
-    names = start_hosts(cluster, "lostworker", output, "--spark-max-rows", "200")
-    victim = WORKERS["w2"]
+    names = start_hosts(cluster, "lostworker", output, "--spark-max-rows", "200", expiry_s=30)
+    victim, work = WORKERS["w2"], cluster.fleet.out / "w2"
 
-    async def busy() -> bool:  # a task of theirs running on w2 now
-        return spark_events.running_in(cluster.fleet.out / "w2") > 0
+    async def caught_running() -> bool:
+        """A task of theirs runs on w2, and is held still there (a task seen running could
+        end before the kill lands: then nothing would fail)."""
+        if spark_events.running_in(work) == 0:
+            return False
+        cluster.fleet.freeze("w2")
+        if spark_events.running_in(work) > 0:
+            return True
+        cluster.fleet.thaw("w2")
+        return False
 
-    await until(busy, "a task running on w2", every_s=0.02)
+    await until(caught_running, "a task held running on w2", every_s=0.02)
     cluster.fleet.kill("w2")
     logged = assert_hosts_wrote(cluster, names)
     print(f"\nthe hosts, w2 killed while a task ran on it:\n{report(logged)}")
