@@ -131,25 +131,6 @@ def test_a_factory_that_takes_options_is_made_once_with_the_host(plugin_module: 
     assert isinstance(factory(), Archive)
 
 
-@pytest.mark.parametrize(
-    ("options", "problem"),
-    [
-        ((), "option 'directory' \\(a path\\) is required"),
-        (("directory=/x", "rowz=3"), "unknown option 'rowz'; the options are: directory, rows,"),
-        (("directory=/x", "rows=many"), "option 'rows': 'many' is not an integer"),
-        (("directory=/x", "compress=maybe"), "option 'compress': 'maybe' is not a boolean"),
-        (("directory=/x", "shape=round"), "'round' is not one of wide, narrow"),
-        (("directory=/x", "rows=1", "rows=2"), "option 'rows' is given 2 times"),
-        (("directory",), "--observer-option 'directory': expected KEY=VALUE"),
-    ],
-)
-def test_options_that_do_not_fit_are_refused_by_name(
-    plugin_module: str, options: tuple[str, ...], problem: str
-) -> None:
-    with pytest.raises(PluginLoadError, match=problem):
-        load(f"{plugin_module}:Archive", *options)
-
-
 def test_options_for_a_plugin_without_options_are_refused() -> None:
     with pytest.raises(PluginLoadError, match="LogObserver takes no options"):
         load("log", "level=debug")

@@ -1,4 +1,4 @@
-"""The segment barrier and the lease continuation: pure functions, checked against a model."""
+"""The segment barrier: pure functions, checked against a model of what each lease finished."""
 
 from __future__ import annotations
 
@@ -9,15 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leases import Lease
-from leases.policy.timings import EXPIRY_MARGIN_S, JITTER_FRACTION, derive_timings
 from processor.changefeed.errors import InvalidContinuation
 from processor.changefeed.position import ShardPosition
 from processor.changefeed.storage.layout import segment_path
 from processor.reading.barrier import has_finished_before, may_enter
 from processor.reading.lease_position import LeasePosition
-from processor.reading.position_book import PositionBook
-from tests.unit.fakes import ManualClock
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 SEGMENTS = [segment_path(BASE + timedelta(hours=h)) for h in range(12)]
@@ -57,69 +53,11 @@ def test_a_lease_that_starts_later_does_not_hold_back_earlier_segments() -> None
     assert not has_finished_before(late, SEGMENTS[8], SEGMENTS)
 
 
-@given(positions, st.one_of(st.none(), st.integers(0, 3)))
-def test_continuation_round_trips(pos: tuple[int | None, bool], hours: int | None) -> None:
-    k, done = pos
-    p = at(k, done=done)
-    if hours is not None:
-        p = LeasePosition(p.segment, p.is_segment_done, p.shard, BASE + timedelta(hours=hours))
-    assert LeasePosition.from_json(p.to_json()) == p
-
-
 @given(positions, positions)
 def test_order_follows_the_model(a: tuple[int | None, bool], b: tuple[int | None, bool]) -> None:
     pa, pb = at(a[0], done=a[1]), at(b[0], done=b[1])
     if finished_up_to(*a) < finished_up_to(*b):
         assert pa.is_before(pb)
-
-
-@pytest.mark.parametrize(
-    "text", ["not json", '{"v": 2}', '{"v": 1, "segment": 3}', '{"v": 1, "startTime": "soon"}']
-)
-def test_a_foreign_continuation_is_refused_with_the_lease_named(text: str) -> None:
-    with pytest.raises(InvalidContinuation, match="lease 07"):
-        LeasePosition.from_json(text, lease="07")
-
-
-def test_timings_derive_from_the_expiry() -> None:
-    t = derive_timings(30)
-    assert (t.renew_every_s, t.acquire_every_s, t.fence_after_s) == (10, 10, 24)
-    assert derive_timings(3, renew_every_s=1, acquire_every_s=0.5).acquire_every_s == 0.5
-    with pytest.raises(ValueError, match="at most half"):
-        derive_timings(10, renew_every_s=6)
-
-
-@given(
-    st.floats(-JITTER_FRACTION, JITTER_FRACTION),
-    st.none() | st.floats(-100, 100),
-    st.floats(0, 100),
-)
-def test_the_next_look_is_the_jittered_interval_or_just_after_a_lease_expires(
-    jitter: float, due: float | None, now: float
-) -> None:
-    t = derive_timings(30)
-    pause = t.next_look_in_s(jitter=jitter, due=due, now=now)
-    assert 0 < pause <= t.acquire_every_s * (1 + JITTER_FRACTION)
-    if due is None or due - now + EXPIRY_MARGIN_S >= t.acquire_every_s * (1 + jitter):
-        assert pause == t.acquire_every_s * (1 + jitter)
-    else:  # a watched lease expires first: look just after it (at once if it has already)
-        assert pause == max(0.0, due - now) + EXPIRY_MARGIN_S
-
-
-async def test_the_barrier_book_lists_the_table_at_most_once_per_refresh_interval() -> None:
-    listed: list[float] = []
-    clock = ManualClock()
-
-    async def lister() -> list[Lease]:
-        listed.append(clock.now)
-        return []
-
-    book = PositionBook(lister, refresh_s=1.0, clock=clock)
-    await book.refresh()
-    await book.refresh()  # within the interval: the host's last listing stands
-    clock.now += 1.0
-    await book.refresh()
-    assert listed == [100.0, 101.0]
 
 
 def test_an_end_time_closes_the_segments_after_it_and_is_kept_through_moves() -> None:

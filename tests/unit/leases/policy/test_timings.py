@@ -1,0 +1,34 @@
+"""Every interval of the lease protocol, derived from the lease expiry."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from leases.policy.timings import EXPIRY_MARGIN_S, JITTER_FRACTION, derive_timings
+
+
+def test_timings_derive_from_the_expiry() -> None:
+    t = derive_timings(30)
+    assert (t.renew_every_s, t.acquire_every_s, t.fence_after_s) == (10, 10, 24)
+    assert derive_timings(3, renew_every_s=1, acquire_every_s=0.5).acquire_every_s == 0.5
+    with pytest.raises(ValueError, match="at most half"):
+        derive_timings(10, renew_every_s=6)
+
+
+@given(
+    st.floats(-JITTER_FRACTION, JITTER_FRACTION),
+    st.none() | st.floats(-100, 100),
+    st.floats(0, 100),
+)
+def test_the_next_look_is_the_jittered_interval_or_just_after_a_lease_expires(
+    jitter: float, due: float | None, now: float
+) -> None:
+    t = derive_timings(30)
+    pause = t.next_look_in_s(jitter=jitter, due=due, now=now)
+    assert 0 < pause <= t.acquire_every_s * (1 + JITTER_FRACTION)
+    if due is None or due - now + EXPIRY_MARGIN_S >= t.acquire_every_s * (1 + jitter):
+        assert pause == t.acquire_every_s * (1 + jitter)
+    else:  # a watched lease expires first: look just after it (at once if it has already)
+        assert pause == max(0.0, due - now) + EXPIRY_MARGIN_S
