@@ -3,8 +3,6 @@ as text, a field the schema lacks as nulls. What the filters read; pure function
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,26 +48,6 @@ def text(table: pa.Table, *path: str) -> pa.ChunkedArray:
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         return pa.chunked_array([pa.nulls(table.num_rows, TEXT)], TEXT)
     return pc.cast(values, TEXT)
-
-
-def event_times(table: pa.Table) -> pa.ChunkedArray:
-    """`eventTime` as UTC timestamps (microseconds); null where it is missing or not ISO 8601."""
-    texts = text(table, "eventTime")
-    kind = pa.timestamp("us", tz="UTC")
-    try:
-        exact = pc.cast(texts, pa.timestamp("ns", tz="UTC"))
-        return pc.cast(exact, kind, safe=False)  # truncated to microseconds, like datetime
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # one odd time: each on its own
-        return pa.chunked_array([pa.array([_parsed(t) for t in texts.to_pylist()], kind)], kind)
-
-
-def _parsed(value: str | None) -> datetime | None:
-    from processor.changefeed.selection import parse_event_time  # noqa: PLC0415 - a cycle
-
-    try:
-        return None if value is None else parse_event_time(value)
-    except ValueError:
-        return None
 
 
 def blob_paths(table: pa.Table) -> pa.ChunkedArray:

@@ -107,7 +107,7 @@ class EventFilter:
         import pyarrow as pa  # noqa: PLC0415 - loaded with the first batch, not by `cfp --help`
         import pyarrow.compute as pc  # noqa: PLC0415
 
-        from processor.changefeed.record_columns import event_times, text  # noqa: PLC0415
+        from processor.changefeed.record_columns import text  # noqa: PLC0415
 
         if self.is_trivial:
             return None
@@ -131,3 +131,26 @@ class EventFilter:
             if w.end is not None:
                 keep = pc.and_(keep, pc.fill_null(pc.less(times, pa.scalar(w.end, times.type)), no))
         return keep
+
+
+def event_times(table: pa.Table) -> pa.ChunkedArray:
+    """`eventTime` as UTC timestamps (microseconds); null where it is missing or not ISO 8601."""
+    import pyarrow as pa  # noqa: PLC0415 - loaded with the first batch, not by `cfp --help`
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    from processor.changefeed.record_columns import text  # noqa: PLC0415
+
+    texts = text(table, "eventTime")
+    kind = pa.timestamp("us", tz="UTC")
+    try:
+        exact = pc.cast(texts, pa.timestamp("ns", tz="UTC"))
+        return pc.cast(exact, kind, safe=False)  # truncated to microseconds, like datetime
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # one odd time: each on its own
+        return pa.chunked_array([pa.array([_parsed(t) for t in texts.to_pylist()], kind)], kind)
+
+
+def _parsed(value: str | None) -> datetime | None:
+    try:
+        return None if value is None else parse_event_time(value)
+    except ValueError:
+        return None

@@ -20,6 +20,7 @@ A lazy import inside a function counts as much as one at the top of a module.
 from __future__ import annotations
 
 import ast
+import graphlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,6 +154,38 @@ def test_the_layers_form_no_circle() -> None:
     assert set(LAYERS.values()) == set(ALLOWED)
     for layer in ALLOWED:
         below(layer, ())
+
+
+def module_circle(root: Path) -> list[str]:
+    """A circle of modules importing each other (function-level imports too; a package's
+    `__init__` face left out), or [] when there is none."""
+    modules = {
+        module_name(path, root): path
+        for package in PACKAGES
+        for path in (root / package).rglob("*.py")
+        if path.name != "__init__.py"
+    }
+    graph = {
+        name: {t for _, t in imports(path, root) for t in (t, t.rpartition(".")[0]) if t in modules}
+        - {name}
+        for name, path in modules.items()
+    }
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as e:
+        return list(e.args[1])
+    return []
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    assert module_circle(ROOT) == []
+
+
+def test_a_planted_circle_is_found(tmp_path: Path) -> None:
+    (tmp_path / "processor").mkdir()
+    (tmp_path / "processor" / "a.py").write_text("def f():\n    from processor.b import g\n")
+    (tmp_path / "processor" / "b.py").write_text("from processor import a\n")
+    assert sorted(set(module_circle(tmp_path))) == ["processor.a", "processor.b"]
 
 
 def test_a_planted_import_against_the_layers_is_caught(tmp_path: Path) -> None:

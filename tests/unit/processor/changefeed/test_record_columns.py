@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,7 +9,6 @@ from hypothesis import strategies as st
 from processor.changefeed.record_columns import (
     as_numpy_mask,
     blob_paths,
-    event_times,
     field,
     text,
 )
@@ -42,14 +39,6 @@ def test_text_decodes_enums_and_gives_nulls_for_what_is_not_text() -> None:
     assert text(RECORDS, "eventType").to_pylist() == ["BlobCreated", "Control", "BlobDeleted"]
     assert text(RECORDS, "data", "size").to_pylist() == [None, None, None]
     assert text(RECORDS, "api").to_pylist() == [None, None, None]
-
-
-def test_event_times_are_utc_microseconds_and_null_where_unreadable() -> None:
-    assert event_times(RECORDS).to_pylist() == [
-        datetime(2026, 1, 1, 0, 0, 0, 123456, tzinfo=UTC),
-        datetime(2026, 1, 1, 1, tzinfo=UTC),  # no offset: UTC
-        None,
-    ]
 
 
 def test_the_container_ends_at_the_first_blobs() -> None:

@@ -13,6 +13,7 @@ from processor.changefeed.selection import (
     EventFilter,
     TimeRange,
     consumable_segments,
+    event_times,
     parse_event_time,
 )
 from processor.changefeed.storage.layout import segment_path
@@ -99,3 +100,14 @@ def test_event_filter() -> None:
 def test_seven_digit_event_times_parse() -> None:
     t = parse_event_time("2022-11-28T21:43:23.6463937Z")
     assert t == datetime(2022, 11, 28, 21, 43, 23, 646393, tzinfo=UTC)
+
+
+TIMES = ["2026-01-01T00:00:00.1234567Z", "2026-01-01T01:00:00", "yesterday"]
+
+
+def test_event_times_are_utc_microseconds_and_null_where_unreadable() -> None:
+    assert event_times(pa.table({"eventTime": TIMES})).to_pylist() == [
+        datetime(2026, 1, 1, 0, 0, 0, 123456, tzinfo=UTC),
+        datetime(2026, 1, 1, 1, tzinfo=UTC),  # no offset: UTC
+        None,
+    ]
