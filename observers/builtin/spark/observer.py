@@ -14,6 +14,7 @@ ever. They still move the checkpoint.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from datetime import UTC, datetime
 from types import TracebackType
@@ -80,7 +81,7 @@ class SparkObserver:
                 # in the change log already; the lease's next owner replays it, adding nothing
                 ctx.log.info("spark.checkpoint_refused")
 
-        table = await asyncio.to_thread(self._table, batch)  # CPU work: off the event loop
+        table = await self.sink.blocking(functools.partial(self._table, batch))  # CPU work
         future = await self.sink.submit(ctx.lease_token, table, checkpoint)
         self._in_flight.append(future)
 
@@ -144,7 +145,7 @@ class SparkStateJob:
             job.optimized_at = _saved_time(continuation, "optimizedAt")
         if continuation != self._left:  # not where our last run left it: another host ran it
             job.forget()
-        run = await asyncio.to_thread(job.run_once)
+        run = await self.sink.blocking(job.run_once)
         saved = {
             "appliedChangesVersion": run.applied,
             "changesVersion": run.latest,

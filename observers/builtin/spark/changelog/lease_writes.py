@@ -8,7 +8,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -37,13 +37,18 @@ class Writer(Protocol):
 
 
 async def fence_ahead(
-    writer: Writer, session: Any, fence: LeaseFence, before: asyncio.Task[None] | None
+    writer: Writer,
+    session: Any,
+    fence: LeaseFence,
+    before: asyncio.Task[None] | None,
+    *,
+    calls: Executor,
 ) -> None:
     """The lease's fence, committed while its first batches are read (taking a lease costs a
     commit: not in front of its first write), after the fence of its last open (`before`). A
     failure costs nothing: the first write syncs itself."""
     fence_it = functools.partial(writer.fence_ahead, session, fence)
-    if (took := await _after(before, fence, "fence_ahead", fence_it)) is not None:
+    if (took := await _after(before, fence, "fence_ahead", fence_it, calls)) is not None:
         log.info("spark.fence_committed", lease=fence.lease, seconds=took)
 
 
@@ -55,27 +60,32 @@ async def sync_ahead(
     *,
     at_least: str | None,
     generation: int,
+    calls: Executor,
 ) -> None:
     """The lease's floor read from `at_least` on, once its fence (`before`) is in: the other
     half of taking a lease, done while its first write waits for other batches or for Spark.
     A failure costs nothing: the first write syncs itself; nor does a lease that unsynced
     since `generation` (when it was asked for) count it."""
     sync = functools.partial(writer.sync, session, fence, at_least=at_least, generation=generation)
-    took = await _after(before, fence, "sync_ahead", sync)
+    took = await _after(before, fence, "sync_ahead", sync, calls)
     if took is not None and fence.synced:  # the cost of taking a lease (with the fence's)
         log.info("spark.synced", lease=fence.lease, seconds=took, ahead=True)
 
 
 async def _after(
-    before: asyncio.Task[None] | None, fence: LeaseFence, what: str, call: Callable[[], int]
+    before: asyncio.Task[None] | None,
+    fence: LeaseFence,
+    what: str,
+    call: Callable[[], int],
+    calls: Executor,
 ) -> float | None:
-    """`call` (blocking, in a thread) once `before` is done: its seconds, or None when it
-    failed (logged as `spark.<what>_failed`)."""
+    """`call` (blocking, in a thread of `calls`) once `before` is done: its seconds, or None
+    when it failed (logged as `spark.<what>_failed`)."""
     if before is not None:
         await asyncio.wait([before])
     started = time.monotonic()
     try:
-        await asyncio.to_thread(call)
+        await asyncio.get_running_loop().run_in_executor(calls, call)
     except Exception as e:
         log.warning(f"spark.{what}_failed", lease=fence.lease, error=repr(e)[:1000])
         return None

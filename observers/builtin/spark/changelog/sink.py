@@ -19,15 +19,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,8 +51,11 @@ from observers.builtin.spark.session.session import SparkOptions, new_session, o
 from observers.builtin.spark.tables import create_tables
 
 log = structlog.get_logger("cfp.spark")
+T = TypeVar("T")
 
 WARM_UP_WRITES = 3
+# Spark calls in flight at once (commits, fences, syncs, the state job, batches made into rows)
+SPARK_THREADS = 8
 HOLD_POLL_S = 0.2
 
 
@@ -146,6 +151,13 @@ class SparkSink:
         self._settling: asyncio.Task[None] | None = None
         self._written = 0  # Spark writes committed
         self._pauses = commit_pauses()  # the tests' (faults.py): none unless asked
+        # threads of its own: a Spark call that hangs (an executor lost mid-write) holds none of
+        # the event loop's default threads, which the host's decoders use
+        self.calls = ThreadPoolExecutor(SPARK_THREADS, thread_name_prefix="cfp-spark")
+
+    async def blocking(self, fn: Callable[[], T]) -> T:
+        """`fn`, a blocking call (Spark, or CPU work on a batch), in the sink's threads."""
+        return await asyncio.get_running_loop().run_in_executor(self.calls, fn)
 
     async def __aenter__(self) -> SparkSink:
         if self._own_session:
@@ -183,8 +195,9 @@ class SparkSink:
             await self._settling
         if self._own_session and self.session is not None:
             if self.options.remote and self.job_session is not None:
-                await asyncio.to_thread(self.job_session.stop)  # a session of its own there
-            await asyncio.to_thread(self.session.stop)
+                await self.blocking(self.job_session.stop)  # a session of its own there
+            await self.blocking(self.session.stop)
+        self.calls.shutdown(wait=False)
 
     def _warm_up(self) -> None:
         warm_up(self.session, self.options.warm_up_rows, is_closed=lambda: self._queue.is_closed)
@@ -198,7 +211,9 @@ class SparkSink:
             fence = self._fences[lease] = LeaseFence(lease, app_id(processor, lease), epoch)
         else:
             fence.reopened(epoch)
-        ahead = fence_ahead(self.changes, self.session, fence, self._fencing.get(lease))
+        ahead = fence_ahead(
+            self.changes, self.session, fence, self._fencing.get(lease), calls=self.calls
+        )
         self._fencing[lease] = asyncio.create_task(ahead)
 
     async def floor(self, lease: str, first: str) -> str | None:
@@ -231,7 +246,13 @@ class SparkSink:
             return None
         before = self._fencing.get(lease)
         ahead = sync_ahead(
-            self.changes, self.session, fence, before, at_least=first, generation=fence.generation
+            self.changes,
+            self.session,
+            fence,
+            before,
+            at_least=first,
+            generation=fence.generation,
+            calls=self.calls,
         )
         task = self._fencing[lease] = asyncio.create_task(ahead)
         return task
@@ -261,7 +282,7 @@ class SparkSink:
         fencing = [self._fencing.pop(lease) for lease in per_lease if lease in self._fencing]
         if fencing:
             await asyncio.wait(fencing)
-        outcomes = await asyncio.to_thread(self._commit, per_lease)
+        outcomes = await self.blocking(functools.partial(self._commit, per_lease))
         took = time.monotonic() - started
         done: list[Pending] = []
         written: list[Written] = []

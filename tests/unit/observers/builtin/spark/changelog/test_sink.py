@@ -5,6 +5,7 @@ still checkpointed."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 from collections.abc import AsyncIterator
@@ -328,6 +329,27 @@ async def test_a_failed_warm_up_only_costs_slower_first_writes(tmp_path: Path) -
     async with SparkSink(settings, writer=log, session=object(), warm_up=warm_up) as s:
         s.open_lease("00", 1)
         await (await s.submit("00", rows("00", 1), _nothing))
+    assert log.writes == [("00", ["id-0-1"])]
+
+
+async def _nothing() -> None:
+    return None
+
+
+async def test_a_write_that_hangs_holds_none_of_the_loops_default_threads(tmp_path: Path) -> None:
+    """A Spark call that does not return (an executor lost mid-write) runs in the sink's own
+    threads: the host's decoders, in the loop's default threads, go on meanwhile."""
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(1))
+    log = FakeLog()
+    log.gate.clear()
+    async with sink(tmp_path, log) as s:
+        written = await s.submit("00", rows("00", 1), _nothing)
+        entered = loop.run_in_executor(s.calls, log.entered.wait, patience.left_s())
+        assert await entered  # the write hangs in a thread of the sink's
+        assert await asyncio.to_thread(lambda: "decoded") == "decoded"  # the one default thread
+        log.gate.set()
+        await written
     assert log.writes == [("00", ["id-0-1"])]
 
 
