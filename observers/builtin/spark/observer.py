@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
 
-from observers.builtin.spark.changelog.sink import SparkSink
+from observers.builtin.spark.changelog.sink import SparkSink, run_blocking
 from observers.builtin.spark.session.container import ensure_container
 from observers.builtin.spark.session.install import require as require_pyspark
 from observers.builtin.spark.session.output import access_for, excluded_container, parse_output
@@ -81,7 +81,7 @@ class SparkObserver:
                 # in the change log already; the lease's next owner replays it, adding nothing
                 ctx.log.info("spark.checkpoint_refused")
 
-        table = await self.sink.blocking(functools.partial(self._table, batch))  # CPU work
+        table = await run_blocking(self.sink.calls, functools.partial(self._table, batch))
         future = await self.sink.submit(ctx.lease_token, table, checkpoint)
         self._in_flight.append(future)
 
@@ -145,7 +145,7 @@ class SparkStateJob:
             job.optimized_at = _saved_time(continuation, "optimizedAt")
         if continuation != self._left:  # not where our last run left it: another host ran it
             job.forget()
-        run = await self.sink.blocking(job.run_once)
+        run = await run_blocking(self.sink.calls, job.run_once)
         saved = {
             "appliedChangesVersion": run.applied,
             "changesVersion": run.latest,

@@ -20,10 +20,13 @@ async def test_an_event_set_meanwhile_ends_the_wait_and_its_helpers() -> None:
 
 
 async def test_an_event_set_already_or_a_spent_deadline_answers_at_once() -> None:
-    assert await wait_any(running_event(), asyncio.Event(), timeout_s=0) is True
-    assert await wait_any(asyncio.Event(), timeout_s=0) is False
-    assert await wait_any(asyncio.Event(), timeout_s=-1) is False
+    event = running_event()
+    # spent deadlines are the case under test: nothing is waited for
+    assert await wait_any(event, asyncio.Event(), timeout_s=0) is True  # fixed on purpose: spent
+    assert await wait_any(asyncio.Event(), timeout_s=0) is False  # fixed on purpose: spent
+    assert await wait_any(asyncio.Event(), timeout_s=-1) is False  # fixed on purpose: spent
 
 
 async def test_a_deadline_passing_answers_false() -> None:
-    assert await wait_any(asyncio.Event(), timeout_s=0.001) is False
+    # a deadline that passes is the case under test: the shortest there is
+    assert await wait_any(asyncio.Event(), timeout_s=0.001) is False  # fixed on purpose: it passes

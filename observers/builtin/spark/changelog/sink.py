@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -54,9 +54,16 @@ log = structlog.get_logger("cfp.spark")
 T = TypeVar("T")
 
 WARM_UP_WRITES = 3
-# Spark calls in flight at once (commits, fences, syncs, the state job, batches made into rows)
+# Spark calls in flight at once (commits, fences, syncs, the state job, batches made into rows),
+# in threads of the sink's own: one that hangs (an executor lost mid-write) holds none of the
+# event loop's default threads, which the host's decoders use
 SPARK_THREADS = 8
 HOLD_POLL_S = 0.2
+
+
+async def run_blocking(pool: Executor, fn: Callable[[], T]) -> T:
+    """`fn`, a blocking call (Spark, or CPU work on a batch), in a thread of `pool`."""
+    return await asyncio.get_running_loop().run_in_executor(pool, fn)
 
 
 async def in_daemon_thread(fn: Callable[[], None]) -> None:
@@ -151,13 +158,7 @@ class SparkSink:
         self._settling: asyncio.Task[None] | None = None
         self._written = 0  # Spark writes committed
         self._pauses = commit_pauses()  # the tests' (faults.py): none unless asked
-        # threads of its own: a Spark call that hangs (an executor lost mid-write) holds none of
-        # the event loop's default threads, which the host's decoders use
         self.calls = ThreadPoolExecutor(SPARK_THREADS, thread_name_prefix="cfp-spark")
-
-    async def blocking(self, fn: Callable[[], T]) -> T:
-        """`fn`, a blocking call (Spark, or CPU work on a batch), in the sink's threads."""
-        return await asyncio.get_running_loop().run_in_executor(self.calls, fn)
 
     async def __aenter__(self) -> SparkSink:
         if self._own_session:
@@ -195,8 +196,8 @@ class SparkSink:
             await self._settling
         if self._own_session and self.session is not None:
             if self.options.remote and self.job_session is not None:
-                await self.blocking(self.job_session.stop)  # a session of its own there
-            await self.blocking(self.session.stop)
+                await run_blocking(self.calls, self.job_session.stop)  # a session of its own there
+            await run_blocking(self.calls, self.session.stop)
         self.calls.shutdown(wait=False)
 
     def _warm_up(self) -> None:
@@ -282,7 +283,7 @@ class SparkSink:
         fencing = [self._fencing.pop(lease) for lease in per_lease if lease in self._fencing]
         if fencing:
             await asyncio.wait(fencing)
-        outcomes = await self.blocking(functools.partial(self._commit, per_lease))
+        outcomes = await run_blocking(self.calls, functools.partial(self._commit, per_lease))
         took = time.monotonic() - started
         done: list[Pending] = []
         written: list[Written] = []

@@ -5,7 +5,6 @@ still checkpointed."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import threading
 from collections.abc import AsyncIterator
@@ -46,8 +45,10 @@ class FakeLog:
         self.fenced_ahead: list[tuple[str, int]] = []
         self.synced_ahead: list[tuple[str, int, str | None]] = []
         self._lock = threading.Lock()
+        self.threads: list[tuple[str, str]] = []  # (call, the thread it ran in)
 
     def fence_ahead(self, session: Any, fence: LeaseFence) -> int:
+        self.threads.append(("fence_ahead", threading.current_thread().name))
         with self._lock:
             self.fenced_ahead.append((fence.lease, fence.epoch))
             assert not any(lease == fence.lease for lease, _ in self.writes[-1:])
@@ -57,6 +58,7 @@ class FakeLog:
     def sync(
         self, session: Any, fence: LeaseFence, *, at_least: str | None, generation: int | None
     ) -> int:
+        self.threads.append(("sync", threading.current_thread().name))
         with self._lock:
             self.synced_ahead.append((fence.lease, fence.epoch, at_least))
             assert fence.fenced, "the floor read before the fence"
@@ -67,6 +69,7 @@ class FakeLog:
     def write(
         self, session: Any, fence: LeaseFence, table: pa.Table, *, hold: Hold | None = None
     ) -> Written:
+        self.threads.append(("write", threading.current_thread().name))
         self.entered.set()
         assert self.gate.wait(patience.left_s())
         with self._lock:
@@ -336,21 +339,15 @@ async def _nothing() -> None:
     return None
 
 
-async def test_a_write_that_hangs_holds_none_of_the_loops_default_threads(tmp_path: Path) -> None:
-    """A Spark call that does not return (an executor lost mid-write) runs in the sink's own
-    threads: the host's decoders, in the loop's default threads, go on meanwhile."""
-    loop = asyncio.get_running_loop()
-    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(1))
+async def test_the_spark_calls_run_in_threads_of_the_sinks_own(tmp_path: Path) -> None:
+    """Writes, fences and syncs: none in the event loop's default threads, which the host's
+    decoders use, so a Spark call that hangs (an executor lost mid-write) holds none of them."""
     log = FakeLog()
-    log.gate.clear()
     async with sink(tmp_path, log) as s:
-        written = await s.submit("00", rows("00", 1), _nothing)
-        entered = loop.run_in_executor(s.calls, log.entered.wait, patience.left_s())
-        assert await entered  # the write hangs in a thread of the sink's
-        assert await asyncio.to_thread(lambda: "decoded") == "decoded"  # the one default thread
-        log.gate.set()
-        await written
-    assert log.writes == [("00", ["id-0-1"])]
+        await (await s.submit("00", rows("00", 1), _nothing))
+        assert await s.floor("01", "p") is None
+    assert {"write", "fence_ahead", "sync"} <= {call for call, _ in log.threads}
+    assert all(name.startswith("cfp-spark") for _, name in log.threads), log.threads
 
 
 async def _nothing() -> None:
