@@ -7,6 +7,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
 
 from leases import HostId
 from leases.policy.timings import Timings
@@ -136,3 +138,25 @@ RAW = {  # one change feed record, as the service writes it (schema version 5)
     "id": "e-1",
     "data": {"sequencer": "00000000000000010000000000000002000000000000001d", "api": "PutBlob"},
 }
+
+
+class Shape(Enum):
+    WIDE = "wide"
+    NARROW = "narrow"
+
+
+@dataclass(frozen=True)
+class ArchiveOptions:
+    """A plugin's options, one field of each kind `--observer-option` converts to."""
+
+    directory: Path
+    rows: int = 1000
+    ratio: float = 0.5
+    compress: bool = True
+    shape: Shape = Shape.WIDE
+    prefix: str | None = None
+    columns: tuple[str, ...] = field(default=(), metadata={"help": "kept columns"})
+
+    def __post_init__(self) -> None:
+        if self.rows < 1:
+            raise ValueError("rows must be at least 1")

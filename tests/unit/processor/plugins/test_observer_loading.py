@@ -6,9 +6,7 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import Enum
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from observers.builtin.log import LogObserver
 from observers.builtin.spark.observer import SparkObserverFactory
 from processor.connection import DEFAULT_CONNECTION_STRING, storage_access
 from processor.plugins import ObserverChoice, load_observer_factory
+from tests.unit.fakes import ArchiveOptions, Shape
 
 HOST = PluginHost(
     "h",
@@ -58,22 +57,6 @@ def test_bad_observer_specs_say_what_is_wrong(spec: str, problem: str | None) ->
         return
     with pytest.raises(PluginLoadError, match=problem):
         load_observer_factory(ObserverChoice(spec), host=HOST)
-
-
-class Shape(Enum):
-    WIDE = "wide"
-    NARROW = "narrow"
-
-
-@dataclass(frozen=True)
-class ArchiveOptions:
-    directory: Path
-    rows: int = 1000
-    ratio: float = 0.5
-    compress: bool = True
-    shape: Shape = Shape.WIDE
-    prefix: str | None = None
-    columns: tuple[str, ...] = field(default=(), metadata={"help": "kept columns"})
 
 
 class Archive:

@@ -3,8 +3,6 @@ refused with an error that names the option."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 import pytest
@@ -13,30 +11,11 @@ from hypothesis import strategies as st
 
 from observers import PluginLoadError
 from processor.plugins.observer_options import declared_options, make_options, option_pairs
+from tests.unit.fakes import ArchiveOptions, Shape
 
 
-class Shape(Enum):
-    WIDE = "wide"
-    NARROW = "narrow"
-
-
-@dataclass(frozen=True)
-class Options:
-    directory: Path
-    rows: int = 1000
-    ratio: float = 0.5
-    compress: bool = True
-    shape: Shape = Shape.WIDE
-    prefix: str | None = None
-    columns: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.rows < 1:
-            raise ValueError("rows must be at least 1")
-
-
-def make(*pairs: str) -> Options:
-    made: Options = make_options(Options, pairs, spec="plugin:Archive")
+def make(*pairs: str) -> ArchiveOptions:
+    made: ArchiveOptions = make_options(ArchiveOptions, pairs, spec="plugin:Archive")
     return made
 
 
@@ -45,8 +24,10 @@ def test_every_kind_of_value_is_converted_to_its_fields_type() -> None:
         "directory=/data", "rows=20", "ratio=0.25", "compress=off", "shape=NARROW",
         "prefix=x", "columns=id", "columns=event_type",
     )  # fmt: skip
-    assert made == Options(Path("/data"), 20, 0.25, False, Shape.NARROW, "x", ("id", "event_type"))
-    assert make("directory=/d") == Options(Path("/d"))
+    assert made == ArchiveOptions(
+        Path("/data"), 20, 0.25, False, Shape.NARROW, "x", ("id", "event_type")
+    )
+    assert make("directory=/d") == ArchiveOptions(Path("/d"))
 
 
 @pytest.mark.parametrize(
@@ -70,8 +51,8 @@ def test_options_that_do_not_fit_are_refused_by_name(pairs: tuple[str, ...], pro
 
 @given(st.integers(), st.floats(allow_nan=False, allow_infinity=False))
 def test_numbers_read_back_as_given(rows: int, ratio: float) -> None:
-    made: Options = make_options(
-        Options, ["directory=/d", f"rows={max(rows, 1)}", f"ratio={ratio!r}"], spec="p"
+    made: ArchiveOptions = make_options(
+        ArchiveOptions, ["directory=/d", f"rows={max(rows, 1)}", f"ratio={ratio!r}"], spec="p"
     )
     assert (made.rows, made.ratio) == (max(rows, 1), ratio)
 
@@ -85,13 +66,13 @@ def test_keys_are_grouped_in_order_and_dashes_read_as_underscores() -> None:
 
 def test_only_a_dataclass_declares_options() -> None:
     class Declares:
-        Options = Options
+        Options = ArchiveOptions
 
     class NotADataclass:
         class Options:
             rows: int = 1
 
-    assert declared_options(Declares) is Options
+    assert declared_options(Declares) is ArchiveOptions
     assert declared_options(object()) is None
     with pytest.raises(TypeError, match=r"NotADataclass\.Options is not a dataclass"):
         declared_options(NotADataclass)
