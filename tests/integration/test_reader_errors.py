@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 
 import pytest
-from azure.storage.blob.aio import ContainerClient
+from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from processor.changefeed.decoding.avro_chunk import (
     BlockSpan,
@@ -16,7 +17,7 @@ from processor.changefeed.decoding.avro_chunk import (
     read_long,
     scan_blocks,
 )
-from processor.changefeed.decoding.decode import decode_blocks
+from processor.changefeed.decoding.decode import RawRecord, decode_blocks
 from processor.changefeed.errors import (
     BadMagicError,
     BadSyncMarkerError,
@@ -31,7 +32,9 @@ from processor.changefeed.feed_reader import IncompleteRead
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage.layout import CONTAINER
 from processor.emulator.avro_encoding import encode_long_padded
-from tests.helpers import emulate, json_lines, read_all, run_cfp
+from processor.emulator.azurite import Azurite
+from processor.emulator.service import reset_account
+from tests.helpers import EMULATOR_CONTAINERS, emulate, json_lines, read_all, run_cfp
 
 SEGMENT = "idx/segments/2026/01/01/0000/meta.json"
 # about 500 records in each chunk of the first segment: enough for a native decode of the window
@@ -143,13 +146,51 @@ async def _damage(
     return data, header, blocks
 
 
+@dataclass
+class Pristine:
+    """The bad-shard feed as emulated, kept to be put back after a test damaged it."""
+
+    chunk: bytes = b""  # the chunk the tests damage
+    manifest: bytes = b""
+    good: list[RawRecord] = field(default_factory=list)  # every record, as read intact
+
+
+PRISTINE = Pristine()
+CHUNK = f"{BAD_SHARD}00000.avro"
+
+
+async def _stored(account: str, name: str) -> bytes | None:
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        blob = c.get_blob_client(name)
+        return await (await blob.download_blob()).readall() if await blob.exists() else None
+
+
+@pytest.fixture
+async def bad_shard_feed(azurite: Azurite) -> AsyncIterator[str]:
+    """The account with the bad-shard feed intact: emulated once for the corruptions (each costs
+    seconds), checked and put back after each (another test may have reset the account)."""
+    conn = azurite.connection_string
+    chunk, manifest = await _stored(conn, CHUNK), await _stored(conn, SEGMENT)
+    if not PRISTINE.chunk or (chunk, manifest) != (PRISTINE.chunk, PRISTINE.manifest):
+        async with BlobServiceClient.from_connection_string(conn) as service:
+            await reset_account(service, EMULATOR_CONTAINERS)
+        await emulate(conn, **BAD_SHARD_FEED)
+        PRISTINE.chunk = await _stored(conn, CHUNK) or b""
+        PRISTINE.manifest = await _stored(conn, SEGMENT) or b""
+        PRISTINE.good, _ = await read_all(conn, event_filter=EventFilter(include_control=True))
+    try:
+        yield conn
+    finally:
+        async with ContainerClient.from_connection_string(conn, CONTAINER) as c:
+            await c.upload_blob(CHUNK, PRISTINE.chunk, overwrite=True)
+
+
 @pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
-async def test_corrupt_chunk_stops_only_its_shard(account: str, kind: str) -> None:
-    await emulate(account, **BAD_SHARD_FEED)
+async def test_corrupt_chunk_stops_only_its_shard(bad_shard_feed: str, kind: str) -> None:
+    account, good = bad_shard_feed, PRISTINE.good
     everything = EventFilter(include_control=True)
-    good, _ = await read_all(account, event_filter=everything)
     corrupt, error_type = CORRUPTIONS[kind]
-    chunk = f"{BAD_SHARD}00000.avro"
+    chunk = CHUNK
     spot: list[tuple[int, int]] = []
 
     def damaged(data: bytes, blocks: list[BlockSpan]) -> bytes:
@@ -191,14 +232,13 @@ async def test_corrupt_chunk_stops_only_its_shard(account: str, kind: str) -> No
 
 
 async def test_a_block_that_spins_the_native_decoder_stops_cfp_read_with_its_chunk(
-    account: str,
+    bad_shard_feed: str,
 ) -> None:
     """A block whose count is one short of its records makes arrow-avro spin for ever: the call
     is abandoned at its deadline, `cfp read` names the chunk, exits 3 and does not hang; what it
     printed is all good data from before the bad block."""
-    await emulate(account, **BAD_SHARD_FEED)
-    good, _ = await read_all(account, event_filter=EventFilter(include_control=True))
-    chunk = f"{BAD_SHARD}00000.avro"
+    account, good = bad_shard_feed, PRISTINE.good
+    chunk = CHUNK
     data, header, blocks = await _damage(
         account, chunk, lambda data, blocks: _recount(data, blocks[1].offset, -1)
     )

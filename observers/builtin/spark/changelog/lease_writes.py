@@ -5,6 +5,7 @@ lease costs a commit and a read, so they run while its first batches are read an
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import time
 from collections.abc import Callable, Mapping
@@ -85,7 +86,8 @@ async def _after(
         await asyncio.wait([before])
     started = time.monotonic()
     try:
-        await asyncio.get_running_loop().run_in_executor(calls, call)
+        in_context = functools.partial(contextvars.copy_context().run, call)
+        await asyncio.get_running_loop().run_in_executor(calls, in_context)
     except Exception as e:
         log.warning(f"spark.{what}_failed", lease=fence.lease, error=repr(e)[:1000])
         return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import os
@@ -62,8 +63,10 @@ HOLD_POLL_S = 0.2
 
 
 async def run_blocking(pool: Executor, fn: Callable[[], T]) -> T:
-    """`fn`, a blocking call (Spark, or CPU work on a batch), in a thread of `pool`."""
-    return await asyncio.get_running_loop().run_in_executor(pool, fn)
+    """`fn`, a blocking call (Spark, or CPU work on a batch), in a thread of `pool`, with the
+    caller's context (the log fields bound to it), as `asyncio.to_thread` would."""
+    call = functools.partial(contextvars.copy_context().run, fn)
+    return await asyncio.get_running_loop().run_in_executor(pool, call)
 
 
 async def in_daemon_thread(fn: Callable[[], None]) -> None:

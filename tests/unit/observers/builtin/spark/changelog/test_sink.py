@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 import observers.builtin.spark.observer as spark_observer
@@ -45,10 +46,10 @@ class FakeLog:
         self.fenced_ahead: list[tuple[str, int]] = []
         self.synced_ahead: list[tuple[str, int, str | None]] = []
         self._lock = threading.Lock()
-        self.threads: list[tuple[str, str]] = []  # (call, the thread it ran in)
+        self.threads: list[tuple[str, str, dict[str, Any]]] = []  # call, thread, log fields
 
     def fence_ahead(self, session: Any, fence: LeaseFence) -> int:
-        self.threads.append(("fence_ahead", threading.current_thread().name))
+        self.threads.append(("fence_ahead", threading.current_thread().name, _bound()))
         with self._lock:
             self.fenced_ahead.append((fence.lease, fence.epoch))
             assert not any(lease == fence.lease for lease, _ in self.writes[-1:])
@@ -58,7 +59,7 @@ class FakeLog:
     def sync(
         self, session: Any, fence: LeaseFence, *, at_least: str | None, generation: int | None
     ) -> int:
-        self.threads.append(("sync", threading.current_thread().name))
+        self.threads.append(("sync", threading.current_thread().name, _bound()))
         with self._lock:
             self.synced_ahead.append((fence.lease, fence.epoch, at_least))
             assert fence.fenced, "the floor read before the fence"
@@ -69,7 +70,7 @@ class FakeLog:
     def write(
         self, session: Any, fence: LeaseFence, table: pa.Table, *, hold: Hold | None = None
     ) -> Written:
-        self.threads.append(("write", threading.current_thread().name))
+        self.threads.append(("write", threading.current_thread().name, _bound()))
         self.entered.set()
         assert self.gate.wait(patience.left_s())
         with self._lock:
@@ -343,12 +344,18 @@ async def test_the_spark_calls_run_in_threads_of_the_sinks_own(tmp_path: Path) -
     """Writes, fences and syncs: none in the event loop's default threads, which the host's
     decoders use, so a Spark call that hangs (an executor lost mid-write) holds none of them."""
     log = FakeLog()
-    async with sink(tmp_path, log) as s:
-        await (await s.submit("00", rows("00", 1), _nothing))
-        assert await s.floor("01", "p") is None
-    assert {"write", "fence_ahead", "sync"} <= {call for call, _ in log.threads}
-    assert all(name.startswith("cfp-spark") for _, name in log.threads), log.threads
+    with structlog.contextvars.bound_contextvars(host="h9"):  # as a host binds its name
+        async with sink(tmp_path, log) as s:
+            await (await s.submit("00", rows("00", 1), _nothing))
+            assert await s.floor("01", "p") is None
+    assert {"write", "fence_ahead", "sync"} <= {call for call, _, _ in log.threads}
+    assert all(name.startswith("cfp-spark") for _, name, _ in log.threads), log.threads
+    assert all(bound == {"host": "h9"} for _, _, bound in log.threads)  # its log fields too
 
 
 async def _nothing() -> None:
     return None
+
+
+def _bound() -> dict[str, Any]:
+    return structlog.contextvars.get_contextvars()
