@@ -85,7 +85,7 @@ class ShardBatch:
         """Each record as JSON text, byte for byte as `orjson` writes fastavro's dicts."""
         if self.json_of_rows is not None:
             return self.json_of_rows()
-        from processor.changefeed.decoding.columnar import record_json  # noqa: PLC0415 - the decoder loads with the first batch
+        from processor.changefeed.decoding.columnar import record_json  # noqa: PLC0415 - loads with a batch
 
         return record_json(self.table)
 

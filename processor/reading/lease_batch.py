@@ -16,11 +16,12 @@ from processor.changefeed.shard_batch import ShardBatch
 class LeaseBatch:
     """`len()` events of one segment (`segment`: its manifest's path, or the scan's id), and the
     feed's bytes reading them moved past (`read_bytes`) or was spent on (`read_share`; see
-    `ShardBatch`). `arrow(origin)` gives the events as observers get them."""
+    `ShardBatch`). `arrow(origin)` gives the events as observers get them (`origin.segment_path`
+    is this batch's segment)."""
 
     segment: str
     events: int
-    columns: Callable[[Origin], ArrowBatch]
+    arrow: Callable[[Origin], ArrowBatch]
     read_bytes: int = 0
     read_share: int = 0
 
@@ -46,7 +47,3 @@ class LeaseBatch:
 
     def __len__(self) -> int:
         return self.events
-
-    def arrow(self, origin: Origin) -> ArrowBatch:
-        """The batch as observers get it; `origin.segment_path` is this batch's segment."""
-        return self.columns(origin)

@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
 
-from observers.builtin.spark.changelog.sink import SparkSink, run_blocking
+from observers.builtin.spark.changelog.lease_writes import run_blocking
+from observers.builtin.spark.changelog.sink import SparkSink
 from observers.builtin.spark.session.container import ensure_container
 from observers.builtin.spark.session.install import require as require_pyspark
 from observers.builtin.spark.session.output import access_for, excluded_container, parse_output

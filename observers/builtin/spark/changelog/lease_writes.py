@@ -10,7 +10,7 @@ import functools
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import structlog
@@ -19,6 +19,7 @@ from observers.builtin.spark.changelog.change_log import Hold, Written
 from observers.builtin.spark.changelog.fence import LeaseFence
 
 log = structlog.get_logger("cfp.spark")
+T = TypeVar("T")
 
 SIDE_BY_SIDE = 8  # leases' appends of one write in flight at once
 
@@ -73,6 +74,13 @@ async def sync_ahead(
         log.info("spark.synced", lease=fence.lease, seconds=took, ahead=True)
 
 
+async def run_blocking(pool: Executor, fn: Callable[[], T]) -> T:
+    """`fn`, a blocking call (Spark, or CPU work on a batch), in a thread of `pool`, with the
+    caller's context (the log fields bound to it), as `asyncio.to_thread` would."""
+    call = functools.partial(contextvars.copy_context().run, fn)
+    return await asyncio.get_running_loop().run_in_executor(pool, call)
+
+
 async def _after(
     before: asyncio.Task[None] | None,
     fence: LeaseFence,
@@ -86,8 +94,7 @@ async def _after(
         await asyncio.wait([before])
     started = time.monotonic()
     try:
-        in_context = functools.partial(contextvars.copy_context().run, call)
-        await asyncio.get_running_loop().run_in_executor(calls, in_context)
+        await run_blocking(calls, call)
     except Exception as e:
         log.warning(f"spark.{what}_failed", lease=fence.lease, error=repr(e)[:1000])
         return None

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import dataclasses
 import functools
 import os
@@ -27,10 +26,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +41,7 @@ from observers.builtin.spark.changelog.lease_writes import (
     Writer,
     append_each,
     fence_ahead,
+    run_blocking,
     sync_ahead,
 )
 from observers.builtin.spark.changelog.made_up_records import made_up_changes
@@ -52,7 +52,6 @@ from observers.builtin.spark.session.session import SparkOptions, new_session, o
 from observers.builtin.spark.tables import create_tables
 
 log = structlog.get_logger("cfp.spark")
-T = TypeVar("T")
 
 WARM_UP_WRITES = 3
 # Spark calls in flight at once (commits, fences, syncs, the state job, batches made into rows),
@@ -60,13 +59,6 @@ WARM_UP_WRITES = 3
 # event loop's default threads, which the host's decoders use
 SPARK_THREADS = 8
 HOLD_POLL_S = 0.2
-
-
-async def run_blocking(pool: Executor, fn: Callable[[], T]) -> T:
-    """`fn`, a blocking call (Spark, or CPU work on a batch), in a thread of `pool`, with the
-    caller's context (the log fields bound to it), as `asyncio.to_thread` would."""
-    call = functools.partial(contextvars.copy_context().run, fn)
-    return await asyncio.get_running_loop().run_in_executor(pool, call)
 
 
 async def in_daemon_thread(fn: Callable[[], None]) -> None:
