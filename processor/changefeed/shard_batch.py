@@ -51,7 +51,7 @@ class ShardBatch:
     json_of_rows: Callable[[], pa.Array] | None = None
     # the first N records' JSON lines, a view of its window's (a reader that prints JSON lines
     # and nothing else keeps only those: then `table` has no columns and `json_of_rows` is None)
-    lines_of_rows: Callable[[int], memoryview] | None = None
+    lines_of_rows: Callable[[int], bytes | memoryview] | None = None
 
     def __len__(self) -> int:
         return int(self.table.num_rows)

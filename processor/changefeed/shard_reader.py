@@ -12,6 +12,7 @@ import asyncio
 from dataclasses import dataclass
 
 from processor.changefeed.decoding.columnar import DecodedWindow, decode_window
+from processor.changefeed.decoding.window_lines import decode_lines
 from processor.changefeed.errors import (
     FeedCorrupt,
     MissingChunkError,
@@ -19,7 +20,6 @@ from processor.changefeed.errors import (
     TruncatedBlockError,
 )
 from processor.changefeed.position import ShardPosition
-from processor.changefeed.record_columns import as_numpy_mask
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS, ShardBatch
 from processor.changefeed.storage.feed_storage import BlobInfo, FeedStorage
@@ -240,11 +240,13 @@ class ShardReader:
     def _decode(self, w: Window) -> DecodedWindow:
         """The window's records as columns, the filter's verdicts on them, and (when asked
         for) their JSON: all off the event loop, in one go per window."""
+        if self._with_json:  # only the lines are kept: made a piece at a time
+            return decode_lines(
+                w.buf, base=w.base, blocks=w.blocks, header=w.header, chunk=w.chunk,
+                rows=self._filter.rows,
+            )  # fmt: skip
         decoded = decode_window(w.buf, base=w.base, blocks=w.blocks, header=w.header, chunk=w.chunk)
-        keep = self._filter.mask(decoded.table)
-        decoded.keep_only(None if keep is None else as_numpy_mask(keep))
-        if self._with_json:
-            decoded.lines_only()
+        decoded.keep_only(self._filter.rows(decoded.table))
         return decoded
 
     async def _fetch(self, info: BlobInfo, start: int) -> Window:

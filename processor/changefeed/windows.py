@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from processor.changefeed.decoding.avro_chunk import BlockScan, BlockSpan, ChunkHeader
-from processor.changefeed.decoding.columnar import DecodedWindow
+from processor.changefeed.decoding.columnar import DecodedWindow, freed_columns
 from processor.changefeed.errors import FeedCorrupt
 from processor.changefeed.position import ShardPosition
 from processor.changefeed.shard_batch import ShardBatch
@@ -90,15 +90,16 @@ class Window:
         first_kept, kept = first_row, raw_count
         if decoded.keep is not None and decoded.kept_before is not None:
             chosen = decoded.keep[first_row:stop_row]
-            table = table.filter(pa.array(chosen))
             offsets, indexes = offsets[chosen], indexes[chosen]
             first_kept = int(decoded.kept_before[first_row])
             kept = int(decoded.kept_before[stop_row]) - first_kept
+            # a window that kept its lines only has no columns to filter: their count will do
+            table = freed_columns(kept) if decoded.has_lines else table.filter(pa.array(chosen))
 
         def json_of_rows() -> pa.Array:
             return window_json().slice(first_kept, kept)
 
-        def lines_of_rows(count: int) -> memoryview:
+        def lines_of_rows(count: int) -> bytes | memoryview:
             return decoded.line_bytes(first_kept, first_kept + min(count, kept))
 
         return ShardBatch(

@@ -22,7 +22,6 @@ from processor.changefeed.decoding.avro_chunk import SYNC_SIZE, ChunkHeader, sca
 from processor.changefeed.decoding.columnar import decode_window, record_json
 from processor.changefeed.errors import MissingChunkError, TruncatedBlockError
 from processor.changefeed.position import positions_column
-from processor.changefeed.record_columns import as_numpy_mask
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage.feed_storage import FeedStorage
 from processor.changefeed.storage.layout import shard_name
@@ -108,8 +107,8 @@ def _rows(
     how: RangeReading,
 ) -> pa.Table:
     offsets, indexes = where
-    keep = how.events.mask(records)
-    chosen = np.ones(records.num_rows, bool) if keep is None else as_numpy_mask(keep)
+    keep = how.events.rows(records)
+    chosen = np.ones(records.num_rows, bool) if keep is None else keep
     if r.skip and not r.split:  # a start inside a block: its first records were read before
         chosen &= ~((offsets <= r.start + SYNC_SIZE) & (indexes < r.skip))
     if not chosen.any():

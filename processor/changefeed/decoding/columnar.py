@@ -33,7 +33,6 @@ from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import structlog
 
 from processor.changefeed.decoding.avro_chunk import BlockSpan, ChunkHeader
@@ -47,9 +46,9 @@ log = structlog.get_logger("cfp.decode")
 # decodes into one contiguous chunk per column.
 _NATIVE_BATCH_ROWS = 1 << 24
 # Fewer records than this (a live feed's few new blocks) go to fastavro and then into Arrow: a
-# native call costs about 5 ms of CPU whatever its size, then about 1 us a record, against about
-# 13.5 us a record for fastavro's dicts made into Arrow (bench/decode_cost, 2 cores: even at about
-# 400 records).
+# native call cost about 5 ms of CPU through `read_avro` whatever its size (1-2.5 ms called
+# directly, as now: not measured again), then about 1 us a record, against about 13.5 us a record
+# for fastavro's dicts made into Arrow (bench/decode_cost, 2 cores: even at about 400 records).
 MIN_NATIVE_RECORDS = 384
 
 T = TypeVar("T")
@@ -164,11 +163,33 @@ NATIVE = NativeDecoder()
 """The process's native decoder (`cfp run` and `cfp read` set its deadline)."""
 
 
-def _native_read(container: bytes) -> pa.Table:
-    import polars_avro  # noqa: PLC0415 - loaded with the first window (polars takes 0.3 s)
+def load_in_background() -> None:
+    """Start importing the native decoder and polars (about 0.4 s) in a thread of their own: a
+    read that has just started lists the feed and fetches its first bytes meanwhile, waiting on
+    the network with the interpreter free. The first decode waits for the import if need be."""
 
-    frame = polars_avro.read_avro(io.BytesIO(container), batch_size=_NATIVE_BATCH_ROWS)
-    return frame.to_arrow()
+    def load() -> None:
+        import polars  # noqa: F401, PLC0415
+        import polars_avro._avro_rs  # noqa: F401, PLC0415
+
+    threading.Thread(target=load, name="cfp-load-decoder", daemon=True).start()
+
+
+def _native_read(container: bytes) -> pa.Table:
+    """The container's records as polars-avro's `read_avro` gives them, from the reader behind
+    it: `read_avro` plans and runs a lazy query around that reader, about 5 ms a call whatever
+    the window's size (a tenth of a 1 MiB window's decode), for the same table."""
+    # loaded with the first window (polars takes 0.3 s); the reader's module is polars-avro's
+    # own, pinned in the locks: tests/unit/.../test_columnar.py compares it with `read_avro`
+    import polars as pl  # noqa: PLC0415
+    from polars_avro._avro_rs import AvroSource  # noqa: PLC0415
+    from polars_avro._source import seekable_factory  # noqa: PLC0415
+
+    source = AvroSource([seekable_factory(io.BytesIO(container))], False, False)
+    frames = [pl.DataFrame(batch) for batch in source.batch_iter(_NATIVE_BATCH_ROWS, None)]
+    if not frames:  # a header alone: its schema, no rows
+        frames = [pl.DataFrame(source.schema())]
+    return (frames[0] if len(frames) == 1 else pl.concat(frames)).to_arrow()
 
 
 _schemas: dict[bytes, pa.Schema] = {}
@@ -220,8 +241,34 @@ class DecodedWindow:
         self.keep: np.ndarray | None = None
         self.kept_before: np.ndarray | None = None  # records kept before each row
         self._json: pa.Array | None = None
-        self._lines: pa.Array | None = None
+        # the kept records' JSON lines, in one column or one per piece (`of_pieces`), and how
+        # many kept records come before each of those columns (then all of them)
+        self._lines: tuple[pa.Array, ...] | None = None
+        self._line_ends = np.zeros(1, np.int64)
         self._lock = threading.Lock()
+
+    @classmethod
+    def of_pieces(cls, pieces: Sequence[DecodedWindow]) -> DecodedWindow:
+        """One window of consecutive pieces that each kept their lines only (`lines_only`):
+        their blocks, their lines (not copied), and the last one's error."""
+        rows = [p.table.num_rows for p in pieces]
+        window = cls(
+            freed_columns(sum(rows)),
+            tuple(b for p in pieces for b in p.blocks),
+            pieces[-1].error,
+            native=all(p.native for p in pieces),
+        )
+        if any(p.keep is not None for p in pieces):
+            keeps = [np.ones(p.table.num_rows, bool) if p.keep is None else p.keep for p in pieces]
+            window.keep_only(np.concatenate(keeps))
+        window._set_lines(tuple(lines for p in pieces for lines in p._lines or ()))
+        return window
+
+    def _set_lines(self, lines: tuple[pa.Array, ...]) -> None:
+        with self._lock:
+            self._lines, self._json = lines, None
+            self._line_ends = np.concatenate(([0], np.cumsum([len(a) for a in lines])))
+            self.table = freed_columns(self.table.num_rows)
 
     def rows(self, first_row: int, stop_row: int) -> tuple[np.ndarray, np.ndarray]:
         """The block offset of each row in `[first_row, stop_row)`, and its index in the block:
@@ -241,52 +288,78 @@ class DecodedWindow:
             if self._lines is not None:
                 raise RuntimeError("this window kept its JSON lines only (lines_only)")
             if self._json is None:
-                kept = self.table if self.keep is None else self.table.filter(self.keep)
-                self._json = record_json(kept)
+                self._json = record_json(self.table, self.keep)
             return self._json
 
     def lines_only(self) -> None:
-        """Keep the kept records' JSON lines and nothing else of them: the columns and the JSON
-        texts are freed (`table` keeps its row count, in a column of nulls that takes no
-        memory). For `cfp read`, which prints the lines and needs nothing more of a window."""
-        lines = json_lines_column(self.json())
-        with self._lock:
-            self._lines, self._json = lines, None
-            self.table = pa.table({"freed": pa.nulls(self.table.num_rows)})
+        """Keep the kept records' JSON lines and nothing else of them: the columns are freed
+        (`table` keeps its row count, in a column of nulls that takes no memory). For `cfp
+        read`, which prints the lines and needs nothing more of a window."""
+        self._set_lines((record_json(self.table, self.keep, lines=True),))
 
     @property
     def has_lines(self) -> bool:
         return self._lines is not None
 
-    def line_bytes(self, first: int, stop: int) -> memoryview:
+    def line_bytes(self, first: int, stop: int) -> bytes | memoryview:
         """The JSON lines of kept records `[first, stop)`, each ending in a newline: a view of
-        the window's lines (`lines_only`), not a copy."""
+        the window's lines (`lines_only`), or a copy of the few that span two pieces."""
         assert self._lines is not None, "lines_only() first"
-        return arrow_text(self._lines, first, stop)
+        if stop <= first:
+            return memoryview(b"")
+        ends = self._line_ends
+        i = int(np.searchsorted(ends, first, side="right")) - 1
+        j = int(np.searchsorted(ends, stop - 1, side="right")) - 1
+        views = []
+        for k in range(i, j + 1):
+            at = int(ends[k])
+            views.append(
+                arrow_text(self._lines[k], max(first, at) - at, min(stop, int(ends[k + 1])) - at)
+            )
+        return views[0] if len(views) == 1 else b"".join(views)
 
 
-def record_json(records: pa.Table) -> pa.Array:
-    """Each record as compact JSON (a `large_string` column): byte for byte what `orjson.dumps`
-    writes of the record fastavro decodes (fields in schema order, maps in their order, nulls,
-    UTF-8 unescaped). polars encodes the whole table in one call: about 1.5 us a record, and
-    about 1 ms a call, hence whole windows."""
+def freed_columns(rows: int) -> pa.Table:
+    """A table of `rows` rows whose columns were freed: one column of nulls (no memory)."""
+    return pa.table({"freed": pa.nulls(rows)})
+
+
+def record_json(
+    records: pa.Table, keep: np.ndarray | None = None, *, lines: bool = False
+) -> pa.Array:
+    """Each record (each that `keep` marks, when given) as compact JSON, in a `large_string`
+    column; with `lines`, each followed by a newline. Byte for byte what `orjson.dumps` writes
+    of the record fastavro decodes (fields in schema order, maps in their order, nulls, UTF-8
+    unescaped). polars encodes the whole table in one call: about 1.5 us a record, and about
+    1 ms a call, hence whole windows. No Arrow compute: its kernels cost a process 0.4 s and
+    50 MiB when first called, which `cfp read` need not pay."""
     import polars as pl  # noqa: PLC0415 - loaded with the first window
 
-    if records.num_rows == 0:
+    frame = pl.from_arrow(records) if records.num_rows else None
+    assert frame is None or isinstance(frame, pl.DataFrame)
+    if frame is not None and keep is not None:
+        frame = frame.filter(pl.Series(keep, dtype=pl.Boolean))
+    if frame is None or frame.height == 0:
         return pa.array([], pa.large_string())
-    frame = pl.from_arrow(records)
-    assert isinstance(frame, pl.DataFrame)
-    encoded = frame.select(pl.struct(pl.all()).struct.json_encode()).to_series().to_arrow()
-    return encoded.cast(pa.large_string())
+    text = pl.struct(pl.all()).struct.json_encode()
+    encoded = frame.select(pl.concat_str(text, pl.lit("\n")) if lines else text)
+    return _large_text(encoded.to_series().to_arrow())
 
 
 def json_lines_column(texts: pa.Array) -> pa.Array:
-    """Each text followed by a newline, as one `large_string` column (one copy, in Arrow)."""
-    kind = pa.large_string()
-    joined = pc.binary_join_element_wise(
-        texts.cast(kind), pa.scalar("", kind), pa.scalar("\n", kind)
-    )
-    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+    """Each text followed by a newline, as one `large_string` column (one copy, in polars)."""
+    import polars as pl  # noqa: PLC0415 - loaded with the first window
+
+    if len(texts) == 0:
+        return pa.array([], pa.large_string())
+    series = pl.from_arrow(texts)
+    assert isinstance(series, pl.Series)
+    return _large_text((series + "\n").to_arrow())
+
+
+def _large_text(column: pa.Array) -> pa.Array:
+    """`column` as `large_string` (what polars gives already: nothing to convert)."""
+    return column if column.type == pa.large_string() else column.cast(pa.large_string())
 
 
 def arrow_text(texts: pa.Array, first: int, stop: int) -> memoryview:

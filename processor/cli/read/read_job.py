@@ -21,6 +21,7 @@ from observers.formats import Format
 from processor import connection
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.change_filter import ChangeFilter
+from processor.changefeed.decoding.columnar import load_in_background
 from processor.changefeed.errors import FeedError
 from processor.changefeed.feed_reader import FeedReader, IncompleteRead, ShardFailure
 from processor.changefeed.position import FeedPosition, ShardPosition
@@ -167,6 +168,7 @@ class ReadJob:
         return await unless_decoder_stuck(self._read(stop), stop.set)
 
     async def _read(self, stop: asyncio.Event) -> int:
+        load_in_background()  # while the feed is listed and its first bytes fetched
         out = self.out
         async with (
             FeedStorage.from_connection_string(self.conn) as storage,

@@ -30,6 +30,7 @@ from processor.changefeed.decoding.columnar import (
     decode_window,
     record_json,
 )
+from processor.changefeed.decoding.window_lines import decode_lines
 from processor.changefeed.errors import UndecodableBlockError
 from processor.changefeed.windows import Window
 from processor.emulator.avro_encoding import (
@@ -155,10 +156,30 @@ def test_any_window_of_any_schema_version_decodes_as_fastavro_decodes_it(
     ]
     assert decoded.table.to_pylist(maps_as_pydicts="lossy") == wanted
     assert record_json(decoded.table).to_pylist() == [orjson.dumps(r).decode() for r in wanted]
+    # polars-avro's reader, called directly, gives the very table its `read_avro` gives
+    container = header.raw + chunk[blocks[first].offset : blocks[last].end]
+    assert_same_as_read_avro(container)
     # each row knows its block and its index there
     offsets, indexes = decoded.rows(0, decoded.table.num_rows)
     walk = [(b.offset, i) for b in blocks[first : last + 1] for i in range(b.count)]
     assert list(zip(offsets.tolist(), indexes.tolist(), strict=True)) == walk
+
+
+def assert_same_as_read_avro(container: bytes) -> None:
+    import polars_avro
+
+    public = polars_avro.read_avro(io.BytesIO(container), batch_size=1 << 24).to_arrow()
+    direct = columnar._native_read(container)
+    assert direct.schema == public.schema and direct.equals(public)
+
+
+@pytest.mark.parametrize("path", RECORDED_CHUNKS[:3], ids=lambda p: str(p.relative_to(RECORDED)))
+def test_the_reader_called_directly_gives_read_avros_table_headers_alone_too(path: Path) -> None:
+    data = path.read_bytes()
+    header = parse_header(data, chunk="c")
+    assert_same_as_read_avro(data)
+    assert_same_as_read_avro(header.raw)
+    assert columnar._native_read(header.raw).num_rows == 0
 
 
 SIMPLE = {
@@ -341,7 +362,7 @@ def test_a_window_hands_out_its_batches_json_lines_kept_whole_or_as_lines_only(
 ) -> None:
     """What `cfp read` prints of each batch (`ShardBatch.json_lines`): orjson's line of every
     record the filter kept, in order, whether the window kept its columns or its lines only
-    (then a view of them, cut at any record)."""
+    (then a view of them, cut at any record), made whole or a piece at a time."""
     schema = writer_schema(5)
     records = data.draw(st.lists(_values(schema, {}), min_size=1, max_size=30), label="records")
     sizes = data.draw(st.lists(st.integers(1, 9), min_size=1, max_size=8), label="block sizes")
@@ -350,13 +371,26 @@ def test_a_window_hands_out_its_batches_json_lines_kept_whole_or_as_lines_only(
     scan = scan_blocks(chunk[header.size :], base=header.size, sync=header.sync, chunk="c")
     keep = data.draw(st.lists(st.booleans(), min_size=len(records), max_size=len(records)))
     native = NativeDecoder(min_records=data.draw(st.sampled_from([1, 10_000]), label="min"))
-    decoded = decode_window(
-        chunk, base=0, blocks=scan.blocks, header=header, chunk="c", native=native
-    )
-    decoded.keep_only(np.array(keep))
-    lines_only = data.draw(st.booleans(), label="lines only")
-    if lines_only:
-        decoded.lines_only()
+    how = data.draw(st.sampled_from(["columns", "lines", "pieces"]), label="how")
+    if how == "pieces":  # pieces of any number of blocks, the window's lines a few columns
+        piece_bytes = data.draw(st.integers(1, len(chunk)), label="piece bytes")
+        verdicts = iter(keep)  # each piece's in turn
+
+        def rows(piece: pa.Table) -> np.ndarray:
+            return np.array([next(verdicts) for _ in range(piece.num_rows)], bool)
+
+        decoded = decode_lines(
+            chunk, base=0, blocks=scan.blocks, header=header, chunk="c",
+            rows=rows, native=native, piece_bytes=piece_bytes,
+        )  # fmt: skip
+    else:
+        decoded = decode_window(
+            chunk, base=0, blocks=scan.blocks, header=header, chunk="c", native=native
+        )
+        decoded.keep_only(np.array(keep))
+    if how != "columns":
+        if how == "lines":
+            decoded.lines_only()
         with pytest.raises(RuntimeError):
             decoded.json()
     window = Window("c", header, chunk, 0, header.size, len(chunk), scan)
