@@ -1,5 +1,5 @@
 """What a `cfp` process imports: no pandas for `cfp read` or a host with the log or jsonl
-observer. pyarrow imports pandas at its first array when it is installed (1-2 s of a short
+observer, and no Arrow compute for `cfp read`'s JSON lines. pyarrow imports pandas at its first array when it is installed (1-2 s of a short
 read), and nothing of ours uses it; a plugin that wants pandas imports it itself."""
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ async def test_a_read_and_a_jsonl_host_import_no_pandas(account: str, tmp_path: 
         assert len(json_lines(read.stdout)) >= 60
         modules = imported(read.stderr)
         assert "pyarrow" in modules and not pandas_loaded(modules), fmt
+        if fmt == "native":  # nor Arrow's compute kernels (0.4 s and 50 MiB when first called)
+            assert "pyarrow.compute" not in modules
 
     out = tmp_path / "out"
     run = await asyncio.to_thread(
