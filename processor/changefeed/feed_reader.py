@@ -84,6 +84,8 @@ class FeedReader:
         self._batch_events = batch_events
         self._readers: dict[str, ShardReader] = {}
         self._readers_segment: str | None = None
+        # the next segment's readers, listed and with their first bytes (`_prefetch`)
+        self._ahead: tuple[str, dict[str, ShardReader]] | None = None
         self.failures: dict[str, ShardFailure] = {}
         self._iterations: list[AsyncGenerator[ShardBatch, None]] = []
 
@@ -151,15 +153,13 @@ class FeedReader:
             include_after=not self.position.is_segment_done,
             window=self._filter.window,
         )
-        for path in todo:
-            raw = await self._storage.read_document(path)
-            if raw is None:
-                raise MissingChunkError(path, "segment manifest is gone (retention?)")
-            segment = parse_segment_manifest(raw, path=path)
+        for i, path in enumerate(todo):
+            segment = await self._manifest(path)
             if self.position.segment != path:
                 self.position = FeedPosition(path, False, {})
             is_complete = True
-            async with aclosing(self._read_segment(segment)) as items:
+            after = todo[i + 1] if i + 1 < len(todo) else None
+            async with aclosing(self._read_segment(segment, after)) as items:
                 async for batch, complete in items:
                     if batch is not None:
                         self.position = self.position.with_shard(batch.shard, batch.end)
@@ -170,34 +170,62 @@ class FeedReader:
             self.position = FeedPosition(path, True, {})
             log.debug("segment.done", segment=path)
 
+    async def _manifest(self, path: str) -> SegmentManifest:
+        raw = await self._storage.read_document(path)
+        if raw is None:
+            raise MissingChunkError(path, "segment manifest is gone (retention?)")
+        return parse_segment_manifest(raw, path=path)
+
+    def _new_readers(self, segment: SegmentManifest) -> dict[str, ShardReader]:
+        return {
+            prefix: ShardReader(
+                self._storage,
+                segment=segment.path,
+                prefix=prefix,
+                position=self.position.shards.get(prefix, ShardPosition())
+                if self.position.segment == segment.path
+                else ShardPosition(),
+                event_filter=self._filter,
+                read_size=self._read_size,
+                batch_events=self._batch_events,
+                with_json=self._with_json,
+            )
+            for prefix in segment.shard_prefixes
+        }
+
     def _shard_readers(self, segment: SegmentManifest) -> list[ShardReader]:
         if self._readers_segment != segment.path:
-            self._readers = {
-                prefix: ShardReader(
-                    self._storage,
-                    segment=segment.path,
-                    prefix=prefix,
-                    position=self.position.shards.get(prefix, ShardPosition()),
-                    event_filter=self._filter,
-                    read_size=self._read_size,
-                    batch_events=self._batch_events,
-                    with_json=self._with_json,
-                )
-                for prefix in segment.shard_prefixes
-            }
+            ahead, self._ahead = self._ahead, None
+            fresh = not self.position.shards
+            if ahead is not None and ahead[0] == segment.path and fresh:
+                self._readers = ahead[1]  # listed, and their first bytes fetched, already
+            else:
+                self._readers = self._new_readers(segment)
             self._readers_segment = segment.path
             self.failures.clear()
         return [r for p, r in self._readers.items() if p not in self.failures]
 
+    async def _prefetch(self, path: str) -> None:
+        """The next segment's shards listed and their first bytes fetched while this segment is
+        read (its events still wait for the barrier). Best effort: `read()` meets any error."""
+        with contextlib.suppress(FeedError):
+            segment = await self._manifest(path)
+            readers = self._new_readers(segment)
+            await asyncio.gather(
+                *(r.prefetch(is_finalized=segment.is_finalized) for r in readers.values())
+            )
+            self._ahead = (path, readers)
+
     async def _read_segment(
-        self, segment: SegmentManifest
+        self, segment: SegmentManifest, after: str | None
     ) -> AsyncGenerator[tuple[ShardBatch | None, bool], None]:
         """Read every shard of `segment` until each is caught up, shards in parallel.
 
         One pump task per shard reads ahead (up to `PREFETCH_BATCHES` batches), so downloads
-        and decoding of some shards overlap with the consumer's work on others. Batches are
-        handed out round-robin in shard order. Yields (batch, False) items and finally
-        (None, segment_is_finished).
+        and decoding of some shards overlap with the consumer's work on others; once the first
+        batch is handed out, the shards of the segment `after` this one (if any) are listed and
+        their first bytes fetched. Batches are handed out round-robin in shard order. Yields
+        (batch, False) items and finally (None, segment_is_finished).
 
         Cancellation: closing the iteration early cancels the pumps; shard readers that ran
         ahead of what was handed out are dropped, so a later read resumes from `position`.
@@ -211,12 +239,15 @@ class FeedReader:
         try:
             async with asyncio.TaskGroup() as tg:
                 for r in readers:
-                    tg.create_task(self._pump(r, segment.is_finalized, queues[r.prefix], tg))
+                    tg.create_task(_pump(r, segment.is_finalized, queues[r.prefix], tg))
                 active = list(readers)
                 while active:
                     for reader in list(active):
                         item = await queues[reader.prefix].get()
                         if isinstance(item, ShardBatch):
+                            if after is not None:  # runs once the consumer waits: after it
+                                tg.create_task(self._prefetch(after))  # has the first batch
+                                after = None
                             yield item, False
                             continue
                         active.remove(reader)
@@ -234,23 +265,23 @@ class FeedReader:
                 self._readers_segment = None  # readers ran ahead of what was handed out
         yield None, not self.failures and len(complete) == len(readers)
 
-    @staticmethod
-    async def _pump(
-        reader: ShardReader,
-        is_finalized: bool,
-        queue: asyncio.Queue[ShardBatch | ShardRead | FeedCorrupt],
-        group: asyncio.TaskGroup,
-    ) -> None:
-        """Read one shard ahead into `queue`; ends with the caught-up result or the error."""
-        try:
-            while True:
-                result = await reader.read(is_finalized=is_finalized, read_ahead=group)
-                if result.batch is None:
-                    await queue.put(result)
-                    return
-                await queue.put(result.batch)
-        except FeedCorrupt as e:
-            await queue.put(e)
+
+async def _pump(
+    reader: ShardReader,
+    is_finalized: bool,
+    queue: asyncio.Queue[ShardBatch | ShardRead | FeedCorrupt],
+    group: asyncio.TaskGroup,
+) -> None:
+    """Read one shard ahead into `queue`; ends with the caught-up result or the error."""
+    try:
+        while True:
+            result = await reader.read(is_finalized=is_finalized, read_ahead=group)
+            if result.batch is None:
+                await queue.put(result)
+                return
+            await queue.put(result.batch)
+    except FeedCorrupt as e:
+        await queue.put(e)
 
 
 def _first_feed_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -9,12 +9,14 @@ for a later call and the position never moves past it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 
 from processor.changefeed.decoding.columnar import DecodedWindow, decode_window
 from processor.changefeed.decoding.window_lines import decode_lines
 from processor.changefeed.errors import (
     FeedCorrupt,
+    FeedError,
     MissingChunkError,
     PositionError,
     TruncatedBlockError,
@@ -105,6 +107,20 @@ class ShardReader:
         position, before any read meets it: whoever reads on from here would only meet it too."""
         w = self._window
         return w.error if w is not None and w.matches(self.position) else None
+
+    async def prefetch(self, *, is_finalized: bool) -> None:
+        """List the shard and fetch its first chunk's header with the first window's bytes,
+        before the first `read()`: what a reader of the segment before does meanwhile. Only from
+        a shard's start. Best effort: an error is left for `read()` to meet again.
+
+        `is_finalized` must have been observed before this call, as for `read()`."""
+        if self.position.chunk is not None or self._chunks is not None:
+            return
+        with contextlib.suppress(FeedError):
+            chunks = await self._storage.list_blobs(self.prefix)
+            self._chunks, self._listed_finalized = chunks, is_finalized
+            if chunks and chunks[0].size > 0:
+                await self._fetcher.header(chunks[0])
 
     async def read(
         self, *, is_finalized: bool, read_ahead: asyncio.TaskGroup | None = None

@@ -14,7 +14,10 @@ from pathlib import Path
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from processor.changefeed.decoding.avro_chunk import parse_header
+from processor.changefeed.feed_reader import FeedReader
+from processor.changefeed.position import FeedPosition
 from processor.changefeed.selection import EventFilter, parse_event_time
+from processor.changefeed.storage.feed_storage import FeedStorage
 from processor.changefeed.storage.layout import CONTAINER, SEGMENTS_JSON
 from processor.connection import ENV_VAR
 from processor.emulator.avro_encoding import RecordEncoder, encode_block
@@ -172,3 +175,44 @@ def test_max_events_and_continuation_resume_exactly(account: str, tmp_path: Path
         got += page
     assert sorted(r["id"] for r in got) == sorted(r["id"] for r in full)
     assert per_blob(got) == per_blob(full)
+
+
+async def test_the_next_segment_is_fetched_while_this_one_is_read_and_waits_its_turn(
+    account: str,
+) -> None:
+    """Once a segment's first batch is out, the next segment's shards are listed and their
+    first bytes fetched, while the reader holds that batch; the next segment's events still
+    come only after every event of this one, the events a read from there gets."""
+    await emulate(account, segments=3, shards=(2,), events_per_segment=120)
+    order: list[str] = []
+    asked: dict[str, asyncio.Event] = {}  # a GET of a chunk of the segment (its hour folder)
+
+    class Watched(FeedStorage):
+        async def read_range(self, path: str, offset: int, length: int) -> bytes:
+            hour = "/".join(path.split("/")[2:6])
+            asked.setdefault(hour, asyncio.Event()).set()
+            return await super().read_range(path, offset, length)
+
+    ids: list[str] = []
+    async with (
+        Watched.from_connection_string(account, attempts=2) as storage,
+        FeedReader(storage, event_filter=EventFilter(include_control=True)) as reader,
+    ):
+        async for batch in reader.batches():
+            if batch.segment not in order:
+                order.append(batch.segment)
+                if len(order) > 1:  # the one before was fetched while its first batch was held
+                    hour = order[-1].removeprefix("idx/segments/").removesuffix("/meta.json")
+                    assert asked[hour].is_set()
+                else:
+                    hour = "2026/01/01/0100"  # the second segment's
+                    async with asyncio.timeout(patience.left_s()):
+                        await asked.setdefault(hour, asyncio.Event()).wait()
+            assert batch.segment == order[-1]  # the barrier: no segment comes back
+            ids += [r["id"] for r in batch.records]
+    assert len(order) == 3
+    everything = EventFilter(include_control=True)
+    resumed, _ = await read_all(
+        account, position=FeedPosition(order[1], False, {}), event_filter=everything
+    )
+    assert ids[-len(resumed) :] == [r["id"] for r in resumed] and len(ids) > len(resumed)
