@@ -86,6 +86,7 @@ class FeedReader:
         self._readers_segment: str | None = None
         # the next segment's readers, listed and with their first bytes (`_prefetch`)
         self._ahead: tuple[str, dict[str, ShardReader]] | None = None
+        self._fetched_ahead = False  # whether the readers of this segment came from `_ahead`
         self.failures: dict[str, ShardFailure] = {}
         self._iterations: list[AsyncGenerator[ShardBatch, None]] = []
 
@@ -154,7 +155,7 @@ class FeedReader:
             window=self._filter.window,
         )
         for i, path in enumerate(todo):
-            segment = await self._manifest(path)
+            segment = await _manifest(self._storage, path)
             if self.position.segment != path:
                 self.position = FeedPosition(path, False, {})
             is_complete = True
@@ -169,12 +170,6 @@ class FeedReader:
                 return  # the barrier: later segments wait until this one is finished
             self.position = FeedPosition(path, True, {})
             log.debug("segment.done", segment=path)
-
-    async def _manifest(self, path: str) -> SegmentManifest:
-        raw = await self._storage.read_document(path)
-        if raw is None:
-            raise MissingChunkError(path, "segment manifest is gone (retention?)")
-        return parse_segment_manifest(raw, path=path)
 
     def _new_readers(self, segment: SegmentManifest) -> dict[str, ShardReader]:
         return {
@@ -197,7 +192,8 @@ class FeedReader:
         if self._readers_segment != segment.path:
             ahead, self._ahead = self._ahead, None
             fresh = not self.position.shards
-            if ahead is not None and ahead[0] == segment.path and fresh:
+            self._fetched_ahead = ahead is not None and ahead[0] == segment.path and fresh
+            if ahead is not None and self._fetched_ahead:
                 self._readers = ahead[1]  # listed, and their first bytes fetched, already
             else:
                 self._readers = self._new_readers(segment)
@@ -209,7 +205,7 @@ class FeedReader:
         """The next segment's shards listed and their first bytes fetched while this segment is
         read (its events still wait for the barrier). Best effort: `read()` meets any error."""
         with contextlib.suppress(FeedError):
-            segment = await self._manifest(path)
+            segment = await _manifest(self._storage, path)
             readers = self._new_readers(segment)
             await asyncio.gather(
                 *(r.prefetch(is_finalized=segment.is_finalized) for r in readers.values())
@@ -238,12 +234,23 @@ class FeedReader:
         finished = False
         try:
             async with asyncio.TaskGroup() as tg:
-                for r in readers:
-                    tg.create_task(_pump(r, segment.is_finalized, queues[r.prefix], tg))
+
+                def pump(readers: list[ShardReader]) -> None:
+                    for r in readers:
+                        tg.create_task(_pump(r, segment.is_finalized, queues[r.prefix], tg))
+
+                # a read's first segment, nothing of it fetched ahead: its first shard alone until
+                # its first batch is in (the others would share the storage and the decoder with
+                # it), so that the read's first line comes out first
+                fresh = all(r.position.chunk is None for r in readers)
+                waiting = readers[1:] if fresh and not self._fetched_ahead else []
+                pump([r for r in readers if r not in waiting])
                 active = list(readers)
                 while active:
                     for reader in list(active):
                         item = await queues[reader.prefix].get()
+                        pump(waiting)
+                        waiting = []
                         if isinstance(item, ShardBatch):
                             if after is not None:  # runs once the consumer waits: after it
                                 tg.create_task(self._prefetch(after))  # has the first batch
@@ -264,6 +271,13 @@ class FeedReader:
             if not finished:
                 self._readers_segment = None  # readers ran ahead of what was handed out
         yield None, not self.failures and len(complete) == len(readers)
+
+
+async def _manifest(storage: FeedStorage, path: str) -> SegmentManifest:
+    raw = await storage.read_document(path)
+    if raw is None:
+        raise MissingChunkError(path, "segment manifest is gone (retention?)")
+    return parse_segment_manifest(raw, path=path)
 
 
 async def _pump(

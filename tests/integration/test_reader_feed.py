@@ -182,16 +182,23 @@ async def test_the_next_segment_is_fetched_while_this_one_is_read_and_waits_its_
 ) -> None:
     """Once a segment's first batch is out, the next segment's shards are listed and their
     first bytes fetched, while the reader holds that batch; the next segment's events still
-    come only after every event of this one, the events a read from there gets."""
+    come only after every event of this one, the events a read from there gets. The read's
+    first shard is fetched alone, until its first batch is in."""
     await emulate(account, segments=3, shards=(2,), events_per_segment=120)
     order: list[str] = []
     asked: dict[str, asyncio.Event] = {}  # a GET of a chunk of the segment (its hour folder)
+    gets: list[tuple[str, int]] = []  # each GET's chunk, and the GETs answered when it began
 
     class Watched(FeedStorage):
         async def read_range(self, path: str, offset: int, length: int) -> bytes:
             hour = "/".join(path.split("/")[2:6])
             asked.setdefault(hour, asyncio.Event()).set()
-            return await super().read_range(path, offset, length)
+            gets.append((path, len(answered)))
+            data = await super().read_range(path, offset, length)
+            answered.append(path)
+            return data
+
+    answered: list[str] = []
 
     ids: list[str] = []
     async with (
@@ -211,6 +218,8 @@ async def test_the_next_segment_is_fetched_while_this_one_is_read_and_waits_its_
             assert batch.segment == order[-1]  # the barrier: no segment comes back
             ids += [r["id"] for r in batch.records]
     assert len(order) == 3
+    assert gets[0] == ("log/00/2026/01/01/0000/00000.avro", 0)
+    assert gets[1][0].startswith("log/01/2026/01/01/0000/") and gets[1][1] == 1
     everything = EventFilter(include_control=True)
     resumed, _ = await read_all(
         account, position=FeedPosition(order[1], False, {}), event_filter=everything
