@@ -178,7 +178,7 @@ def load_in_background() -> None:
 def _native_read(container: bytes) -> pa.Table:
     """The container's records as polars-avro's `read_avro` gives them, from the reader behind
     it: `read_avro` plans and runs a lazy query around that reader, about 5 ms a call whatever
-    the window's size (a tenth of a 1 MiB window's decode), for the same table."""
+    the window's size (as long as decoding 1 MiB), for the same table."""
     # loaded with the first window (polars takes 0.3 s); the reader's module is polars-avro's
     # own, pinned in the locks: tests/unit/.../test_columnar.py compares it with `read_avro`
     import polars as pl  # noqa: PLC0415
