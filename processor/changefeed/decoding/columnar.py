@@ -259,7 +259,10 @@ class DecodedWindow:
             native=all(p.native for p in pieces),
         )
         if any(p.keep is not None for p in pieces):
-            keeps = [np.ones(p.table.num_rows, bool) if p.keep is None else p.keep for p in pieces]
+            keeps = [
+                np.ones(n, bool) if p.keep is None else p.keep
+                for p, n in zip(pieces, rows, strict=True)
+            ]
             window.keep_only(np.concatenate(keeps))
         window._set_lines(tuple(lines for p in pieces for lines in p._lines or ()))
         return window
