@@ -84,12 +84,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """A failed test that ran hosts reports where each one waited (they are still running:
-    fixtures stop them after this)."""
+    """A failed test that ran hosts reports where each one still running waited (fixtures
+    stop them after this), and the last log lines of each, running or exited."""
     report = yield
     if call.when == "call" and report.failed:
         for cluster in LIVE:
-            if cluster.running():
+            if cluster.procs:
                 report.sections.append((f"hosts of {cluster.processor}", cluster.diagnose()))
     if call.when == "teardown":
         LIVE.clear()

@@ -5,12 +5,17 @@ So, per blob: no version in the history table is open; each closed version ends 
 next one begins (their sequencers meet); and the newest ends where the state row begins (the
 state row's sequencer). A blob that breaks one of these, or has closed versions and no state
 row, is a difference. Read with delta-rs, as the state is.
+
+The state job commits the state, then the history: a run stopped between the two (a drain cut
+short) leaves the history behind the state until the job's next run. The change-log version
+each table's newest job commit applied tells that case apart, and the report says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
@@ -19,6 +24,9 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from processor.admin.verify import VerifyError
 
 Key = tuple[str, str]  # container, blob
+AppliedVersion = Callable[[list[dict[str, Any]]], int | None]
+"""The change-log version the state job's newest commit among these (newest first) applied."""
+COMMITS_READ = 100  # of each table, newest first: the state job's newest is among them
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +71,36 @@ def history_differences(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class HistoryCheck:
+    """The differences, a line per blob; and the change-log versions the history and the state
+    hold when the history's is older (None: in step, or not known)."""
+
+    differences: list[str]
+    behind: tuple[int, int] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.differences)
+
+
+def behind(history_applied: int | None, state_applied: int | None) -> tuple[int, int] | None:
+    """(history's, state's) change-log version when the history holds an older one."""
+    if state_applied is None or (history_applied if history_applied is not None else -1) >= (
+        state_applied
+    ):
+        return None
+    return (-1 if history_applied is None else history_applied), state_applied
+
+
 def check_history(
-    history_uri: str, state_uri: str, storage_options: Mapping[str, str]
-) -> list[str] | None:
+    history_uri: str,
+    state_uri: str,
+    storage_options: Mapping[str, str],
+    *,
+    applied: AppliedVersion,
+) -> HistoryCheck | None:
     """The differences (blocking); None when there is no history table (`--no-history`).
+    `applied` reads a table's commits (the state job's, which records what it applied).
     Errors: `VerifyError` for a table that cannot be read."""
     options = dict(storage_options) or None
     try:
@@ -78,12 +112,14 @@ def check_history(
         query = QueryBuilder().register("history", history).register("state", state)
         closed = pa.table(query.execute(CLOSED_VERSIONS)).to_pylist()
         rows = pa.table(query.execute(STATE_ROWS)).to_pylist()
+        lag = behind(applied(history.history(COMMITS_READ)), applied(state.history(COMMITS_READ)))
     except (DeltaError, OSError, pa.ArrowException) as e:
         raise VerifyError(f"{history_uri}: cannot read the history table: {e}") from e
-    return history_differences(
+    differences = history_differences(
         (
             ((r["container"], r["blob"]), Closed(r["ends"], int(r["open"]), int(r["breaks"])))
             for r in closed
         ),
         {(r["container"], r["blob"]): str(r["sequencer"]) for r in rows},
     )
+    return HistoryCheck(differences, lag if differences else None)

@@ -35,11 +35,17 @@ from observers.builtin.spark.session.session import SparkOptions, new_session
 from observers.builtin.spark.sql import table_ref
 from observers.builtin.spark.state.history import as_versions, every_version
 from observers.builtin.spark.state.history_run import Replaced, apply_history
-from observers.builtin.spark.state.state_job import StateJob, newest_version, optimize
+from observers.builtin.spark.state.state_job import (
+    StateJob,
+    applied_version,
+    newest_version,
+    optimize,
+)
 from observers.builtin.spark.state.state_table import merge_statement, newest_per_blob
 from observers.builtin.spark.tables import create_tables
 from observers.changes import records_table
 from observers.origin import Origin
+from processor.admin.history_check import HistoryCheck, check_history
 from processor.admin.verify import read_state
 from tests.helpers import Feed, run_cfp
 from tests.spark_cluster import (
@@ -308,11 +314,18 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
     feed.append(Event(1, 4, "tier", 7))
     commit(feed[-1:], 9)
     assert job(history=False).run_once().applied == 4
+    lagging = check_history(
+        output.history, output.state, {}, applied=applied_version
+    )  # what `cfp verify` reports
+    assert lagging is not None and lagging.differences and lagging.behind == (3, 4), lagging
     behind = job()
     assert behind.applied_version() == 3  # the older of the two tables
     caught_up = behind.run_once()
     assert (caught_up.applied, caught_up.history) == (4, "merged")  # not in step
     assert_tables(feed)
+    assert check_history(output.history, output.state, {}, applied=applied_version) == HistoryCheck(
+        []
+    )
 
     commit([Event(0, 5, "deleted", 0)], 10)  # version 5, then compacted and vacuumed away
     delta_spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")

@@ -38,6 +38,7 @@ from processor.cli.common import (
 from processor.streaming.registration import offer as offer_source
 
 if TYPE_CHECKING:
+    from processor.admin.history_check import HistoryCheck
     from processor.admin.verify import Comparison
 
 # pyarrow, deltalake and the Delta tables' code load inside the commands that use them
@@ -107,6 +108,7 @@ def verify_command(
     when they differ or cannot be read.
     """
     try:
+        from observers.builtin.spark.state.state_job import applied_version  # noqa: PLC0415
         from processor.admin.history_check import check_history  # noqa: PLC0415
         from processor.admin.verify import (  # noqa: PLC0415
             VerifyError,
@@ -132,15 +134,16 @@ def verify_command(
         try:
             state, tombstones = await asyncio.to_thread(read_state, where.state, options)
             account = await list_account(conn, leave_out={left_out} if left_out else set())
-            history = await asyncio.to_thread(check_history, where.history, where.state, options)
+            history = await asyncio.to_thread(
+                check_history, where.history, where.state, options, applied=applied_version
+            )
         except (VerifyError, ValueError) as e:  # ValueError: a malformed connection string
             say_error(e)
             return 1
         result = compare(state, account)
         if as_json:
             doc = _verify_doc(result, tombstones, where.state, left_out)
-            doc["history"] = {"table": where.history, "kept": history is not None,
-                              "differences": history or []}  # fmt: skip
+            doc["history"] = _history_doc(history, where.history)
             click.echo(json.dumps(doc, indent=2))
         else:
             _print_verify(result, tombstones, where.state, left_out, show)
@@ -164,6 +167,16 @@ def _verify_doc(
             {"container": d.container, "blob": d.name, "problem": d.problem}
             for d in result.differences
         ],
+    }
+
+
+def _history_doc(check: HistoryCheck | None, table: str) -> dict[str, Any]:
+    lag = check.behind if check else None
+    return {
+        "table": table,
+        "kept": check is not None,
+        "differences": check.differences if check else [],
+        "behind": lag and {"history": lag[0], "state": lag[1]},
     }
 
 
@@ -192,13 +205,21 @@ def _print_verify(
         click.echo(f"  ... and {len(result.differences) - show:,} more (--show N)")
 
 
-def _print_history(differences: list[str] | None, table: str, show: int) -> None:
-    if differences is None:
+def _print_history(check: HistoryCheck | None, table: str, show: int) -> None:
+    if check is None:
         click.echo("history      none kept (the hosts run with --no-history)")
-    elif not differences:
+    elif not check:
         click.echo(f"history      {table}: EQUAL: each blob's versions lead to its state row")
     else:
+        differences = check.differences
         click.echo(f"history      {table}: DIFFERENT from the state for {len(differences):,} blobs")
+        if check.behind is not None:
+            held, state = check.behind
+            click.echo(
+                f"  behind the state: it holds the change log up to version {held}, the state "
+                f"up to {state}; the state job's next run brings it up (its last run stopped "
+                "between the state's commit and the history's, as a drain cut short does)"
+            )
         for line in differences[:show]:
             click.echo(f"  {line}")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from processor.admin.history_check import Closed, history_differences
+from processor.admin.history_check import Closed, behind, history_differences
 
 A, B, C = ("c", "a"), ("c", "b"), ("d", "c")
 
@@ -26,3 +26,10 @@ def test_each_way_a_history_can_disagree_with_the_state_is_named() -> None:
         "d/c: 1 of its versions end where no version begins",
         "e/x: closed versions in the history, no row in the state",
     ]
+
+
+def test_a_history_behind_the_state_is_told_by_the_versions_each_applied() -> None:
+    assert behind(3, 4) == (3, 4)
+    assert behind(None, 0) == (-1, 0)  # the job never wrote the history
+    assert behind(4, 4) is None and behind(5, 4) is None
+    assert behind(None, None) is None and behind(2, None) is None  # not the job's tables
