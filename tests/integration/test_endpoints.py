@@ -97,7 +97,10 @@ async def test_endpoints_through_a_hosts_life(cluster: Cluster) -> None:
         assert metric(later, "cfp_batches_total") > 0
         assert metric(later, "cfp_read_bytes_total") > 0
         assert metric(later, "cfp_checkpoint_seconds_count") > 0
-        assert metric(later, "cfp_leases_acquired_total") == 3
+        # each acquisition counted, and logged just after: 3, or more when a host starved
+        # under load fenced itself off a lease and took it again (seen in CI)
+        logged = sum(1 for e in cluster.log_events("h1") if e.get("event") == "lease.acquired")
+        assert 3 <= metric(later, "cfp_leases_acquired_total") <= logged
         assert metric(later, "cfp_host_state", cfp_host_state="running") == 1
         assert metric(later, "cfp_lag_seconds") > 0  # events from the past, not caught up
 
