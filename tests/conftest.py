@@ -3,7 +3,6 @@ account per test, and one embedded Spark session with Delta Lake."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,29 +16,13 @@ from processor.emulator.service import reset_account
 from tests import patience
 from tests.cluster import LIVE
 from tests.helpers import EMULATOR_CONTAINERS
+from tests.jvms import lasting_jvm, quick_jvms
 
 # No per-example time limit: hypothesis's default (200 ms) is a wall-clock assertion, which a
 # busy machine fails (a first example that loads pyarrow took 330 ms); the suite's own timeout
 # still catches a property that hangs.
 settings.register_profile("cfp", deadline=None)
 settings.load_profile("cfp")
-
-# Every JVM the tests start (embedded sessions, the Spark Connect server, the hosts' and `cfp`
-# commands' sessions) compiles with C1 only and collects on one thread. A test's JVM opens,
-# makes a few small Delta commits and exits: measured 67 s -> 34 s of CPU (and 36 s -> 28 s of
-# wall time alone) for a session that makes six; with several JVMs on two cores, CPU is the
-# tests' time. Spark's code generation is off too (as `spark.*` system properties, which every
-# Spark process takes as settings): the tests' data is a few thousand rows, and compiling code for
-# each plan cost more than it saved (a session making 4 MERGEs and a state job run: 43 s -> 37 s
-# alone). Production keeps the defaults: C2 and generated code pay off in a process of days.
-QUICK_JVM_OPTIONS = (
-    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-    " -Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN"
-)
-
-
-def quick_jvms() -> None:
-    os.environ.setdefault("JAVA_TOOL_OPTIONS", QUICK_JVM_OPTIONS)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -119,6 +102,7 @@ def delta_spark() -> Iterator[Any]:
     from observers.builtin.spark.session.output import parse_output
     from observers.builtin.spark.session.session import SparkOptions, open_session
 
-    spark = open_session(SparkOptions(parse_output("/nowhere"), master="local[2]"))
+    with lasting_jvm():
+        spark = open_session(SparkOptions(parse_output("/nowhere"), master="local[2]"))
     yield spark
     spark.stop()

@@ -28,6 +28,7 @@ from processor.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
 from tests import patience
 from tests.cluster import Cluster, Table, all_caught_up, owners
 from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp, until
+from tests.jvms import lasting_jvm
 
 _processors = itertools.count()
 TABLES_CONTAINER = "cfp-tables"  # in the monitored account: left out of the feed and of verify
@@ -188,17 +189,23 @@ async def assert_verify_finds_a_change_the_feed_lacks(cluster: SparkCluster, fee
 
 @contextlib.contextmanager
 def spark_connect_server(
-    logs: Path, *, master: str = "local[2]", conf: Mapping[str, str] | None = None
+    logs: Path,
+    *,
+    master: str = "local[2]",
+    conf: Mapping[str, str] | None = None,
+    lasting: bool = False,
 ) -> Iterator[str]:
     """`cfp spark-connect` on a free loopback port (`conf`: more --spark-conf), its log in
-    `logs`; its sc:// URL. Stopped with SIGTERM, which must exit 0."""
+    `logs`; its sc:// URL. Stopped with SIGTERM, which must exit 0. `lasting`: it serves a
+    whole file of tests (its JVM compiles with C2 too: `tests.conftest.lasting_jvm`)."""
     port = free_port()
     more = [a for k, v in (conf or {}).items() for a in ("--spark-conf", f"{k}={v}")]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "processor", "spark-connect", "--port", str(port),
-         "--spark-master", master, "--log-dir", str(logs), *more],
-        cwd=ROOT, stdout=(logs / "out.log").open("wb"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    with lasting_jvm() if lasting else contextlib.nullcontext():
+        server = subprocess.Popen(
+            [sys.executable, "-m", "processor", "spark-connect", "--port", str(port),
+             "--spark-master", master, "--log-dir", str(logs), *more],
+            cwd=ROOT, stdout=(logs / "out.log").open("wb"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
     try:
         wait_for_port(port, timeout_s=patience.left_s(), process=server)
         yield f"sc://127.0.0.1:{port}"

@@ -61,8 +61,8 @@ from tests.chaos.invariants import (
 from tests.chaos.proxy import FaultyProxy
 from tests.chaos.schedule import KINDS, Fault, make_schedule
 from tests.chaos.zombie import Zombie, start_with_a_zombie
-from tests.conftest import quick_jvms
 from tests.helpers import read_all
+from tests.jvms import quick_jvms
 from tests.spark_cluster import spark_connect_server
 
 PROCESSOR = "chaos"

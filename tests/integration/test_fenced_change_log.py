@@ -32,6 +32,7 @@ from observers.builtin.spark.session.session import SparkOptions, new_session, o
 from observers.builtin.spark.tables import create_tables
 from tests.fence_model import Gate, Run, Step, _Frame, assert_played, schedules
 from tests.helpers import Feed
+from tests.jvms import lasting_jvm
 from tests.spark_cluster import (
     SparkCluster,
     assert_a_zombie_write_in_flight_is_refused,
@@ -45,7 +46,8 @@ __all__ = ["feed"]  # the hosts' feed, a fixture
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    session = open_session(SparkOptions(parse_output("/nowhere"), master="local[2]"))
+    with lasting_jvm():
+        session = open_session(SparkOptions(parse_output("/nowhere"), master="local[2]"))
     yield session
     session.stop()
 

@@ -58,7 +58,7 @@ __all__ = ["feed"]  # the module's fixture
 @pytest.fixture(scope="module")
 def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`cfp spark-connect` on a free loopback port; stopped with SIGTERM, which must exit 0."""
-    with spark_connect_server(tmp_path_factory.mktemp("spark-connect")) as url:
+    with spark_connect_server(tmp_path_factory.mktemp("spark-connect"), lasting=True) as url:
         yield url
 
 
