@@ -36,7 +36,8 @@ help:
 
 # byte code: compiled once, after the install, on both cores (--no-compile, then compileall -j0:
 # pip compiles one file at a time); PYTHONDONTWRITEBYTECODE would otherwise leave every process
-# compiling what it imports again (the Azure SDK's aio client: 1.9 s to import, 0.6 s compiled)
+# compiling what it imports again (the Azure SDK's aio client: 1.9 s to import, 0.6 s compiled);
+# and into the pyspark.zip Spark's Python workers import from (deploy/local/pyspark_bytecode.py)
 # from the lock: every transitive dependency at a pinned version, checked against its hashes;
 # then cfp itself, editable, without resolving anything again (setuptools' notice that folders
 # named like the packages take precedence is what this layout is for: silenced)
@@ -50,6 +51,7 @@ $(VENV)/.installed: pyproject.toml $(LOCK)
 	$(PY) -m pip install --quiet --no-compile --require-hashes -r $(LOCK)
 	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet --no-compile --no-deps -e .
 	PYTHONDONTWRITEBYTECODE= $(PY) -m compileall -q -j0 $(VENV)/lib processor observers leases
+	$(PY) deploy/local/pyspark_bytecode.py
 	touch $@
 
 # the reference pages made from the code (tests/unit/test_docs.py fails while they are stale)

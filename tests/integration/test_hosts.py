@@ -286,9 +286,14 @@ async def test_sigterm_hands_leases_over_quickly_without_duplicates(
     at_stop = {name: await ticks(cluster, name) for name in ("h1", "h3")}
     await table.until(lambda rows: is_balanced(rows, {"h1", "h3"}), what="h2's leases moved")
     # handed over: released by h2 and taken free at the takers' next ticks (that went through),
-    # none left to expire, but those a busy machine made h2 fence or fail to release
-    taken = [a for a in acquisitions(cluster, "h1", "h3", since=before) if a["lease"] in held]
-    assert {a["lease"] for a in taken} == held
+    # none left to expire, but those a busy machine made h2 fence or fail to release. Each
+    # taken as logged: a taker logs just after its write, which the table may show first
+
+    async def taken_as_logged() -> list[dict[str, Any]] | None:
+        got = [a for a in acquisitions(cluster, "h1", "h3", since=before) if a["lease"] in held]
+        return got if {a["lease"] for a in got} == held else None
+
+    taken = await until(taken_as_logged, "h2's leases taken, as the takers logged")
     handed = [a for a in taken if a["lease"] not in moved_by_expiry(cluster, before)]
     assert all(a["was"] is None for a in handed), handed
     slow = [

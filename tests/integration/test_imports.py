@@ -1,11 +1,17 @@
 """What a `cfp` process imports: no pandas for `cfp read` or a host with the log or jsonl
 observer, and no Arrow compute for `cfp read`'s JSON lines. pyarrow imports pandas at its first array when it is installed (1-2 s of a short
-read), and nothing of ours uses it; a plugin that wants pandas imports it itself."""
+read), and nothing of ours uses it; a plugin that wants pandas imports it itself. And what
+Spark's Python workers import PySpark from: compiled byte code."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pyspark
 
 from tests.helpers import emulate, json_lines, run_cfp
 
@@ -47,3 +53,23 @@ async def test_a_read_and_a_jsonl_host_import_no_pandas(account: str, tmp_path: 
     assert len(delivered) >= 60
     modules = imported(run.stderr)
     assert "pyarrow" in modules and not pandas_loaded(modules)
+
+
+def test_sparks_python_workers_import_pyspark_compiled() -> None:
+    """Spark puts `pyspark.zip` first on its Python workers' path; `make install` adds byte code
+    to it (`deploy/local/pyspark_bytecode.py`), or each worker compiles PySpark again."""
+    workers_zip = Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip"
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import pyspark.sql.worker.plan_data_source_read as m; print(m.__file__)",
+        ],
+        env={**os.environ, "PYTHONPATH": str(workers_zip)},
+        cwd="/",
+        capture_output=True,
+        text=True,
+    )
+    assert found.stdout.strip() == f"{workers_zip}/pyspark/sql/worker/plan_data_source_read.pyc", (
+        found
+    )
