@@ -87,8 +87,8 @@ async def spark_cluster(
         "--state-interval", "120",
         # a stop must not cut the state job's last run short: one cut between the state's
         # commit and the history's leaves the history behind until a next run, which tests
-        # that stop every host never get (seen once under CI's load, with the default 90 s:
-        # the history behind the state once every host had stopped)
+        # that stop every host never get (most likely what CI once showed under load, with the
+        # default 90 s: the history behind the state once every host had stopped)
         "--drain-timeout", "400",
         *spark,
     )  # fmt: skip

@@ -85,11 +85,10 @@ class HistoryCheck:
 
 def behind(history_applied: int | None, state_applied: int | None) -> tuple[int, int] | None:
     """(history's, state's) change-log version when the history holds an older one."""
-    if state_applied is None or (history_applied if history_applied is not None else -1) >= (
-        state_applied
-    ):
+    held = -1 if history_applied is None else history_applied  # -1: the job never wrote it
+    if state_applied is None or held >= state_applied:
         return None
-    return (-1 if history_applied is None else history_applied), state_applied
+    return held, state_applied
 
 
 def check_history(
