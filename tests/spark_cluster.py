@@ -197,7 +197,7 @@ def spark_connect_server(
 ) -> Iterator[str]:
     """`cfp spark-connect` on a free loopback port (`conf`: more --spark-conf), its log in
     `logs`; its sc:// URL. Stopped with SIGTERM, which must exit 0. `lasting`: it serves a
-    whole file of tests (its JVM compiles with C2 too: `tests.conftest.lasting_jvm`)."""
+    whole file of tests (its JVM compiles with C2 too: `tests.jvms.lasting_jvm`)."""
     port = free_port()
     more = [a for k, v in (conf or {}).items() for a in ("--spark-conf", f"{k}={v}")]
     with lasting_jvm() if lasting else contextlib.nullcontext():

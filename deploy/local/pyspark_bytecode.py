@@ -15,15 +15,14 @@ from __future__ import annotations
 import compileall
 import os
 import py_compile
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
+import pyspark
+
 
 def zip_path() -> Path:
-    import pyspark  # noqa: PLC0415 - the install's own
-
     return Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip"
 
 
@@ -56,4 +55,3 @@ def add_bytecode(path: Path) -> bool:
 if __name__ == "__main__":
     target = zip_path()
     print(f"{target}: {'byte code added' if add_bytecode(target) else 'has byte code already'}")
-    sys.exit(0)

@@ -111,14 +111,17 @@ def check_history(
         query = QueryBuilder().register("history", history).register("state", state)
         closed = pa.table(query.execute(CLOSED_VERSIONS)).to_pylist()
         rows = pa.table(query.execute(STATE_ROWS)).to_pylist()
-        lag = behind(applied(history.history(COMMITS_READ)), applied(state.history(COMMITS_READ)))
+        differences = history_differences(
+            (
+                ((r["container"], r["blob"]), Closed(r["ends"], int(r["open"]), int(r["breaks"])))
+                for r in closed
+            ),
+            {(r["container"], r["blob"]): str(r["sequencer"]) for r in rows},
+        )
+        lag = None
+        if differences:  # why they differ, read only when they do: each table's newest commits
+            held, applied_to_state = (applied(t.history(COMMITS_READ)) for t in (history, state))
+            lag = behind(held, applied_to_state)
     except (DeltaError, OSError, pa.ArrowException) as e:
         raise VerifyError(f"{history_uri}: cannot read the history table: {e}") from e
-    differences = history_differences(
-        (
-            ((r["container"], r["blob"]), Closed(r["ends"], int(r["open"]), int(r["breaks"])))
-            for r in closed
-        ),
-        {(r["container"], r["blob"]): str(r["sequencer"]) for r in rows},
-    )
-    return HistoryCheck(differences, lag if differences else None)
+    return HistoryCheck(differences, lag)
