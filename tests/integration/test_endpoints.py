@@ -279,7 +279,11 @@ async def test_pause_holds_leases_idle_across_restarts_until_resume(
         shown = await asyncio.to_thread(run_cfp, cluster.conn, "status", "--json", *manage)
         after = {(x["lease"], x["owner"], x["epoch"]) for x in json.loads(shown.stdout)["leases"]}
         assert {x for x in after if x[1] == "h1"} == {x for x in owned if x[1] == "h1"}
-        assert all(owner in (None, "h1") for _, owner, _ in after)  # h2's leases wait, free
+        # nobody took a lease while paused: h2's wait, free (or, when the stopping h2 could not
+        # release one in time, as under CI's load once, it waits under its old owner and epoch
+        # for its expiry)
+        taken = {x for x in after if x[1] is not None and x not in owned}
+        assert not taken, f"taken while paused: {taken}, held before: {owned}"
 
     resumed = await asyncio.to_thread(run_cfp, cluster.conn, "resume", *manage)
     assert resumed.returncode == 0, resumed.stderr
