@@ -10,7 +10,10 @@ started one after the other (each its own processor, so each takes every lease a
             .bench/startup/), against a warm `cfp spark-connect` server (up, and one host's
             writes done, before the first timed host starts);
   embedded  `cfp run --observer spark --spark-master local[2]` from the development install:
-            its own JVM.
+            its own JVM, which maps the install's class archive (`make install` makes it);
+  bare      the same with the JDK's own class archive instead (`--spark-conf
+            spark.driver.extraJavaOptions=-XX:SharedArchiveFile=...classes.jsa`): the baseline
+            of the class archive's gain, started in turn with the embedded ones.
 
 The times are read from each host's own log (`lease.acquired`, `spark.committed`) against the
 moment the bench spawned it. The target (issue Q): a thin host takes its first lease within 3 s
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.spark_ingest import log_time
+from observers.builtin.spark.session.class_archive import JAVA_OPTIONS_KEY, java_binary
 from processor.emulator.azurite import ROOT, Azurite
 from tests.helpers import emulate_afresh
 from tests.spark_cluster import spark_connect_server
@@ -86,6 +90,11 @@ def start_host(python: Path, conn: str, name: str, *spark: str) -> Start:
     )
 
 
+def jdk_archive() -> Path:
+    """The JDK's own class archive (of the JDK's classes only): what a JVM maps by default."""
+    return Path(java_binary()).parents[1] / "lib" / "server" / "classes.jsa"
+
+
 def summary(kind: str, starts: list[Start]) -> str:
     def med(values: list[float]) -> str:
         return f"{statistics.median(values):5.2f} s"
@@ -123,16 +132,22 @@ async def main() -> None:
                 start_host(thin_python, conn, f"thin{stamp}n{n}", "--spark-remote", url)
                 for n in range(args.runs)
             ]
-        embedded = [
-            start_host(DEV_PYTHON, conn, f"embedded{stamp}n{n}", "--spark-master", "local[2]")
-            for n in range(args.runs)
-        ]
+        embedded, bare = [], []
+        for n in range(args.runs):  # in turn: the machine's noise falls on both alike
+            local = ("--spark-master", "local[2]")
+            embedded.append(start_host(DEV_PYTHON, conn, f"embedded{stamp}n{n}", *local))
+            without = ("--spark-conf", f"{JAVA_OPTIONS_KEY}=-XX:SharedArchiveFile={jdk_archive()}")
+            bare.append(start_host(DEV_PYTHON, conn, f"bare{stamp}n{n}", *local, *without))
     finally:
         azurite.stop()
     print(f"startup: {args.runs} hosts of each kind, medians from the process's start (a feed of")
     print(f"         2 segments of {args.events_per_segment:,} events; the server warm)")
     print(summary("thin", thin))
     print(summary("embedded", embedded))
+    print(summary("bare", bare))
+    for what in ("lease", "commit"):
+        ours, theirs = (statistics.median(getattr(s, what) for s in x) for x in (embedded, bare))
+        print(f"embedded host's first {what} with the class archive: {ours / theirs:.2f}x bare")
     target = statistics.median(s.lease for s in thin)
     print(f"thin host's first lease: {target:.2f} s (target <= 3 s)")
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
+
+from observers.builtin.spark.session.class_archive import archive_dir, current_archive
+from observers.builtin.spark.session.jars import spark_jars
 
 # The JVMs the tests start themselves (embedded sessions, the Spark Connect servers, `cfp`
 # commands' sessions; not the hosts', which `tests/cluster.py` starts with an environment of its
@@ -46,3 +50,38 @@ def lasting_jvm() -> Iterator[None]:
             del os.environ["JAVA_TOOL_OPTIONS"]
         else:
             os.environ["JAVA_TOOL_OPTIONS"] = before
+
+
+def install_archive() -> Path:
+    """The class archive `make install` made for this install (`class_archive.py`)."""
+    from pyspark.version import __version__  # slow import, only here
+
+    archive = current_archive(__version__, spark_jars())
+    assert archive is not None, f"no class archive in {archive_dir()}: `make install` makes it"
+    return archive
+
+
+def maps_file(pid: int, path: Path) -> bool:
+    """Whether process `pid` has `path` mapped: a JVM that finds its class archive unfit runs
+    without it, and says nothing (`-Xlog:cds*=off`); only its memory map tells."""
+    return any(
+        line.endswith(f" {path}") for line in Path(f"/proc/{pid}/maps").read_text().split("\n")
+    )
+
+
+def jvm_pids(*marks: str) -> list[int]:
+    """The running Java processes whose command line holds every one of `marks`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue  # not a process, or one that just ended
+        line = " ".join(a.decode(errors="replace") for a in args)
+        if (
+            proc.name.isdigit()
+            and Path(args[0].decode(errors="replace")).name == "java"
+            and all(m in line for m in marks)
+        ):
+            found.append(int(proc.name))
+    return found

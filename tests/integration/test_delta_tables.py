@@ -48,6 +48,7 @@ from observers.origin import Origin
 from processor.admin.history_check import HistoryCheck, check_history
 from processor.admin.verify import read_state
 from tests.helpers import Feed, run_cfp
+from tests.jvms import install_archive, maps_file
 from tests.spark_cluster import (
     SparkCluster,
     assert_exactly_once,
@@ -147,6 +148,14 @@ def merge_both(
         state_at=after,
         write=write,
     )
+
+
+def test_an_embedded_sessions_jvm_maps_the_class_archive_make_install_made(
+    delta_spark: Any,
+) -> None:
+    archive = install_archive()
+    pid = delta_spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    assert maps_file(pid, archive), f"the embedded session's JVM ({pid}) has not mapped {archive}"
 
 
 def test_a_state_commit_between_a_runs_two_writes_loses_no_version(

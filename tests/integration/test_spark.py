@@ -31,6 +31,7 @@ from processor.reading.lease_position import LeasePosition
 from tests import patience
 from tests.cluster import Cluster, Table
 from tests.helpers import Feed, get_text, metric, run_cfp
+from tests.jvms import install_archive, jvm_pids, maps_file
 from tests.spark_cluster import (
     EXPIRY_S,
     TABLES_CONTAINER,
@@ -144,6 +145,12 @@ def thin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert has_module(python, "pyspark.sql.connect")
     assert not has_module(python, "py4j") and not has_module(python, "pyspark.core")
     return python
+
+
+def test_the_spark_connect_servers_jvm_maps_the_class_archive(spark_connect: str) -> None:
+    archive, port = install_archive(), spark_connect.rsplit(":", 1)[1]
+    (pid,) = jvm_pids("SparkConnectServer", f"spark.connect.grpc.binding.port={port}")
+    assert maps_file(pid, archive), f"the server's JVM ({pid}) has not mapped {archive}"
 
 
 async def test_a_thin_host_without_java_writes_through_the_server(

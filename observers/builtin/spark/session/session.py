@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from observers.builtin.spark.session.class_archive import current_archive, with_archive
 from observers.builtin.spark.session.jars import SparkJarsError, spark_jars
 from observers.builtin.spark.session.output import Output, hadoop_settings
 from observers.builtin.spark.settings import (
@@ -108,6 +109,7 @@ class SparkOptions:
     warm_up_rows: int = DEFAULT_WARM_UP_ROWS  # made-up rows written three times at start (0: none)
     state_every_s: float = DEFAULT_STATE_EVERY_S  # between runs of the state job
     keep_history: bool = True  # the state job keeps OUTPUT/history too
+    class_archive: bool = True  # an embedded JVM maps this install's class archive, if made
     app_name: str = "cfp"
     wall: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # the host's clock
 
@@ -143,18 +145,25 @@ def spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def embedded_settings(extra: Mapping[str, str]) -> dict[str, str]:
+def embedded_settings(extra: Mapping[str, str], *, class_archive: bool = True) -> dict[str, str]:
     """Launch settings of a Spark process of ours (an embedded session, `cfp spark-connect`):
-    the Delta and hadoop-azure jars, Delta's extension and catalog, then `extra`. Errors:
-    `PluginLoadError` when the jars are missing."""
+    the Delta and hadoop-azure jars, Delta's extension and catalog, then `extra`, and the class
+    archive when this install has one (`class_archive.py`; False: not, as when making it).
+    Errors: `PluginLoadError` when the jars are missing."""
     try:
-        jars = ",".join(str(j) for j in spark_jars())
+        jars = spark_jars()
     except SparkJarsError as e:
         raise PluginLoadError("spark", str(e)) from e
     # Python workers (a Python data source's planning and reads) run this interpreter, which
     # has cfp and its dependencies
     python = {"spark.pyspark.python": sys.executable}
-    return {**LOCAL_DEFAULTS, **python, **DELTA_STATIC, "spark.jars": jars, **extra}
+    listed = ",".join(str(j) for j in jars)
+    settings = {**LOCAL_DEFAULTS, **python, **DELTA_STATIC, "spark.jars": listed, **extra}
+    if not class_archive:
+        return settings
+    from pyspark.version import __version__  # noqa: PLC0415  (pyspark: only when starting it)
+
+    return with_archive(settings, current_archive(__version__, jars))
 
 
 def open_session(options: SparkOptions) -> Any:
@@ -175,7 +184,8 @@ def open_session(options: SparkOptions) -> Any:
         # the JVM starts the Python workers of a Python data source with PYSPARK_PYTHON, not
         # with `spark.pyspark.python`: this interpreter has cfp and its dependencies
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        for key, value in embedded_settings(options.conf).items():
+        settings = embedded_settings(options.conf, class_archive=options.class_archive)
+        for key, value in settings.items():
             builder = builder.config(key, value)
         session = builder.master(options.master).getOrCreate()
         session.sparkContext.setLogLevel("WARN")
