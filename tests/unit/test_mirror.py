@@ -112,7 +112,6 @@ TESTED_ELSEWHERE: dict[str, tuple[str, ...]] = {
     "observers/builtin/spark/changelog/change_log.py": ("tests/integration/test_fenced_change_log.py", "tests/unit/observers/builtin/spark/changelog/test_fence_model.py"),
     "observers/builtin/spark/changelog/lease_writes.py": ("tests/integration/test_delta_tables.py",),
     "observers/builtin/spark/changelog/made_up_records.py": ("tests/unit/observers/test_formats.py",),
-    "observers/builtin/spark/class_archive_build.py": ("tests/integration/test_delta_tables.py", "tests/integration/test_spark.py"),  # what `make install` made: mapped by both kinds of JVM
     "observers/builtin/spark/commits.py": ("tests/unit/observers/builtin/spark/test_sql.py",),
     "observers/builtin/spark/faults.py": ("tests/unit/processor/test_faults.py",),
     "observers/builtin/spark/observer.py": ("tests/unit/observers/builtin/spark/changelog/test_sink.py", "tests/integration/test_spark.py"),

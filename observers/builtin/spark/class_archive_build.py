@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,16 +41,39 @@ class ClassArchiveError(Exception):
     """The training run's JVM did not exit cleanly: no archive was made."""
 
 
+class NoClassArchive(Exception):
+    """This JDK makes no class archive: Spark's JVMs start without one (slower, no less right)."""
+
+
+def unable(java: str, folder: Path) -> str | None:
+    """Why this JDK makes no class archive (one without its own base archive, or started with
+    -Xshare:off, refuses to start a JVM asked to), or None when it can."""
+    probe = folder / "probe.jsa"
+    command = [java or "java", f"-XX:ArchiveClassesAtExit={probe}", QUIET, "-version"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{command[0]} did not run: {e}"
+    finally:
+        probe.unlink(missing_ok=True)
+    if done.returncode != 0:
+        return " ".join(done.stderr.split())[:300] or f"{command[0]} exited with {done.returncode}"
+    return None
+
+
 def build(*, force: bool = False) -> tuple[Path, bool]:
     """Make the archive unless this install has it (`force`: again); (its path, whether made).
-    Older archives (of another PySpark, jars or JDK) are removed."""
+    Older archives (of another PySpark, jars or JDK) are removed. Errors: `ClassArchiveError`;
+    `NoClassArchive` when this JDK cannot make one."""
     from pyspark.version import __version__  # noqa: PLC0415  (slow import, only here)
 
-    folder = archive_dir()
-    target = folder / archive_name(__version__, spark_jars(), java_binary())
+    folder, java = archive_dir(), java_binary()
+    target = folder / archive_name(__version__, spark_jars(), java)
     if target.is_file() and not force:
         return target, False
     folder.mkdir(parents=True, exist_ok=True)
+    if (why := unable(java, folder)) is not None:
+        raise NoClassArchive(why)
     for old in folder.glob(f"{PREFIX}*.jsa*"):
         old.unlink()
     partial = target.with_suffix(".jsa.partial")
@@ -112,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     except ClassArchiveError as e:
         print(f"cfp: {e}", file=sys.stderr)
         return 1
+    except NoClassArchive as e:
+        print(f"no class archive of the Spark JVM: this JDK makes none ({e}); Spark starts without")
+        return 0
     took = f"made in {time.monotonic() - started:.0f}s" if made else "up to date"
     print(f"class archive of the Spark JVM: {path} ({took})")
     return 0
