@@ -107,8 +107,8 @@ def _train(archive: Path) -> None:
 
 
 def _exercise(session: Any, options: SparkOptions) -> None:
-    """A host's first work: the tables, change log appends (`warm_up` makes its own tables in
-    a scratch folder), then one run of the state job on tables with rows."""
+    """A host's first work: the tables and change log appends (`warm_up`, into the training's
+    own tables), then one run of the state job on them."""
     started = time.monotonic()
     # two writes per lease: the second one syncs with what the first committed
     warm_up(session, TRAINING_ROWS, is_closed=lambda: False, into=options.output, writes=2)
