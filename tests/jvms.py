@@ -54,9 +54,7 @@ def lasting_jvm() -> Iterator[None]:
 
 def install_archive() -> Path:
     """The class archive `make install` made for this install (`class_archive.py`)."""
-    from pyspark.version import __version__  # slow import, only here
-
-    archive = current_archive(__version__, spark_jars())
+    archive = current_archive(spark_jars())
     assert archive is not None, f"no class archive in {archive_dir()}: `make install` makes it"
     return archive
 
@@ -73,15 +71,13 @@ def jvm_pids(*marks: str) -> list[int]:
     """The running Java processes whose command line holds every one of `marks`."""
     found = []
     for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
         try:
             args = (proc / "cmdline").read_bytes().split(b"\0")
         except (OSError, ValueError):
-            continue  # not a process, or one that just ended
+            continue  # a process that just ended
         line = " ".join(a.decode(errors="replace") for a in args)
-        if (
-            proc.name.isdigit()
-            and Path(args[0].decode(errors="replace")).name == "java"
-            and all(m in line for m in marks)
-        ):
+        if Path(args[0].decode(errors="replace")).name == "java" and all(m in line for m in marks):
             found.append(int(proc.name))
     return found

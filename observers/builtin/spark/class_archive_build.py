@@ -24,8 +24,7 @@ from observers.builtin.spark.session.class_archive import (
     JAVA_OPTIONS_KEY,
     PREFIX,
     QUIET,
-    archive_dir,
-    archive_name,
+    archive_path,
     java_binary,
 )
 from observers.builtin.spark.session.jars import spark_jars
@@ -65,14 +64,12 @@ def build(*, force: bool = False) -> tuple[Path, bool]:
     """Make the archive unless this install has it (`force`: again); (its path, whether made).
     Older archives (of another PySpark, jars or JDK) are removed. Errors: `ClassArchiveError`;
     `NoClassArchive` when this JDK cannot make one."""
-    from pyspark.version import __version__  # noqa: PLC0415  (slow import, only here)
-
-    folder, java = archive_dir(), java_binary()
-    target = folder / archive_name(__version__, spark_jars(), java)
+    target = archive_path(spark_jars())
     if target.is_file() and not force:
         return target, False
+    folder = target.parent
     folder.mkdir(parents=True, exist_ok=True)
-    if (why := unable(java, folder)) is not None:
+    if (why := unable(java_binary(), folder)) is not None:
         raise NoClassArchive(why)
     for old in folder.glob(f"{PREFIX}*.jsa*"):
         old.unlink()

@@ -61,7 +61,14 @@ def with_archive(conf: Mapping[str, str], archive: Path | None) -> dict[str, str
     return {**conf, JAVA_OPTIONS_KEY: f"{ours} {theirs}".strip()}
 
 
-def current_archive(spark_version: str, jars: Iterable[Path]) -> Path | None:
+def archive_path(jars: Iterable[Path]) -> Path:
+    """Where this install's archive is, or goes: by the installed PySpark, `jars` and `java`."""
+    from pyspark.version import __version__  # noqa: PLC0415  (pyspark: only when starting it)
+
+    return archive_dir() / archive_name(__version__, jars, java_binary())
+
+
+def current_archive(jars: Iterable[Path]) -> Path | None:
     """This install's archive when `make install` made it, else None."""
-    path = archive_dir() / archive_name(spark_version, jars, java_binary())
+    path = archive_path(jars)
     return path if path.is_file() else None

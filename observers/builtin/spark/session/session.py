@@ -159,11 +159,7 @@ def embedded_settings(extra: Mapping[str, str], *, class_archive: bool = True) -
     python = {"spark.pyspark.python": sys.executable}
     listed = ",".join(str(j) for j in jars)
     settings = {**LOCAL_DEFAULTS, **python, **DELTA_STATIC, "spark.jars": listed, **extra}
-    if not class_archive:
-        return settings
-    from pyspark.version import __version__  # noqa: PLC0415  (pyspark: only when starting it)
-
-    return with_archive(settings, current_archive(__version__, jars))
+    return with_archive(settings, current_archive(jars) if class_archive else None)
 
 
 def open_session(options: SparkOptions) -> Any:
