@@ -11,9 +11,13 @@ it expires). A draining holder runs the job once more, so that what its own work
 committed is not left for the next holder, and lets go of it (`finish`).
 
 With `--until-caught-up` the holder's last act is one final run; every other host waits until
-the holder has let go of the job caught up, or takes the lease and does the run itself when the
+the holder has let go of the job caught up, or has checkpointed, caught up, a run that began
+after the wait did (a holder that stays), or takes the lease and does the run itself when the
 lease is free and not caught up or its holder went silent (died just before): the processor's
-output is complete when the last host exits.
+output is complete when the last host exits. It runs the job beside a live holder only after
+the longest the holder's runs should take (`final_wait_s`): a run of the holder that outlasts a
+fixed wait is most likely slow because the machine is busy, and a second run beside it slows
+both.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from processor.waiting import wait_any
 log = structlog.get_logger("cfp.jobs")
 
 FINAL_POLL_S = 0.2  # how often a leaving host looks whether the holder did the last run
-FINAL_WAIT_MIN_S = 120.0  # the longest it waits for that (or 4 expiries, if longer)
+FINAL_WAIT_MIN_S = 120.0  # the least of the longest it waits for that (`final_wait_s`)
 
 
 class FinalStep(Enum):
@@ -50,15 +54,51 @@ class FinalStep(Enum):
     """Nobody will: the lease is free and not caught up, or its holder went silent; take the
     lease and run it."""
     WAIT = "wait"
-    """A live holder will run it as it leaves: look again shortly."""
+    """A live holder will run it as it leaves, or as it stays: look again shortly."""
 
 
-def final_step(row: Lease | None, *, me: HostId, is_expired: bool) -> FinalStep:
+def final_step(
+    row: Lease | None, *, me: HostId, is_expired: bool, covered: bool = False
+) -> FinalStep:
+    """`covered`: the holder checkpointed, caught up, a run that began after the wait did
+    (`HolderRuns`)."""
     if row is None or row.owner == me or is_expired:
         return FinalStep.TAKE
     if row.owner is None:
         return FinalStep.SKIP if row.caught_up else FinalStep.TAKE
-    return FinalStep.WAIT
+    return FinalStep.SKIP if covered else FinalStep.WAIT
+
+
+def final_wait_s(*, expiry_s: float, every_s: float) -> float:
+    """How long a leaving host waits for a live holder before it runs the job itself: long
+    enough for a holder that stays to run it twice (`HolderRuns`; runs of up to a minute each),
+    or for one that leaves to finish a slow last run."""
+    return max(FINAL_WAIT_MIN_S, 4 * expiry_s, 2 * every_s + FINAL_WAIT_MIN_S)
+
+
+class HolderRuns:
+    """The checkpoints a leaving host sees its holder write while it waits. Runs follow one
+    another on the holder, so the run after the first checkpoint seen began after the wait did:
+    its checkpoint, caught up, covers everything this host committed before waiting."""
+
+    def __init__(self) -> None:
+        self._first: Lease | None = None
+        self._seen: set[object] = set()
+
+    def covered(self, row: Lease | None) -> bool:
+        """Whether `row` shows a second checkpoint, caught up, by its holder (at one epoch)
+        since the first row seen."""
+        if row is None or row.owner is None:
+            return False
+        if self._first is None:
+            self._first = row
+            return False
+        if (row.owner, row.epoch) != (self._first.owner, self._first.epoch):
+            self._first, self._seen = row, set()  # another holder: count its own runs
+            return False
+        if row.checkpoint_time != self._first.checkpoint_time:
+            self._seen.add(row.checkpoint_time)
+        return len(self._seen) >= 2 and row.caught_up
 
 
 class JobRunner:
@@ -149,7 +189,9 @@ class JobRunner:
         await self._release()
 
     async def _final_without_the_lease(self) -> None:
-        deadline = self._clock.monotonic() + max(FINAL_WAIT_MIN_S, 4 * self._timings.expiry_s)
+        wait_s = final_wait_s(expiry_s=self._timings.expiry_s, every_s=self.job.every_s)
+        deadline = self._clock.monotonic() + wait_s
+        runs, row = HolderRuns(), None
         while True:
             try:
                 row = await self._store.get(self.token)
@@ -157,7 +199,8 @@ class JobRunner:
                     row is not None
                     and self._tracker.observe([row], self._clock.monotonic())[0].is_expired
                 )
-                step = final_step(row, me=self._me, is_expired=expired)
+                covered = runs.covered(row)
+                step = final_step(row, me=self._me, is_expired=expired, covered=covered)
                 if step is FinalStep.TAKE:
                     await self._try_take(force=True)
                     if self.is_holder:
@@ -167,9 +210,10 @@ class JobRunner:
                 self.log.warning("job.read_failed", error=str(e))
                 step = FinalStep.WAIT
             if step is FinalStep.SKIP:
-                self.log.info("job.final_done_by_holder")
+                self.log.info("job.final_done_by_holder", holder_left=not covered)
                 return
-            if self._clock.monotonic() >= deadline:  # a holder that stays: run it anyway (safe)
+            if self._clock.monotonic() >= deadline:  # a live holder whose runs fail: run it
+                self.log.warning("job.final_wait_over", waited_s=wait_s)
                 self._continuation = row.continuation if row is not None else None
                 await self._run_once(final=True)
                 return

@@ -6,12 +6,26 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from datetime import UTC, datetime
+from typing import Any, cast
 
-from leases import HostId, Lease, MemoryLeaseStore, job_token
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from leases import HostId, Lease, LeaseTable, LeaseToken, MemoryLeaseStore, job_token
 from leases.policy.timings import derive_timings
 from observers import JobRun
+from processor.host.ownership import job_runner
 from processor.host.ownership.drain_budget import DrainBudget
-from processor.host.ownership.job_runner import FinalStep, JobRunner, final_step
+from processor.host.ownership.job_runner import (
+    FINAL_WAIT_MIN_S,
+    FinalStep,
+    HolderRuns,
+    JobRunner,
+    final_step,
+    final_wait_s,
+)
 from tests.unit.fakes import ManualClock
 
 EXPIRY_S = 3.0
@@ -24,12 +38,40 @@ class CountingJob:
     name = "state"
     every_s = 1.0
 
-    def __init__(self) -> None:
+    def __init__(self, *, catches_up: bool = True) -> None:
         self.calls: list[tuple[str | None, bool]] = []
+        self.catches_up = catches_up
 
     async def run(self, continuation: str | None, *, final: bool = False) -> JobRun:
         self.calls.append((continuation, final))
-        return JobRun(str(int(continuation or 0) + 1), is_caught_up=True, summary={"n": 1})
+        return JobRun(str(int(continuation or 0) + 1), self.catches_up, summary={"n": 1})
+
+
+class Looks:
+    """A lease store whose reads of a row are queued for the test to step through: which row
+    a host saw, look by look."""
+
+    def __init__(self, store: MemoryLeaseStore) -> None:
+        self.store = store
+        self.seen: asyncio.Queue[Lease | None] = asyncio.Queue()
+
+    async def get(self, token: LeaseToken) -> Lease | None:
+        row = await self.store.get(token)
+        await self.seen.put(row)
+        return row
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def watched(
+    store: MemoryLeaseStore, name: str, clock: ManualClock, *, every_s: float = 1.0
+) -> tuple[JobRunner, Looks]:
+    looks = Looks(store)
+    me, timings = HostId(name), derive_timings(EXPIRY_S)
+    job = CountingJob()
+    job.every_s = every_s
+    return JobRunner(job, store=cast(LeaseTable, looks), me=me, timings=timings, clock=clock), looks
 
 
 def runner(store: MemoryLeaseStore, name: str, clock: ManualClock) -> tuple[JobRunner, CountingJob]:
@@ -103,6 +145,87 @@ def test_what_a_leaving_host_does_about_the_last_run() -> None:
     held = dataclasses.replace(row, owner=other)
     assert final_step(held, me=me, is_expired=False) is FinalStep.WAIT
     assert final_step(held, me=me, is_expired=True) is FinalStep.TAKE
+    assert final_step(held, me=me, is_expired=False, covered=True) is FinalStep.SKIP
+    assert final_step(held, me=me, is_expired=True, covered=True) is FinalStep.TAKE
+
+
+def test_a_holders_run_covers_a_leaving_host_once_a_second_one_checkpoints_caught_up() -> None:
+    """The first checkpoint seen may be of a run that began before the wait; the run after it
+    began after, and only a run that caught up covers what was committed."""
+    held = Lease(job_token("state"), owner=HostId("a"), epoch=1, checkpoint_time=_t(0))
+    runs = HolderRuns()
+    assert not runs.covered(held)
+    assert not runs.covered(dataclasses.replace(held, version=3))  # a renewal: no run
+    assert not runs.covered(dataclasses.replace(held, checkpoint_time=_t(1), caught_up=True))
+    assert not runs.covered(dataclasses.replace(held, checkpoint_time=_t(2)))  # not caught up
+    assert runs.covered(dataclasses.replace(held, checkpoint_time=_t(3), caught_up=True))
+
+    other = HolderRuns()  # a new holder's runs count from its own first row
+    assert not other.covered(held)
+    assert not other.covered(dataclasses.replace(held, checkpoint_time=_t(1), caught_up=True))
+    stolen = dataclasses.replace(held, owner=HostId("b"), epoch=2, checkpoint_time=_t(2))
+    assert not other.covered(stolen)
+    assert not other.covered(dataclasses.replace(stolen, checkpoint_time=_t(3), caught_up=True))
+    assert other.covered(dataclasses.replace(stolen, checkpoint_time=_t(4), caught_up=True))
+
+
+def _t(s: int) -> datetime:
+    return datetime.fromtimestamp(1_800_000_000 + s, UTC)
+
+
+@given(
+    expiry_s=st.floats(min_value=0.1, max_value=1e4),
+    every_s=st.floats(min_value=0.1, max_value=1e4),
+)
+def test_a_leaving_host_waits_long_enough_for_a_holder_that_stays_to_run_twice(
+    expiry_s: float, every_s: float
+) -> None:
+    wait_s = final_wait_s(expiry_s=expiry_s, every_s=every_s)
+    assert wait_s > 2 * every_s and wait_s >= 4 * expiry_s and wait_s >= 120.0
+
+
+async def test_a_leaving_host_leaves_the_job_to_a_holder_that_stays() -> None:
+    """A holder that does not leave runs the job on its own schedule: the leaving host exits
+    at the look after the second run it saw, caught up, not running the job beside it."""
+    store, clock = MemoryLeaseStore(), ManualClock()
+    a, a_job = runner(store, "a", clock)
+    b, looks = watched(store, "b", clock)
+    await a.tick()
+    leaving = asyncio.create_task(b.finish(final=True))
+    for _ in range(2):  # a look, then one of a's runs (its checkpoint a write the next look sees)
+        assert (await looks.seen.get()) is not None and not leaving.done()
+        clock.now += 1
+        await a.tick()
+    assert (await looks.seen.get()) is not None
+    next_look = asyncio.create_task(looks.seen.get())
+    done, _ = await asyncio.wait({leaving, next_look}, return_when=asyncio.FIRST_COMPLETED)
+    next_look.cancel()
+    assert leaving in done and b.runs == 0 and len(a_job.calls) == 3
+    [row] = await store.list_jobs()
+    assert (row.owner, row.epoch) == ("a", 1)
+
+
+async def test_a_leaving_host_waits_for_a_live_holders_slow_runs_then_runs_the_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A live holder whose runs do not catch up (a slow last run, failing runs): the leaving
+    host looks for `final_wait_s`, never running the job beside it until then."""
+    monkeypatch.setattr(job_runner, "FINAL_POLL_S", 0)  # its looks: as often as the test steps
+    store, clock = MemoryLeaseStore(), ManualClock()
+    a, a_job = runner(store, "a", clock)
+    a_job.catches_up = False
+    b, looks = watched(store, "b", clock, every_s=60.0)  # a wait of 240 s
+    await a.tick()
+    start = clock.now
+    wait_s = final_wait_s(expiry_s=EXPIRY_S, every_s=60.0)
+    leaving = asyncio.create_task(b.finish(final=True))
+    while clock.now < start + wait_s:
+        await looks.seen.get()
+        assert b.runs == 0 and not leaving.done()
+        clock.now += EXPIRY_S * 0.9
+        await a.tick()  # a run, which also shows a is alive
+    await leaving
+    assert b.runs == 1 and clock.now - start >= wait_s > FINAL_WAIT_MIN_S
 
 
 async def test_a_job_that_waits_runs_first_one_wait_after_its_lease_is_taken() -> None:
