@@ -38,9 +38,9 @@ class CountingJob:
     name = "state"
     every_s = 1.0
 
-    def __init__(self, *, catches_up: bool = True) -> None:
+    def __init__(self) -> None:
         self.calls: list[tuple[str | None, bool]] = []
-        self.catches_up = catches_up
+        self.catches_up = True
 
     async def run(self, continuation: str | None, *, final: bool = False) -> JobRun:
         self.calls.append((continuation, final))
