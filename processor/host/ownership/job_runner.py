@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from datetime import datetime
 from enum import Enum
 
 import structlog
@@ -83,7 +84,7 @@ class HolderRuns:
 
     def __init__(self) -> None:
         self._first: Lease | None = None
-        self._seen: set[object] = set()
+        self._seen: set[datetime | None] = set()  # checkpoint times since the first row
 
     def covered(self, row: Lease | None) -> bool:
         """Whether `row` shows a second checkpoint, caught up, by its holder (at one epoch)

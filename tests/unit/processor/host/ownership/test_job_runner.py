@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -216,16 +217,19 @@ async def test_a_leaving_host_waits_for_a_live_holders_slow_runs_then_runs_the_j
     a_job.catches_up = False
     b, looks = watched(store, "b", clock, every_s=60.0)  # a wait of 240 s
     await a.tick()
-    start = clock.now
-    wait_s = final_wait_s(expiry_s=EXPIRY_S, every_s=60.0)
+    step_s = EXPIRY_S * 0.9  # a's runs come within an expiry: it stays alive
+    steps = math.ceil(final_wait_s(expiry_s=EXPIRY_S, every_s=60.0) / step_s)
     leaving = asyncio.create_task(b.finish(final=True))
-    while clock.now < start + wait_s:
+    for _ in range(steps):
         await looks.seen.get()
         assert b.runs == 0 and not leaving.done()
-        clock.now += EXPIRY_S * 0.9
-        await a.tick()  # a run, which also shows a is alive
+        clock.now += step_s
+        await a.tick()
     await leaving
-    assert b.runs == 1 and clock.now - start >= wait_s > FINAL_WAIT_MIN_S
+    # b ran it once, after a's steps of the whole wait: more than two of the job's intervals
+    # (a holder that stays runs it twice meanwhile) and than the least wait, in steps
+    assert b.runs == 1 and len(a_job.calls) == 1 + steps
+    assert steps > max(2 * math.ceil(60.0 / step_s), math.ceil(FINAL_WAIT_MIN_S / step_s))
 
 
 async def test_a_job_that_waits_runs_first_one_wait_after_its_lease_is_taken() -> None:
