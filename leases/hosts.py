@@ -58,6 +58,7 @@ class HostReport:
     endpoint: str = ""  # where its HTTP endpoints listen, if anywhere
     stuck: dict[str, str] = field(default_factory=dict)  # lease -> why it is stuck
     note: str = ""  # what it is doing when that is not obvious (why it holds nothing yet)
+    outage: str = ""  # what it cannot write to, since when (its Spark Connect server lost)
 
     def silent_s(self, now: datetime) -> float:
         """Seconds since the row was written (as far as two wall clocks can tell)."""

@@ -6,10 +6,11 @@ or `EventBatch` of `ChangeEvent`s (for `Observer.process_changes`), each with it
 (the lease, segment, processor and read time its events share), and `CloseReason`. The
 columns of `ArrowBatch.changes()` are `CHANGES_SCHEMA`; `Op` and `ReadMethod` are the values of
 its `op` and `read_method` columns, and `BadEventError` what a record that cannot be made into
-them raises. `LeaseLostError` and `ReplayRequired` are what an observer may raise;
+them raises. `LeaseLostError`, `ReplayRequired` and `Unavailable` are what an observer may raise;
 `SingletonJob` and `JobRun` are work one host at a time does; the rest says what an observer
 may declare beyond the contract (`checkpoints_after_each_batch`, `needs_segment_order`,
-`singleton_jobs`, `first_run_after_s`, `KnowsWhatItHolds`), and a plugin's options (an `Options`
+`singleton_jobs`, `first_run_after_s`, `KnowsWhatItHolds`, `sink_health`: an `Outage` of what
+it writes to, in a `SinkHealth`), and a plugin's options (an `Options`
 dataclass; `PluginHost`, what a factory that takes options is told of its host, and
 `StorageAccess`, how it reaches a storage account: `options`).
 `Format` names the JSON shapes of an event. The built-in observers (`log`, `jsonl`, `spark`)
@@ -20,7 +21,7 @@ Nothing here knows about Azure Tables.
 from typing import TYPE_CHECKING
 
 from observers.envelope import Op, ReadMethod
-from observers.errors import BadEventError, PluginLoadError, ReplayRequired
+from observers.errors import BadEventError, PluginLoadError, ReplayRequired, Unavailable
 from observers.formats import Format
 from observers.options import PluginHost, StorageAccess
 from observers.origin import Origin
@@ -35,12 +36,16 @@ from observers.protocol import (
     LeaseLostError,
     Observer,
     ObserverFactory,
+    Outage,
     PartitionContext,
+    ReportsHealth,
     SingletonJob,
+    SinkHealth,
     checkpoints_after_each_batch,
     first_run_after_s,
     needs_segment_order,
     singleton_jobs,
+    sink_health,
     takes_arrow,
 )
 
@@ -74,16 +79,21 @@ __all__ = [
     "ObserverFactory",
     "Op",
     "Origin",
+    "Outage",
     "PartitionContext",
     "PluginHost",
     "PluginLoadError",
     "ReadMethod",
     "ReplayRequired",
+    "ReportsHealth",
     "SingletonJob",
+    "SinkHealth",
     "StorageAccess",
+    "Unavailable",
     "checkpoints_after_each_batch",
     "first_run_after_s",
     "needs_segment_order",
     "singleton_jobs",
+    "sink_health",
     "takes_arrow",
 ]

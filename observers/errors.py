@@ -18,5 +18,17 @@ class ReplayRequired(Exception):
     starts again from the last checkpoint. Never dead-lettered."""
 
 
+class Unavailable(Exception):
+    """Raised by an observer whose destination cannot be reached now (the Spark observer's
+    Connect server lost): the batch was not accepted. The host offers it again after
+    `retry_after_s` seconds, without backing off further and without counting it as the
+    observer failing, for as long as the lease is its own; a stop or a lost lease ends the
+    waiting, as for any retry. What the observer accepted before is still its to write."""
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class BadEventError(ValueError):
     """A record cannot become a change log row (named by its position)."""

@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
@@ -34,11 +35,15 @@ __all__ = [
     "ObserverFactory",
     "OffersJobs",
     "OrdersItself",
+    "Outage",
     "PartitionContext",
+    "ReportsHealth",
     "SingletonJob",
+    "SinkHealth",
     "checkpoints_after_each_batch",
     "needs_segment_order",
     "singleton_jobs",
+    "sink_health",
     "takes_arrow",
 ]
 
@@ -244,6 +249,42 @@ class WaitsBeforeItsFirstRun(Protocol):
     run (the Spark state job: not beside a starting host's first writes)."""
 
     first_run_after_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Outage:
+    """Where an observer writes cannot be reached: what, since when (the host's wall clock),
+    and why. While it lasts the host is not ready, and says so in `/status`, its row for
+    `cfp status` and its metrics."""
+
+    what: str  # what is unreachable ("spark")
+    since: datetime
+    reason: str
+
+    def describe(self) -> str:
+        return f"{self.what} unavailable since {self.since:%Y-%m-%dT%H:%M:%SZ}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class SinkHealth:
+    """How the destination of a factory's observers is doing: an outage, if any, and figures
+    that `/status` shows as they are (JSON values)."""
+
+    outage: Outage | None = None
+    details: Mapping[str, object] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ReportsHealth(Protocol):
+    """A factory whose observers write through something that can be lost and come back (the
+    Spark observer's Connect servers): the host asks `health()` whenever it reports."""
+
+    def health(self) -> SinkHealth: ...
+
+
+def sink_health(factory: object) -> SinkHealth | None:
+    """The health `factory` reports, or None when it reports none."""
+    return factory.health() if isinstance(factory, ReportsHealth) else None
 
 
 def first_run_after_s(job: object) -> float:

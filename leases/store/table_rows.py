@@ -106,6 +106,7 @@ def host_row(processor: str, report: HostReport) -> dict[str, Any]:
         "Endpoint": report.endpoint,
         "Stuck": json.dumps(report.stuck, sort_keys=True) if report.stuck else "",
         "Note": report.note,
+        "Outage": report.outage,
     }
 
 
@@ -121,6 +122,7 @@ def host_from_row(entity: dict[str, Any]) -> HostReport:
         endpoint=str(entity.get("Endpoint") or ""),
         stuck=_stuck(entity.get("Stuck")),
         note=str(entity.get("Note") or ""),
+        outage=str(entity.get("Outage") or ""),
     )
 
 

@@ -171,6 +171,7 @@ def host_json(r: HostReport, now: datetime, owned: int) -> dict[str, object]:
         "leasesReported": r.leases,
         "stuck": r.stuck,
         "note": r.note or None,
+        "outage": r.outage or None,
         "error": r.error or None,
         "endpoint": r.endpoint or None,
     }
@@ -185,6 +186,8 @@ def render_hosts(hosts: list[HostReport], now: datetime, owned: Counter[str]) ->
         state = r.state + (f": {r.error}" if r.error else "")
         if r.note and not r.error:
             state += f" ({r.note})"
+        if r.outage:
+            state += f"; {r.outage}"
         if silent > r.expiry_s and r.state not in ("failed permanently", "stopped"):
             state = f"silent (last said {state})"
         leases = str(owned[r.name])

@@ -4,6 +4,7 @@ serves the host's health, and runs it; tests assemble hosts over in-memory clien
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from observers import (
     PluginLoadError,
     StorageAccess,
     singleton_jobs,
+    sink_health,
 )
 from processor import connection
 from processor.changefeed.catalog import FeedCatalog
@@ -112,9 +114,8 @@ def assemble(
 ) -> AssembledHost:
     """Every part of a host, in one pass (no request is sent yet). Errors: `PluginLoadError`
     for an observer that cannot be loaded."""
-    t, me = config.timings, config.placement.host_name
-    clients = clients or HostClients.of(config.placement, t.request_timeout_s)
-    placement = config.placement
+    t, placement, me = config.timings, config.placement, config.placement.host_name
+    clients = clients or HostClients.of(placement, t.request_timeout_s)
 
     def storage(conn: str | None) -> StorageAccess:
         return connection.storage_access(
@@ -125,8 +126,9 @@ def assemble(
         me, placement.processor_name, placement.connection_string, clock.wall, storage
     )
     store, factory = clients.store, load_observer(config.delivery.observer, plugin_host)
-    stuck_after_s = config.delivery.stuck_after_s
-    progress = HostProgress(wall=clock.wall, stuck_after_s=stuck_after_s, clients=clients.counts)
+    stuck_s, sink = config.delivery.stuck_after_s, functools.partial(sink_health, factory)
+    progress = HostProgress(wall=clock.wall, stuck_after_s=stuck_s, clients=clients.counts,
+        processor=placement.processor_name, sink=sink)  # fmt: skip
     lifecycle = logged_lifecycle(clock.monotonic, progress.state.state)
     catalog = FeedCatalog(clients.storage, refresh_s=t.poll_s * CATALOG_AGE_POLLS, clock=clock)
     watcher = FeedWatcher(catalog, every_s=t.poll_s)
@@ -143,7 +145,7 @@ def assemble(
     supervisor = WorkerSupervisor(work, clock=clock, fence_after_s=t.fence_after_s)
     presence = Presence(
         store, name=me, lifecycle=lifecycle, leases=progress.leases, clock=clock,
-        expiry_s=t.expiry_s,
+        expiry_s=t.expiry_s, outage=functools.partial(outage_text, factory),
     )  # fmt: skip
     ticks = TickWatch(lifecycle, presence, clock, expiry_s=t.expiry_s)
     balancer = host_balancer(
@@ -162,6 +164,12 @@ def assemble(
         renewer,
     )  # fmt: skip
     return AssembledHost(config, Host(parts), clients, pool)
+
+
+def outage_text(factory: ObserverFactory) -> str:
+    """What the observer cannot write to now, for the host's row ("": nothing)."""
+    health = sink_health(factory)
+    return health.outage.describe() if health is not None and health.outage else ""
 
 
 def dead_letter_dir(delivery: DeliveryPolicy, factory: ObserverFactory) -> str | None:

@@ -32,6 +32,7 @@ from typing import Any
 import structlog
 
 from leases import Lease
+from observers import sink_health
 from processor.host.balancing.balancer import Balancer
 from processor.host.balancing.tick_watch import TickWatch
 from processor.host.health.endpoints import HostHealth
@@ -107,6 +108,7 @@ class Host:
             stall_after_s=max(STALL_AFTER_MIN_S, STALL_AFTER_TICKS * t.acquire_every_s),
             loop_age_s=self.ticks.loop_age_s,
             store_silent_s=self.ticks.store_silent_s,
+            sink=lambda: sink_health(self._observer_factory),
             extra={
                 "leaseTable": config.placement.lease_table,
                 "observer": config.delivery.observer.spec,

@@ -121,6 +121,17 @@ def any_host_sees_it(rules: Rules) -> None:
     alert(rules, "CfpLeaseWithoutOwner")["expr"] = "max(cfp_leases_unowned) > 0"
 
 
+def one_stalled_host_is_enough(rules: Rules) -> None:
+    alert(rules, "CfpProcessorNotWriting")["expr"] = (
+        "max by (processor) (cfp_seconds_since_progress)"
+        " > on (processor) max by (processor) (cfp_stuck_after_seconds)"
+    )
+
+
+def any_outage_is_enough(rules: Rules) -> None:
+    alert(rules, "CfpObserverUnavailable")["for"] = "0m"
+
+
 def copy_rules(tmp_path: Path, rules: Rules) -> None:
     (tmp_path / RULES.name).write_text(yaml.safe_dump(rules, sort_keys=False))
     shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
@@ -141,6 +152,8 @@ def test_the_copied_rules_pass_before_they_are_broken(tmp_path: Path) -> None:
         ("CfpLagGrowing", lag_high_is_enough),
         ("CfpLeaseWithoutOwner", unowned_briefly_is_enough),
         ("CfpLeaseWithoutOwner", any_host_sees_it),
+        ("CfpProcessorNotWriting", one_stalled_host_is_enough),
+        ("CfpObserverUnavailable", any_outage_is_enough),
     ],
     ids=lambda v: v if isinstance(v, str) else v.__name__,
 )

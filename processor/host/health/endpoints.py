@@ -5,8 +5,10 @@ The server starts before the host opens its lease store and starts Spark, so tha
 
 - `/healthz` (liveness): 200 unless the host failed permanently or its balancing loop has not
   completed a tick for `stall_after_s` (a hung loop: restarting the container is the cure).
-- `/readyz` (readiness): 200 while running (or paused) with the lease store answering; 503
-  while starting, draining, failed or stopped.
+- `/readyz` (readiness): 200 while running (or paused) with the lease store answering and the
+  observer's destination reachable (no `Outage`: a Spark Connect server lost); 503 while
+  starting, draining, failed or stopped, or during such an outage (the host keeps its leases,
+  and liveness stays 200: a restart would not bring the server back).
 - `/metrics`: the host's Prometheus registry (`processor.host.health.host_progress`).
 - `/status`: the host's state and each lease it holds, as JSON, secrets masked.
 """
@@ -23,6 +25,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from observers import SinkHealth
 from processor.host.health.host_progress import HostProgress
 from processor.host.health.lifecycle import HostState, Lifecycle
 from processor.redact import redact_value
@@ -49,6 +52,7 @@ class HostHealth:
     stall_after_s: float
     loop_age_s: Callable[[], float | None] = lambda: None
     store_silent_s: Callable[[], float | None] = lambda: None
+    sink: Callable[[], SinkHealth | None] = lambda: None  # the observer's, if it reports one
     extra: dict[str, Any] = field(default_factory=dict)
 
     def liveness(self) -> tuple[bool, str]:
@@ -68,6 +72,8 @@ class HostHealth:
         silent = self.store_silent_s()
         if silent is not None and silent >= self.expiry_s:
             return False, f"the lease store has not answered for {silent:.0f}s"
+        if (sink := self.sink()) is not None and sink.outage is not None:
+            return False, sink.outage.describe()
         return True, state.value
 
     def status(self) -> dict[str, Any]:
@@ -86,8 +92,26 @@ class HostHealth:
             "lagEvents": lag_events,
             "leases": leases.to_json(),
             **self.extra,
+            **_sink_doc(self.sink()),
         }
         return dict(redact_value(doc))
+
+
+def _sink_doc(sink: SinkHealth | None) -> dict[str, Any]:
+    """The observer's health in `/status`: `outage` (its text, or None) and `sink` (whether
+    its destination answers, since when not, and the figures it gives)."""
+    if sink is None:
+        return {}
+    outage = sink.outage
+    return {
+        "outage": outage.describe() if outage else None,
+        "sink": {
+            "available": outage is None,
+            "unavailableSince": outage.since.isoformat() if outage else None,
+            "reason": outage.reason if outage else None,
+            **sink.details,
+        },
+    }
 
 
 def _rounded(x: float | None) -> float | None:

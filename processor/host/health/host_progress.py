@@ -13,6 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from leases.policy.timings import DEFAULT_STUCK_AFTER_S
+from observers import SinkHealth
 from processor.changefeed.decoding.columnar import NATIVE
 from processor.host.health.lease_recorder import LeaseRecorder
 from processor.host.health.lifecycle import HostState
@@ -77,6 +78,8 @@ class HostProgress:
         wall: Callable[[], datetime] | None = None,
         stuck_after_s: float = DEFAULT_STUCK_AFTER_S,
         clients: ClientCounts | None = None,
+        processor: str = "",
+        sink: Callable[[], SinkHealth | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.leases = LeaseRecorder(
@@ -91,6 +94,62 @@ class HostProgress:
             registry=self.registry,
         )
         self.registry.register(_ClientCollector(clients or ClientCounts()))
+        self.registry.register(_Writing(self.leases, processor))
+        self.registry.register(_SinkGauges(sink))
+
+
+class _Writing(Collector):
+    """Whether the processor writes what its feed holds: the same processor-wide question on
+    every host, answered by `min by (processor)` over them (`CfpProcessorNotWriting`)."""
+
+    def __init__(self, leases: LeaseRecorder, processor: str) -> None:
+        self._leases, self._processor = leases, processor
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        unwritten = GaugeMetricFamily(
+            "cfp_seconds_since_progress",
+            "The least, over this host's leases that have work (not caught up), of the seconds "
+            "since the lease was last checkpointed or had work again; absent while none has "
+            "work. min by (processor) over the hosts: how long the processor has written nothing.",
+            labels=["processor"],
+        )
+        if (seconds := self._leases.seconds_unwritten()) is not None:
+            unwritten.add_metric([self._processor], seconds)
+        stuck_after = GaugeMetricFamily(
+            "cfp_stuck_after_seconds",
+            "This host's --stuck-after: a lease, or the processor, not moving this long is stuck.",
+            labels=["processor"],
+        )
+        stuck_after.add_metric([self._processor], self._leases.stuck_after_s)
+        yield unwritten
+        yield stuck_after
+
+
+class _SinkGauges(Collector):
+    """Whether the observer's destination answers (absent for an observer that does not say)."""
+
+    def __init__(self, sink: Callable[[], SinkHealth | None]) -> None:
+        self._sink = sink
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        down = GaugeMetricFamily(
+            "cfp_observer_unavailable",
+            "1 while the observer cannot reach where it writes (the Spark observer's Spark "
+            "Connect servers: none answers), 0 while it can; the host keeps its leases and is "
+            "not ready meanwhile.",
+        )
+        since = GaugeMetricFamily(
+            "cfp_observer_unavailable_since_timestamp_seconds",
+            "When the observer's destination stopped answering (Unix time; absent while it "
+            "answers).",
+        )
+        health = self._sink()
+        if health is not None:
+            down.add_metric([], 0.0 if health.outage is None else 1.0)
+            if health.outage is not None:
+                since.add_metric([], health.outage.since.timestamp())
+        yield down
+        yield since
 
 
 class _Unowned(Collector):

@@ -27,10 +27,20 @@ class LeaseProgress:
     failures: int = 0  # the observer's failures on the batch in hand, in a row
     failing_since: datetime | None = None  # the first of them
     moved_at: datetime | None = None  # last delivery or checkpoint, or a wait that is no fault
+    busy_since: datetime | None = None  # when it last had work again after being caught up
 
     def seconds_since_checkpoint(self, now: datetime) -> float:
         """Since the last checkpoint this host wrote (since it took the lease, before any)."""
         return max(0.0, (now - (self.checkpointed_at or self.started_at)).total_seconds())
+
+    def seconds_unwritten(self, now: datetime) -> float:
+        """Since the lease's observer last had a batch checkpointed, or since the lease had work
+        (taken, or caught up no more), whichever came last: how long work waits unwritten."""
+        since = max(
+            self.checkpointed_at or self.started_at,
+            self.busy_since or self.started_at,
+        )
+        return max(0.0, (now - since).total_seconds())
 
     def stuck_reason(self, now: datetime, after_s: float) -> str | None:
         """Why the lease counts as stuck, None when it is not: it has work and has not moved

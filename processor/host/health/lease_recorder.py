@@ -90,7 +90,7 @@ class LeaseRecorder:
         entry.failures, entry.failing_since = 0, None
         entry.moved_at = self._wall()
         self.total_events += events
-        entry.caught_up = False
+        _has_work(entry, entry.moved_at)
         if last_event_time is not None:
             entry.last_event_time = last_event_time
         self.events.labels(token).inc(events)
@@ -102,8 +102,8 @@ class LeaseRecorder:
         makes it stuck), counted from now."""
         entry = self.entries.get(token)
         if entry is not None:
-            entry.caught_up = False
             entry.moved_at = self._wall()
+            _has_work(entry, entry.moved_at)
 
     def caught_up(self, token: LeaseToken) -> None:
         """The lease has read everything there is, as its last checkpoint already said."""
@@ -179,9 +179,22 @@ class LeaseRecorder:
         entries = self.entries.values()
         return sum(x.bytes_left or 0 for x in entries), sum(x.lag_events() or 0 for x in entries)
 
+    def seconds_unwritten(self) -> float | None:
+        """The least, over the leases with work (not caught up), of how long their work has
+        waited unwritten (`LeaseProgress.seconds_unwritten`); None when none has work."""
+        now = self._wall()
+        waits = [e.seconds_unwritten(now) for e in self.entries.values() if not e.caught_up]
+        return min(waits) if waits else None
+
     def to_json(self) -> list[dict[str, object]]:
         now = self._wall()
         return [self.entries[t].to_json(now, self.stuck_after_s) for t in sorted(self.entries)]
+
+
+def _has_work(entry: LeaseProgress, now: datetime) -> None:
+    if entry.caught_up:
+        entry.busy_since = now
+    entry.caught_up = False
 
 
 class _LeaseGauges(Collector):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 import structlog
 
@@ -39,6 +40,7 @@ class Presence:
         clock: Clock,
         expiry_s: float,
         endpoint: str = "",
+        outage: Callable[[], str] = lambda: "",
     ) -> None:
         self._store = store
         self._name = name
@@ -47,6 +49,7 @@ class Presence:
         self._clock = clock
         self._expiry_s = expiry_s
         self.endpoint = endpoint
+        self._outage = outage  # what the observer cannot write to now ("": nothing)
         self.note = ""  # set by the host: why it holds nothing yet
         self._changed = asyncio.Event()
         self._since = clock.wall()
@@ -68,6 +71,7 @@ class Presence:
             endpoint=self.endpoint,
             stuck={str(k): v for k, v in self._leases.stuck().items()},
             note=self.note,
+            outage=self._outage(),
         )
 
     async def run(self, stop: asyncio.Event, *, every_s: float, endpoint: str = "") -> None:

@@ -5,9 +5,12 @@ is ours; `stop` parks the lease after `--observer-attempts`; `dead-letter` write
 the dead-letter folder after as many attempts and goes on. Whatever the policy, a lease lost,
 handed over or stopping ends the retries: the batch is then delivered again by the next owner.
 An observer that raises `ReplayRequired` lost batches it had accepted: its lease is released so
-that they come again from the checkpoint. An observer that knows what it holds
-(`KnowsWhatItHolds`) is asked once, before the lease's first batch; what it holds already is
-left out (the checkpoint lags a sink that wrote and then lost its host).
+that they come again from the checkpoint. One that raises `Unavailable` cannot reach where it
+writes (the Spark observer's server lost): the batch is offered again every `retry_after_s`,
+not counted as a failure (the host reports the outage itself), for as long as the lease is ours.
+An observer that knows what it holds (`KnowsWhatItHolds`) is asked once, before the lease's first
+batch; what it holds already is left out (the checkpoint lags a sink that wrote and then lost its
+host).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from tenacity import (
 )
 
 from leases import Delivered
-from observers import ArrowBatch, CloseReason, Origin, PartitionContext, ReplayRequired
+from observers import ArrowBatch, CloseReason, Origin, PartitionContext, ReplayRequired, Unavailable
 from processor.changefeed.selection import parse_event_time
 from processor.clock import Clock
 from processor.host.health.lease_recorder import LeaseRecorder
@@ -144,11 +147,17 @@ class Delivery:
     async def _with_retries(self, events: ArrowBatch) -> None:
         held, policy, stop = self.held, self.policy, self.stop
         attempts = 0 if policy.on_observer_error is OnObserverError.RETRY else policy.attempts
+        backoff = wait_random_exponential(multiplier=0.2, max=30.0)
+
+        failed = 0  # attempts the observer failed (not those it could not make: `Unavailable`)
 
         def give_up(state: RetryCallState) -> bool:
+            nonlocal failed
+            error = state.outcome.exception() if state.outcome else None
+            failed += not isinstance(error, Unavailable)
             return (
-                bool(attempts and state.attempt_number >= attempts)
-                or isinstance(state.outcome and state.outcome.exception(), ReplayRequired)
+                bool(attempts and failed >= attempts)
+                or isinstance(error, ReplayRequired)
                 or not held.is_usable()
                 or stop.is_set()
                 or held.handover.is_set()
@@ -156,8 +165,17 @@ class Delivery:
 
         def log_retry(state: RetryCallState) -> None:
             error = state.outcome.exception() if state.outcome else None
+            if isinstance(error, Unavailable):  # the host reports the outage, not the lease
+                self.log.debug("observer.unavailable", attempt=state.attempt_number)
+                return
             self.progress.observer_failed(held.token)
             self.log.warning("observer.retry", attempt=state.attempt_number, error=repr(error))
+
+        def wait(state: RetryCallState) -> float:
+            error = state.outcome.exception() if state.outcome else None
+            if isinstance(error, Unavailable):
+                return error.retry_after_s
+            return backoff(state)
 
         async def pause(seconds: float) -> None:  # a backoff the host's stop cuts short
             await wait_any(stop, held.lost, held.handover, timeout_s=seconds)
@@ -165,7 +183,7 @@ class Delivery:
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type(Exception),
             stop=give_up,
-            wait=wait_random_exponential(multiplier=0.2, max=30.0),
+            wait=wait,
             sleep=pause,
             before_sleep=log_retry,
             reraise=True,

@@ -27,3 +27,21 @@ def test_status_estimates_events_left_and_time_lag_from_the_lease_row() -> None:
     assert scan.events_left() is None  # backfill events read no feed bytes: no average
     text = render_totals([row, done, unknown], T0)
     assert text == "left up to lastConsumable: 9.8KiB+?, about 20 events; largest time lag 2.0h"
+
+
+def test_a_host_whose_observer_cannot_write_says_so_in_its_line_and_its_json() -> None:
+    from collections import Counter
+
+    from leases import HostId, HostReport
+    from leases.store.table_rows import host_from_row, host_row
+    from processor.admin.report import host_json, render_hosts
+
+    outage = "spark unavailable since 2026-11-23T11:58:00Z: sc://a:15002: Connection refused"
+    report = HostReport(HostId("h1"), "running", T0, T0, 3, 30.0, outage=outage)
+    assert host_from_row(host_row("p", report)).outage == outage  # through the lease table
+    line = render_hosts([report], T0, Counter({"h1": 3})).splitlines()[1]
+    assert line.split()[:2] == ["h1", "running;"] and outage in line
+    assert host_json(report, T0, 3)["outage"] == outage
+    quiet = HostReport(HostId("h2"), "running", T0, T0, 3, 30.0)
+    assert host_json(quiet, T0, 3)["outage"] is None
+    assert "unavailable" not in render_hosts([quiet], T0, Counter({"h2": 3}))

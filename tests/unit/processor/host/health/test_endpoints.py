@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from observers import Outage, SinkHealth
 from processor.host.health.endpoints import HostHealth, make_app
 from processor.host.health.host_progress import HostProgress
 from processor.host.health.lifecycle import HostState, Lifecycle
@@ -50,3 +51,27 @@ async def test_endpoints_answer_with_the_probe_codes() -> None:
         assert (await client.get("/status")).status == 200
         r = await client.get("/metrics")
         assert r.status == 200 and "cfp_leases_owned 0.0" in await r.text()
+
+
+def test_an_observer_whose_destination_is_away_makes_the_host_unready_not_dead() -> None:
+    outage = Outage("spark", T0, "sc://a:15002: Connection refused")
+    sink = SinkHealth(outage, {"remote": "sc://a:15002", "pendingRows": 12})
+    h = health(HostState.RUNNING, loop_age=1, silent=1)
+    h.sink = lambda: sink
+    ok, why = h.readiness()
+    assert not ok and why == "spark unavailable since 2026-11-23T12:00:00Z: sc://a:15002: " + (
+        "Connection refused"
+    )
+    assert h.liveness()[0]  # a restart would not bring the server back
+    doc = h.status()
+    assert doc["outage"] == why
+    assert doc["sink"] == {
+        "available": False,
+        "unavailableSince": T0.isoformat(),
+        "reason": "sc://a:15002: Connection refused",
+        "remote": "sc://a:15002",
+        "pendingRows": 12,
+    }
+    h.sink = lambda: SinkHealth(None, {"remote": "sc://b:15002"})
+    assert h.readiness() == (True, "running")
+    assert h.status()["outage"] is None and h.status()["sink"]["available"] is True

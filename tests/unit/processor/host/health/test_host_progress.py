@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 from prometheus_client import generate_latest
 
 from leases import LeaseToken
+from observers import Outage, SinkHealth
 from processor.host.health.host_progress import HostProgress
+from tests.helpers import metric
 
 T0 = datetime(2026, 11, 25, tzinfo=UTC)
 A, B = LeaseToken("00"), LeaseToken("01")
@@ -126,3 +128,40 @@ def test_an_observer_that_never_returns_makes_a_caught_up_lease_stuck() -> None:
     assert p.stuck() == {}  # counted from the delivery, not from the last checkpoint
     wall.pass_s(60)  # process_changes has not returned
     assert p.stuck() == {A: "no progress for 60 s while not caught up"}
+
+
+def test_the_processor_wide_writing_gauge_counts_only_leases_with_work() -> None:
+    """`cfp_seconds_since_progress`: since the lease with work that moved last was checkpointed,
+    or had work again after being caught up; absent while no lease has work."""
+    wall = Wall()
+    host = HostProgress(wall=wall, stuck_after_s=60, processor="p")
+    p = host.leases
+    assert "cfp_seconds_since_progress{" not in metrics(host)  # no lease at all
+    assert 'cfp_stuck_after_seconds{processor="p"} 60.0' in metrics(host)
+    p.started(A, 1, None)
+    p.started(B, 1, None)
+    wall.pass_s(30)
+    p.checkpointed(B, "{}", caught_up=True, seconds=0.01)  # B has nothing left to write
+    wall.pass_s(600)
+    assert p.seconds_unwritten() == 630  # A, taken 630 s ago, never written
+    assert 'cfp_seconds_since_progress{processor="p"} 630.0' in metrics(host)
+    p.delivering(B)  # B has work again: it waits from now, not from its last checkpoint
+    assert p.seconds_unwritten() == 0
+    wall.pass_s(10)
+    p.checkpointed(A, "{}", caught_up=True, seconds=0.01)
+    p.checkpointed(B, "{}", caught_up=True, seconds=0.01)
+    assert p.seconds_unwritten() is None
+    assert "cfp_seconds_since_progress{" not in metrics(host)
+
+
+def test_the_observer_s_outage_is_a_metric() -> None:
+    outage: list[Outage | None] = [None]
+    host = HostProgress(wall=Wall(), sink=lambda: SinkHealth(outage[0]))
+    assert "\ncfp_observer_unavailable 0.0\n" in metrics(host)
+    assert "\ncfp_observer_unavailable_since_timestamp_seconds " not in metrics(host)
+    outage[0] = Outage("spark", T0, "sc://a:15002: no answer")
+    assert "\ncfp_observer_unavailable 1.0\n" in metrics(host)
+    since = metric(metrics(host), "cfp_observer_unavailable_since_timestamp_seconds")
+    assert since == T0.timestamp()
+    quiet = HostProgress(wall=Wall())  # an observer that reports nothing: no sample
+    assert "\ncfp_observer_unavailable " not in metrics(quiet)

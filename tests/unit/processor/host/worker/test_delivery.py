@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 import structlog
+import structlog.testing
 
 from leases import HostId, LeaseToken, MemoryLeaseStore
-from observers import ArrowBatch, CloseReason, PartitionContext
+from observers import ArrowBatch, CloseReason, PartitionContext, Unavailable
 from processor.host.health.host_progress import HostProgress
 from processor.host.host_config import DeliveryPolicy, OnObserverError
 from processor.host.ownership.held_lease import HeldLease
@@ -104,3 +105,41 @@ async def test_dead_letter_writes_the_batch_aside_and_goes_on(tmp_path: Path) ->
     lines = [json.loads(line) for line in letter.read_text().splitlines()]
     assert lines[0]["lease"] == TOKEN and lines[0]["host"] == "h1"
     assert [line["id"] for line in lines[1:]] == ["e0", "e1"]
+
+
+class AwayThenBack:
+    """An observer whose destination is away for its first `away` calls (`Unavailable`)."""
+
+    def __init__(self, away: int) -> None:
+        self.away, self.calls, self.batches = away, 0, 0
+
+    def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
+        self.calls += 1
+        if self.calls <= self.away:
+            raise Unavailable("spark unavailable since now: sc://a", retry_after_s=0.01)
+        self.batches += 1
+
+
+@pytest.mark.parametrize("policy", [OnObserverError.RETRY, OnObserverError.DEAD_LETTER])
+async def test_an_observer_whose_destination_is_away_gets_the_batch_again_uncounted(
+    tmp_path: Path, policy: OnObserverError
+) -> None:
+    """Offered again and again (more times than dead-letter's attempts): never a failure of the
+    observer's, never dead-lettered; the host reports the outage instead."""
+    observer = AwayThenBack(away=5)
+    made, _ = await delivery(observer, policy=policy, folder=tmp_path)
+    with structlog.testing.capture_logs() as logged:
+        accepted = await made.deliver(batch(0, 2), at(0), at(2))
+    assert accepted is not NotDelivered.DEAD_LETTERED and observer.batches == 1
+    assert observer.calls == 6 and not list(tmp_path.rglob("*.jsonl"))
+    assert made.progress.entries[TOKEN].failures == 0
+    assert "observer.retry" not in [e["event"] for e in logged]
+
+
+async def test_a_stop_ends_the_wait_for_a_destination_that_never_comes_back() -> None:
+    observer = AwayThenBack(away=10**9)
+    made, _ = await delivery(observer)
+    made.stop.set()
+    with pytest.raises(WorkerEnded) as ended:
+        await made.deliver(batch(0, 2), at(0), at(2))
+    assert ended.value.reason is CloseReason.SHUTDOWN and observer.batches == 0
