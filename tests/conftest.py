@@ -50,6 +50,7 @@ FIRST = (
     "test_spark.py",
     "test_delta_tables.py",
     "test_hosts.py",
+    "test_spark_loss.py",
     "test_spark_source.py",
     "test_resume_property.py",
     "test_storage_faults.py",

@@ -9,7 +9,6 @@ import contextlib
 import itertools
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
@@ -24,11 +23,10 @@ from deltalake import DeltaTable, QueryBuilder
 from observers.builtin.spark.session.output import Output, delta_rs_options, parse_output
 from observers.builtin.spark.session.session import SparkOptions, prepare
 from processor.connection import storage_access
-from processor.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
-from tests import patience
+from processor.emulator.azurite import Azurite
 from tests.cluster import Cluster, Table, all_caught_up, owners
+from tests.connect_servers import ConnectServer
 from tests.helpers import Feed, emulate_afresh, json_lines, run_cfp, until
-from tests.jvms import lasting_jvm
 
 _processors = itertools.count()
 TABLES_CONTAINER = "cfp-tables"  # in the monitored account: left out of the feed and of verify
@@ -37,18 +35,26 @@ TABLES_CONTAINER = "cfp-tables"  # in the monitored account: left out of the fee
 EXPIRY_S = 6.0
 
 
-@pytest.fixture(scope="module")
-async def feed(azurite: Azurite) -> AsyncIterator[Feed]:
-    """The module's feed; afterwards the tables' container goes too: the account is shared
-    with other modules, which compare its listing with its feed."""
+@contextlib.asynccontextmanager
+async def tables_feed(azurite: Azurite, **shape: Any) -> AsyncIterator[Feed]:
+    """A feed emulated afresh (`shape`: `emulate_afresh`'s), for the processors of a module;
+    afterwards the tables' container goes too: the account is shared with other modules, which
+    compare its listing with its feed."""
     conn = azurite.connection_string
-    records = await emulate_afresh(
-        conn, seed=21, segments=3, events_per_segment=500, shards=(4, 6, 4)
-    )
+    records = await emulate_afresh(conn, **shape)
     yield Feed(conn, {str(r["id"]) for r in records if r["eventType"] != "Control"})
     async with BlobServiceClient.from_connection_string(conn) as service:
         with contextlib.suppress(ResourceNotFoundError):
             await service.delete_container(TABLES_CONTAINER)
+
+
+@pytest.fixture(scope="module")
+async def feed(azurite: Azurite) -> AsyncIterator[Feed]:
+    """The module's feed: 1,500 events."""
+    async with tables_feed(
+        azurite, seed=21, segments=3, events_per_segment=500, shards=(4, 6, 4)
+    ) as made:
+        yield made
 
 
 class SparkCluster(Cluster):
@@ -198,20 +204,12 @@ def spark_connect_server(
     """`cfp spark-connect` on a free loopback port (`conf`: more --spark-conf), its log in
     `logs`; its sc:// URL. Stopped with SIGTERM, which must exit 0. `lasting`: it serves a
     whole file of tests (its JVM compiles with C2 too: `tests.jvms.lasting_jvm`)."""
-    port = free_port()
-    more = [a for k, v in (conf or {}).items() for a in ("--spark-conf", f"{k}={v}")]
-    with lasting_jvm() if lasting else contextlib.nullcontext():
-        server = subprocess.Popen(
-            [sys.executable, "-m", "processor", "spark-connect", "--port", str(port),
-             "--spark-master", master, "--log-dir", str(logs), *more],
-            cwd=ROOT, stdout=(logs / "out.log").open("wb"), stderr=subprocess.STDOUT,
-        )  # fmt: skip
+    server = ConnectServer(logs, master=master, conf=conf, lasting=lasting)
+    server.start()
     try:
-        wait_for_port(port, timeout_s=patience.left_s(), process=server)
-        yield f"sc://127.0.0.1:{port}"
+        yield server.url
     finally:
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=patience.left_s()) == 0, (logs / "out.log").read_text()[-2000:]
+        assert server.stop() == 0, server.out()
 
 
 async def took_everything(cluster: SparkCluster, host: str) -> None:

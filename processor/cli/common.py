@@ -167,7 +167,9 @@ spark_master_option = click.option(
 spark_remote_option = click.option(
     "--spark-remote",
     envvar="CFP_SPARK_REMOTE",
-    help="sc://HOST:PORT of a Spark Connect server, instead of an embedded session.",
+    help="sc://HOST:PORT of a Spark Connect server, instead of an embedded session; several, "
+    "comma-separated, for a host to use the first that answers and move to the next when it "
+    "is lost.",
 )
 spark_conf_option = click.option(
     "--spark-conf",

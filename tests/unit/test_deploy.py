@@ -75,8 +75,9 @@ def test_the_build_context_keeps_what_the_dockerfile_copies_and_little_else() ->
 
 def test_compose_services_use_real_flags_and_variables() -> None:
     services = compose()["services"]
-    assert {"azurite", "workload", "spark-connect", "hosts"} <= set(services)
-    for name in ("workload", "spark-connect"):
+    servers = ("spark-connect", "spark-connect-b")
+    assert {"azurite", "workload", *servers, "hosts"} <= set(services)
+    for name in ("workload", *servers):
         s = services[name]
         check_cfp_args(s["entrypoint"] + s["command"])
     assert services["workload"]["network_mode"] == "service:azurite"  # the emulator: loopback only
@@ -84,8 +85,13 @@ def test_compose_services_use_real_flags_and_variables() -> None:
     env = hosts["environment"]
     assert cfp_keys(env) <= RUN_VARIABLES, cfp_keys(env) - RUN_VARIABLES
     assert hosts["deploy"]["replicas"] >= 2
-    assert env["CFP_SPARK_REMOTE"].endswith(":15002")
-    assert "--port" in services["spark-connect"]["command"]
+    ports = [
+        services[name]["command"][services[name]["command"].index("--port") + 1] for name in servers
+    ]
+    assert env["CFP_SPARK_REMOTE"] == ",".join(f"sc://azurite:{port}" for port in ports)
+    for name, port in zip(servers, ports, strict=True):  # each checked where it listens
+        assert f"'127.0.0.1', {port}" in services[name]["healthcheck"]["test"][-1]
+        assert name in hosts["depends_on"]
     grace = int(hosts["stop_grace_period"].rstrip("s"))
     assert grace > float(env["CFP_LEASE_EXPIRATION"])
     assert f"{env['CFP_HTTP_PORT']}" in hosts["expose"]

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from observers.builtin.spark.changelog.sink import warm_up
+from observers.builtin.spark.changelog.warm_up import warm_up
 from observers.builtin.spark.session.class_archive import (
     JAVA_OPTIONS_KEY,
     PREFIX,

@@ -4,7 +4,9 @@
 queues them (so reading goes on while Spark writes) and takes a mark; the sink checkpoints that
 mark once the batch is in the change log. A
 failed write fails the lease's next call, so the worker closes it with OBSERVER_ERROR and the
-batches are read again from the last checkpoint.
+batches are read again from the last checkpoint. A Spark Connect server lost is not a failed
+write: the sink keeps the lease's batches until it is back (`session/link.py`), and refuses more
+than a write's worth meanwhile (`SparkUnavailable`: the worker offers the batch again).
 
 Events of the output's own container are left out when the output lies in the account whose
 feed the host reads (`excluded_container`): the tables' writes would come back as events, for
@@ -24,14 +26,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
 
-from observers.builtin.spark.changelog.lease_writes import run_blocking
 from observers.builtin.spark.changelog.sink import SparkSink
 from observers.builtin.spark.session.container import ensure_container
 from observers.builtin.spark.session.install import require as require_pyspark
+from observers.builtin.spark.session.link import SparkUnavailable
 from observers.builtin.spark.session.output import access_for, excluded_container, parse_output
+from observers.builtin.spark.session.remotes import parse_remotes
 from observers.builtin.spark.session.session import SparkOptions, spark_conf
 from observers.builtin.spark.settings import SparkSettings
 from observers.builtin.spark.state.state_job import StateJob
+from observers.builtin.spark.threads import run_blocking
 from observers.errors import PluginLoadError, ReplayRequired
 from observers.events import changes_table
 from observers.options import PluginHost
@@ -41,6 +45,7 @@ from observers.protocol import (
     JobRun,
     LeaseLostError,
     PartitionContext,
+    SinkHealth,
 )
 
 log = structlog.get_logger("cfp.spark")
@@ -95,21 +100,31 @@ class SparkObserver:
     async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
         """Wait until every queued batch of this lease is written and checkpointed, for up to
         `CLOSE_TIMEOUT_S`. Giving up leaves the writes be (they belong to the host's sink, and
-        the lease's next owner replays whatever they do not checkpoint)."""
-        if self._in_flight:
-            _, late = await asyncio.wait(self._in_flight, timeout=CLOSE_TIMEOUT_S)
-            if late:
-                raise TimeoutError(
-                    f"lease {ctx.lease_token}: {len(late)} Spark writes still running after "
-                    f"{CLOSE_TIMEOUT_S:.0f} s; closed without their checkpoints"
-                )
-        self._raise_failed()
+        the lease's next owner replays whatever they do not checkpoint). While Spark is away
+        its queued batches are given up at once: nothing would write them."""
+        if not self.sink.link.is_up:
+            left = await self.sink.close_lease(ctx.lease_token)
+            if left:
+                ctx.log.warning("spark.lease_left_unwritten", rows=left, reason=reason.value)
+        try:
+            if self._in_flight:
+                _, late = await asyncio.wait(self._in_flight, timeout=CLOSE_TIMEOUT_S)
+                if late:
+                    raise TimeoutError(
+                        f"lease {ctx.lease_token}: {len(late)} Spark writes still running after "
+                        f"{CLOSE_TIMEOUT_S:.0f} s; closed without their checkpoints"
+                    )
+        finally:
+            await self.sink.close_lease(ctx.lease_token)
+        self._raise_failed(closing=True)
 
-    def _raise_failed(self) -> None:
+    def _raise_failed(self, *, closing: bool = False) -> None:
         done = [f for f in self._in_flight if f.done()]
         self._in_flight = [f for f in self._in_flight if not f.done()]
         for f in done:
             error = f.exception()
+            if closing and isinstance(error, SparkUnavailable):  # given up as the lease closed
+                continue
             if error is not None:
                 self._in_flight = [f]  # sticky: this lease cannot go on past a lost batch
                 raise SparkWriteError(f"spark write failed: {error!r}") from error
@@ -130,23 +145,28 @@ class SparkStateJob:
         self.first_run_after_s = options.state_every_s
         self._options = options
         self._job: StateJob | None = None
+        self._generation = 0  # of the sessions `_job` runs on
         self._left: str | None = None  # the continuation our last run returned
 
     async def run(self, continuation: str | None, *, final: bool = False) -> JobRun:
+        """One run on the job's session. Errors: `SparkUnavailable` while Spark is away."""
+        link = self.sink.link
+        sessions = link.sessions
         job = self._job
-        if job is None:
+        if job is None or self._generation != sessions.generation:  # first, or Spark came back
             job = self._job = StateJob(
-                self.sink.job_session,
+                sessions.job,
                 changes=self._options.changes,
                 state_table=self._options.state,
                 history_table=self._options.history,
                 optimize_every_s=OPTIMIZE_EVERY_S,
                 wall=self._options.wall,
             )
+            self._generation = sessions.generation
             job.optimized_at = _saved_time(continuation, "optimizedAt")
         if continuation != self._left:  # not where our last run left it: another host ran it
             job.forget()
-        run = await run_blocking(self.sink.calls, job.run_once)
+        run = await link.call(lambda _: job.run_once(), what="the state job")
         saved = {
             "appliedChangesVersion": run.applied,
             "changesVersion": run.latest,
@@ -193,6 +213,10 @@ class SparkObserverFactory:
     def __call__(self) -> SparkObserver:
         return SparkObserver(self.sink, excluded=self.excluded)
 
+    def health(self) -> SinkHealth:
+        """Whether Spark answers (an `Outage` while a Spark Connect server is lost)."""
+        return self.sink.health()
+
     @property
     def dead_letter_dir(self) -> str | None:
         """Where `--on-observer-error dead-letter` sets batches aside unless told: a local
@@ -207,7 +231,7 @@ class SparkObserverFactory:
             "spark.opening",
             output=output.describe(),
             auth=access.auth if access is not None else None,
-            remote=self.options.remote,
+            remotes=list(self.options.remotes) or None,
         )
         if self.excluded is not None:
             log.warning(
@@ -246,7 +270,8 @@ def spark_options(settings: SparkSettings, host: PluginHost) -> SparkOptions:
             "spark", "needs --output (and --spark-master or --spark-remote), or output=..."
         )
     output = parse_output(settings.output)
-    require_pyspark(remote=settings.spark_remote)
+    remotes = parse_remotes(settings.spark_remote)
+    require_pyspark(remote=remotes[0] if remotes else None)
     try:
         access, feed = host.storage(settings.output_connection_string), host.storage(None)
     except ValueError as e:  # a malformed connection string: said without repeating it
@@ -256,7 +281,7 @@ def spark_options(settings: SparkSettings, host: PluginHost) -> SparkOptions:
         access=access,
         feed=feed,
         master=settings.spark_master,
-        remote=settings.spark_remote,
+        remotes=remotes,
         conf=spark_conf(settings.spark_conf),
         wall=host.wall,
         warm_up_rows=settings.spark_warm_up_rows,

@@ -34,7 +34,9 @@ class SparkSettings:
         default=None, repr=False, metadata=_help("the output account's connection string")
     )
     spark_master: str = field(default=DEFAULT_MASTER, metadata=_help("an embedded Spark's master"))
-    spark_remote: str | None = field(default=None, metadata=_help("a Spark Connect server"))
+    spark_remote: str | None = field(
+        default=None, metadata=_help("Spark Connect servers, comma-separated")
+    )
     spark_conf: tuple[str, ...] = field(default=(), metadata=_help("Spark settings, KEY=VALUE"))
     state_interval: float = field(
         default=DEFAULT_STATE_EVERY_S, metadata=_help("seconds between runs of the state job")

@@ -1,8 +1,15 @@
 """`cfp spark-connect`: a Spark Connect server with Delta Lake and the jars of this install, run
-in the foreground until SIGTERM or SIGINT (for `cfp run --spark-remote`)."""
+in the foreground until SIGTERM or SIGINT (for `cfp run --spark-remote`).
+
+The server's JVM dies with this process, however it ends: it is started with Linux's parent-death
+signal set to SIGKILL (`prctl(PR_SET_PDEATHSIG)`, kept across spark-submit's `exec` of java). A
+`cfp spark-connect` killed with SIGKILL used to leave its JVM serving, orphaned in its own session,
+holding the port and its memory; a new server on that port then exited 255.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -25,6 +32,7 @@ AUTOLOAD = Path(streaming.__file__).parent / "autoload"
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @click.command("spark-connect")
@@ -95,13 +103,27 @@ def _start_server(
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
         out = (log_dir / "spark-connect.log").open("ab")
+    parent = os.getpid()
     return subprocess.Popen(
         _submit_command(home, master, conf),
         env=_server_env(home),
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=lambda: die_with(parent),  # noqa: PLW1509 - one thread yet: safe here
     )
+
+
+def die_with(parent: int) -> None:
+    """In the child, before it runs spark-submit: SIGKILL when `parent` dies (Linux; elsewhere
+    nothing, and the old risk of an orphan stays). A parent already gone: exit now."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return  # not allowed here: the server runs, as it did before
+    if os.getppid() != parent:  # the parent died before the setting took: nothing would tell us
+        os._exit(1)
 
 
 def _submit_command(home: Path, master: str, conf: dict[str, str]) -> list[str]:

@@ -20,6 +20,7 @@ from observers.builtin.spark.session.output import (
     excluded_container,
     parse_output,
 )
+from observers.builtin.spark.session.remotes import parse_remotes
 from observers.builtin.spark.session.session import SparkOptions, open_session, spark_conf
 from observers.builtin.spark.sql import table_ref
 from observers.options import StorageAccess
@@ -246,12 +247,13 @@ def _spark_options(
     spark_conf_pairs: tuple[str, ...],
 ) -> SparkOptions:
     try:
-        require_pyspark(remote=spark_remote, what="this command")
+        remotes = parse_remotes(spark_remote)
+        require_pyspark(remote=remotes[0] if remotes else None, what="this command")
         return SparkOptions(
             where,
             access=access,
             master=spark_master,
-            remote=spark_remote,
+            remotes=remotes,
             conf=spark_conf(spark_conf_pairs),
         )
     except PluginLoadError as e:  # the command's own words, not --observer's

@@ -5,21 +5,19 @@ lease costs a commit and a read, so they run while its first batches are read an
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
 
 import pyarrow as pa
 import structlog
 
 from observers.builtin.spark.changelog.change_log import Hold, Written
 from observers.builtin.spark.changelog.fence import LeaseFence
+from observers.builtin.spark.session.link import Sessions, SparkLink, SparkUnavailable
 
 log = structlog.get_logger("cfp.spark")
-T = TypeVar("T")
 
 SIDE_BY_SIDE = 8  # leases' appends of one write in flight at once
 
@@ -39,62 +37,58 @@ class Writer(Protocol):
 
 
 async def fence_ahead(
-    writer: Writer,
-    session: Any,
-    fence: LeaseFence,
-    before: asyncio.Task[None] | None,
-    *,
-    calls: Executor,
+    writer: Writer, link: SparkLink, fence: LeaseFence, before: asyncio.Task[None] | None
 ) -> None:
     """The lease's fence, committed while its first batches are read (taking a lease costs a
     commit: not in front of its first write), after the fence of its last open (`before`). A
     failure costs nothing: the first write syncs itself."""
-    fence_it = functools.partial(writer.fence_ahead, session, fence)
-    if (took := await _after(before, fence, "fence_ahead", fence_it, calls)) is not None:
+
+    def fence_it(sessions: Sessions) -> int:
+        return writer.fence_ahead(sessions.writer, fence)
+
+    if (took := await _after(before, fence, "fence_ahead", fence_it, link)) is not None:
         log.info("spark.fence_committed", lease=fence.lease, seconds=took)
 
 
 async def sync_ahead(
     writer: Writer,
-    session: Any,
+    link: SparkLink,
     fence: LeaseFence,
     before: asyncio.Task[None] | None,
     *,
     at_least: str | None,
     generation: int,
-    calls: Executor,
 ) -> None:
     """The lease's floor read from `at_least` on, once its fence (`before`) is in: the other
     half of taking a lease, done while its first write waits for other batches or for Spark.
     A failure costs nothing: the first write syncs itself; nor does a lease that unsynced
     since `generation` (when it was asked for) count it."""
-    sync = functools.partial(writer.sync, session, fence, at_least=at_least, generation=generation)
-    took = await _after(before, fence, "sync_ahead", sync, calls)
+
+    def sync(sessions: Sessions) -> int:
+        return writer.sync(sessions.writer, fence, at_least=at_least, generation=generation)
+
+    took = await _after(before, fence, "sync_ahead", sync, link)
     if took is not None and fence.synced:  # the cost of taking a lease (with the fence's)
         log.info("spark.synced", lease=fence.lease, seconds=took, ahead=True)
-
-
-async def run_blocking(pool: Executor, fn: Callable[[], T]) -> T:
-    """`fn`, a blocking call (Spark, or CPU work on a batch), in a thread of `pool`, with the
-    caller's context (the log fields bound to it), as `asyncio.to_thread` would."""
-    call = functools.partial(contextvars.copy_context().run, fn)
-    return await asyncio.get_running_loop().run_in_executor(pool, call)
 
 
 async def _after(
     before: asyncio.Task[None] | None,
     fence: LeaseFence,
     what: str,
-    call: Callable[[], int],
-    calls: Executor,
+    call: Callable[[Sessions], int],
+    link: SparkLink,
 ) -> float | None:
-    """`call` (blocking, in a thread of `calls`) once `before` is done: its seconds, or None
-    when it failed (logged as `spark.<what>_failed`)."""
+    """`call` (blocking, through `link`) once `before` is done: its seconds, or None when it
+    failed (logged as `spark.<what>_failed`) or Spark is away (the lease syncs again when it
+    is back)."""
     if before is not None:
         await asyncio.wait([before])
     started = time.monotonic()
     try:
-        await run_blocking(calls, call)
+        await link.call(call, what=f"lease {fence.lease}'s {what}")
+    except SparkUnavailable:
+        return None
     except Exception as e:
         log.warning(f"spark.{what}_failed", lease=fence.lease, error=repr(e)[:1000])
         return None

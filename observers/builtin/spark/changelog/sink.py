@@ -12,6 +12,13 @@ A lease whose append fails fails every batch of it still queued behind it too (t
 written, so no checkpoint can pass the lost batch), until the lease is opened again and reads
 from its last checkpoint; it syncs (a fence, a floor) before its next append. Other leases of
 the same write are not held up.
+
+When the Spark Connect server is lost (`session/link.py`) nothing fails: the write that was in
+flight goes back in front of the queue, no write is taken until the link is back, and each lease
+may queue at most a write's worth meanwhile (then `SparkUnavailable` refuses its batches, which
+its worker offers again). Once back, every open lease syncs again, as after any write whose
+outcome is unknown, and the queue is written: what the lost write had committed is at or below
+the floors, the rest is appended.
 """
 
 from __future__ import annotations
@@ -20,15 +27,9 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import os
-import shutil
-import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -36,95 +37,36 @@ import pyarrow.compute as pc
 import structlog
 
 from observers.builtin.spark.changelog.change_log import ChangeLog, Hold, LeaseFenced, Written
-from observers.builtin.spark.changelog.fence import LeaseFence, app_id
-from observers.builtin.spark.changelog.lease_writes import (
-    Writer,
-    append_each,
-    fence_ahead,
-    run_blocking,
-    sync_ahead,
-)
-from observers.builtin.spark.changelog.made_up_records import made_up_changes
+from observers.builtin.spark.changelog.lease_writes import Writer, append_each
+from observers.builtin.spark.changelog.sink_leases import SinkLeases, drop_failed
+from observers.builtin.spark.changelog.sink_stats import SinkStats
+from observers.builtin.spark.changelog.warm_up import warm_up
 from observers.builtin.spark.changelog.write_queue import Pending, WriteQueue
-from observers.builtin.spark.faults import commit_pauses
-from observers.builtin.spark.session.output import Output, parse_output
-from observers.builtin.spark.session.session import SparkOptions, new_session, open_session
+from observers.builtin.spark.faults import commit_pauses, held_until
+from observers.builtin.spark.session.link import Sessions, SparkLink, SparkUnavailable
+from observers.builtin.spark.session.session import SparkOptions
 from observers.builtin.spark.tables import create_tables
+from observers.builtin.spark.threads import in_daemon_thread
+from observers.protocol import SinkHealth
 
 log = structlog.get_logger("cfp.spark")
 
-WARM_UP_WRITES = 3
 # Spark calls in flight at once (commits, fences, syncs, the state job, batches made into rows),
 # in threads of the sink's own: one that hangs (an executor lost mid-write) holds none of the
 # event loop's default threads, which the host's decoders use
 SPARK_THREADS = 8
-HOLD_POLL_S = 0.2
-
-
-async def in_daemon_thread(fn: Callable[[], None]) -> None:
-    """Run `fn` in a daemon thread and wait for it. Unlike `asyncio.to_thread`, a caller that
-    gives up (a host stopped while its Spark session opens) does not keep the process alive:
-    the interpreter joins executor threads on exit, never daemon ones (an embedded JVM then
-    exits with its Python parent, on the end of its standard input)."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-
-    def run() -> None:
-        error: BaseException | None = None
-        try:
-            fn()
-        except BaseException as e:  # handed to the waiting coroutine
-            error = e
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(_resolve, done, error)
-
-    threading.Thread(target=run, name="spark-open", daemon=True).start()
-    await done
-
-
-@dataclass(slots=True)
-class SinkStats:
-    writes: int = 0
-    rows: int = 0
-    appended: int = 0
-    skipped: int = 0
-    commits: int = 0  # Spark commits tried (fences and retries included)
-    syncs: int = 0  # fences committed and floors read
-    fenced: int = 0  # appends refused or skipped because a newer writer of the lease stands
-    seconds: float = 0.0
-
-    def count(self, written: Sequence[Written], took: float) -> None:
-        """One committed write of these leases' appends, logged."""
-        rows, appended = sum(w.rows for w in written), sum(w.appended for w in written)
-        commits, synced = sum(w.attempts for w in written), sum(w.synced for w in written)
-        self.writes += 1
-        self.rows += rows
-        self.appended += appended
-        self.skipped += rows - appended
-        self.commits += commits
-        self.syncs += synced
-        self.seconds += took
-        log.info(
-            "spark.committed",
-            rows=rows,
-            appended=appended,
-            leases=len(written),
-            commits=commits,
-            synced=synced,
-            seconds=round(took, 3),
-            spark_s=round(took, 3),
-        )
-        if rows > appended:
-            log.info("spark.replay_skipped", rows=rows - appended)
+# while Spark is away, a lease holding a write's worth waits this long for it, then its batch is
+# refused (its worker offers it again: a stop or a lost lease ends that)
+AWAY_WAIT_S = 5.0
 
 
 class SparkSink:
     """Shared by every lease of a host: `async with SparkSink(options) as sink: ...`.
 
     `writer` and `session` stand in for the change log and the Spark session in tests of the
-    batching alone; by default the sink opens the session and makes the tables itself, and an
-    embedded session is warmed up when asked (`--spark-warm-up-rows`; `warm_up` in tests), by the
-    writer's task before its first write."""
+    batching alone; by default the sink opens the sessions (`SparkLink`) and makes the tables
+    itself, and an embedded session is warmed up when asked (`--spark-warm-up-rows`; `warm_up`
+    in tests), by the writer's task before its first write."""
 
     def __init__(
         self,
@@ -134,124 +76,104 @@ class SparkSink:
         writer: Writer | None = None,
         session: Any = None,
         warm_up: Callable[[], None] | None = None,
+        link: SparkLink | None = None,
     ) -> None:
         self.options = options
         self.host = host
         self.changes: Writer = writer or ChangeLog(options.changes)
         self.stats = SinkStats()
-        self.session: Any = session
-        self.job_session: Any = None  # the state job's own session on the same Spark
-        self._own_session = session is None
-        if warm_up is None and self._own_session and options.remote is None:
+        self.calls = ThreadPoolExecutor(SPARK_THREADS, thread_name_prefix="cfp-spark")
+        self._own_session = session is None and link is None
+        given = Sessions(None, session, None, 1) if session is not None else None
+        self.link = link or SparkLink(options, host=host, calls=self.calls, sessions=given)
+        self.leases = SinkLeases(self.changes, self.link)
+        self.link.listeners.append(self.leases.resync)
+        self.link.losers.append(self._lost)
+        if warm_up is None and self._own_session and not options.is_remote:
             warm_up = self._warm_up if options.warm_up_rows > 0 else None
         self._warming = warm_up
         self._queue = WriteQueue(options)
-        self._failed: dict[str, BaseException] = {}  # lease -> why its last write failed
-        self._fences: dict[str, LeaseFence] = {}  # lease -> where its writes stand
-        self._fencing: dict[str, asyncio.Task[None]] = {}  # lease -> its fence, committing
+        self._closing = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
         self._settling: asyncio.Task[None] | None = None
         self._written = 0  # Spark writes committed
         self._pauses = commit_pauses()  # the tests' (faults.py): none unless asked
-        self.calls = ThreadPoolExecutor(SPARK_THREADS, thread_name_prefix="cfp-spark")
 
     async def __aenter__(self) -> SparkSink:
         if self._own_session:
-            took: dict[str, float] = {}
-            await in_daemon_thread(lambda: self._open(took))
-            log.info("spark.opened", **{k: round(v, 1) for k, v in took.items()})
+            await open_tables(self.link, self.options)
         self._flusher = asyncio.create_task(self._flush_loop(), name="spark-sink")
         self._flusher.add_done_callback(_log_crash)
         return self
 
-    def _open(self, took: dict[str, float]) -> None:
-        """Session, tables and the job's session (blocking; tens of seconds when several JVMs
-        start on a small machine), timing each step into `took`. The warm-up comes after, in
-        the writer's own task."""
-        started = time.monotonic()
-        self.session = open_session(self.options)
-        took["session_s"] = time.monotonic() - started
-        create_tables(
-            self.session,
-            self.options.output,
-            is_local_spark=self.options.remote is None,
-            history=self.options.keep_history,
-        )
-        took["tables_s"] = time.monotonic() - started - took["session_s"]
-        self.job_session = new_session(self.session, self.options)
-        took["total_s"] = time.monotonic() - started
-
     async def __aexit__(self, *exc: object) -> None:
+        self._closing.set()
         self._queue.close()
         if self._flusher is not None:
             await self._flusher
-        if self._fencing:
-            await asyncio.wait(self._fencing.values())
+        await self.leases.settled()
         if self._settling is not None:
             await self._settling
-        if self._own_session and self.session is not None:
-            if self.options.remote and self.job_session is not None:
-                await run_blocking(self.calls, self.job_session.stop)  # a session of its own there
-            await run_blocking(self.calls, self.session.stop)
+        if self._own_session:
+            await self.link.close()
         self.calls.shutdown(wait=False)
 
+    def health(self) -> SinkHealth:
+        """Whether Spark answers, through which server, and what waits for it."""
+        pending = {"pendingRows": self._queue.rows, "pendingBytes": self._queue.nbytes}
+        return SinkHealth(self.link.outage, {**self.link.details(), **pending})
+
     def _warm_up(self) -> None:
-        warm_up(self.session, self.options.warm_up_rows, is_closed=lambda: self._queue.is_closed)
+        session = self.link.sessions.writer
+        warm_up(session, self.options.warm_up_rows, is_closed=lambda: self._queue.is_closed)
 
     def open_lease(self, lease: str, epoch: int, processor: str = "") -> None:
-        """A lease (re)opened here at `epoch`: it reads again from its checkpoint, so an old write
-        failure no longer stands in its way, and its next append syncs first (`fence.py`)."""
-        self._failed.pop(lease, None)
-        fence = self._fences.get(lease)
-        if fence is None:
-            fence = self._fences[lease] = LeaseFence(lease, app_id(processor, lease), epoch)
-        else:
-            fence.reopened(epoch)
-        ahead = fence_ahead(
-            self.changes, self.session, fence, self._fencing.get(lease), calls=self.calls
-        )
-        self._fencing[lease] = asyncio.create_task(ahead)
+        """A lease (re)opened here at `epoch` (`SinkLeases.opened`)."""
+        self.leases.opened(lease, epoch, processor)
+
+    async def close_lease(self, lease: str) -> int:
+        """A lease let go of here. While Spark is away its queued batches are given up (its
+        next owner reads them again from the checkpoint): how many rows."""
+        self.leases.closed(lease)
+        if self.link.is_up:
+            return 0
+        dropped = await self._queue.take_lease(lease)
+        for item in dropped:
+            self._give_up(item)
+        return sum(i.table.num_rows for i in dropped)
 
     async def floor(self, lease: str, first: str) -> str | None:
-        """The lease's highest position in the change log from `first` on, read after its
-        fence (the sync its first write would do, done now): None when there is none, or the
-        read failed (its first write then syncs itself, and leaves out what it must)."""
-        if (task := self._sync_ahead(lease, first)) is not None:
-            await asyncio.wait([task])  # a worker that gives up leaves it to the first write
-        fence = self._fences.get(lease)
-        if fence is None or lease in self._failed or not fence.synced:
-            return None
-        return fence.floor
+        """The lease's floor in the change log from `first` on (`SinkLeases.floor`)."""
+        return await self.leases.floor(lease, first)
 
     async def submit(
         self, lease: str, table: pa.Table, on_commit: Callable[[], Awaitable[None]]
     ) -> asyncio.Future[None]:
         """Queue one batch; the future resolves once it is committed and `on_commit` ran.
-        Waits while twice a write's worth is pending (back-pressure on the readers)."""
+        Waits while twice a write's worth is pending (back-pressure on the readers). While
+        Spark is away, a lease queues at most a write's worth (`has_room_while_away`). Errors:
+        `SparkUnavailable` when it has no room then and Spark does not come back within
+        `AWAY_WAIT_S`."""
         if table.num_rows:
-            self._sync_ahead(lease, pc.min(table["position"]).as_py())
-        item = Pending(lease, table, on_commit)
-        await self._queue.put(item)
-        return item.done
+            self.leases.sync_ahead(lease, pc.min(table["position"]).as_py())
+        item = Pending(lease, table, on_commit, self.leases.opening(lease))
+        while True:
+            if self.link.is_up:
+                if await self._queue.put(item, unless=self.link.down):
+                    return item.done
+            elif self._queue.has_room_while_away(item):
+                self._queue.put_now(item)
+                return item.done
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.link.up.wait(), AWAY_WAIT_S)
+                if not self.link.is_up:
+                    raise SparkUnavailable(self.link.outage)
 
-    def _sync_ahead(self, lease: str, first: str) -> asyncio.Task[None] | None:
-        """The lease's floor read (after its fence) from `first` on, started unless synced or
-        asked since it last unsynced: its first write then finds it done. The task, if started."""
-        fence = self._fences.get(lease)
-        if fence is None or lease in self._failed or not fence.ask_sync():
-            return None
-        before = self._fencing.get(lease)
-        ahead = sync_ahead(
-            self.changes,
-            self.session,
-            fence,
-            before,
-            at_least=first,
-            generation=fence.generation,
-            calls=self.calls,
-        )
-        task = self._fencing[lease] = asyncio.create_task(ahead)
-        return task
+    def _lost(self) -> None:
+        """Spark went away: submitters waiting for room look again (their leases may queue a
+        write's worth each, no more)."""
+        asyncio.get_running_loop().create_task(self._queue.wake_submitters())
 
     async def _flush_loop(self) -> None:
         # warmed up while the host already takes its leases and reads ahead: their first
@@ -263,25 +185,33 @@ class SparkSink:
                 log.warning("spark.warm_up_failed", error=repr(e))
         while True:
             await self._queue.wait_for_write()
-            if self._queue.has_pending:
+            if self._queue.has_pending and not self.link.is_up:
+                await _first_of(self.link.up, self._closing)
+            if self._queue.has_pending and self.link.is_up:
                 await self._flush()
             elif self._queue.is_closed:
+                await self._give_up_pending()
                 return
 
     async def _flush(self) -> None:
-        items, _, _ = await self._queue.take_write()
-        items = drop_failed(items, self._failed)
+        taken, _, _ = await self._queue.take_write()
+        items = drop_failed(self._current(taken), self.leases.failed, self._give_up)
         if not items:
             return
         started = time.monotonic()
         per_lease = _per_lease(items)
-        fencing = [self._fencing.pop(lease) for lease in per_lease if lease in self._fencing]
-        if fencing:
-            await asyncio.wait(fencing)
-        outcomes = await run_blocking(self.calls, functools.partial(self._commit, per_lease))
+        await self.leases.fenced(per_lease)
+        try:
+            sessions = self.link.sessions
+            write = functools.partial(self._commit, per_lease)
+            outcomes = await self.link.call(write, what="a change log write")
+        except SparkUnavailable:  # in flight at the loss: written once Spark is back
+            self._queue.put_back(self._current(items))
+            return
         took = time.monotonic() - started
         done: list[Pending] = []
         written: list[Written] = []
+        again: list[Pending] = []
         for lease, outcome in outcomes.items():
             if isinstance(outcome, Written):
                 written.append(outcome)
@@ -290,8 +220,11 @@ class SparkSink:
                     log.info(
                         "spark.synced", lease=lease, seconds=round(outcome.sync_s, 3), ahead=False
                     )
+            elif await self.link.lost_by(sessions, outcome):
+                again.extend(per_lease[lease])
             else:
                 self._fail(lease, per_lease[lease], outcome)
+        self._queue.put_back(self._current(again))
         if not written:
             return
         self.stats.count(written, took)
@@ -299,22 +232,28 @@ class SparkSink:
             await self._settling  # one write settles while the next is written, no more
         self._settling = asyncio.create_task(self._settle(done), name="spark-settle")
 
+    def _current(self, items: list[Pending]) -> list[Pending]:
+        return self.leases.current(items, self._give_up)
+
+    def _give_up(self, item: Pending, error: BaseException | None = None) -> None:
+        """A batch not to be written: its worker learns why (Spark away, by default)."""
+        _resolve(item.done, error or SparkUnavailable(self.link.outage))
+
+    async def _give_up_pending(self) -> None:
+        """The sink closes while Spark is away: what is queued is not written (the leases' next
+        owners read it again from their checkpoints)."""
+        left: list[Pending] = []
+        for lease in {i.lease for i in self._queue.pending}:
+            left += await self._queue.take_lease(lease)
+        for item in left:
+            self._give_up(item)
+        if left:
+            log.warning("spark.left_unwritten", rows=sum(i.table.num_rows for i in left))
+
     def _fail(self, lease: str, items: list[Pending], error: BaseException) -> None:
         """The lease's append failed: its batches and those queued behind them fail."""
-        rows = sum(i.table.num_rows for i in items)
-        if isinstance(error, LeaseFenced):
-            self.stats.fenced += 1
-            log.warning(
-                "spark.fenced",
-                lease=lease,
-                epoch=error.epoch,
-                version=error.version,
-                rows=rows,
-                error=str(error),
-            )
-        else:
-            log.error("spark.write_failed", lease=lease, rows=rows, error=repr(error)[:2000])
-        self._failed[lease] = error
+        _log_failed(lease, sum(i.table.num_rows for i in items), error, self.stats)
+        self.leases.fail(lease, error)
         for item in items:
             _resolve(item.done, error)
 
@@ -326,7 +265,9 @@ class SparkSink:
             await asyncio.sleep(pause)
         await asyncio.gather(*(_checkpoint(batches) for batches in _per_lease(items).values()))
 
-    def _commit(self, per_lease: Mapping[str, list[Pending]]) -> dict[str, Written | BaseException]:
+    def _commit(
+        self, per_lease: Mapping[str, list[Pending]], sessions: Sessions
+    ) -> dict[str, Written | BaseException]:
         """One write: each lease's rows appended, side by side (blocking); per lease, what
         was written or why not."""
         tables = {lease: _joined(batches) for lease, batches in per_lease.items()}
@@ -334,80 +275,47 @@ class SparkSink:
         if self._written and (flag := self._pauses.hold_file):
             self._pauses = dataclasses.replace(self._pauses, hold_file="")
             log.info("spark.holding_write", until=flag)
-            hold = _held_until(flag)
+            hold = held_until(flag)
         self._written += 1
-        return append_each(self.changes, self.session, self._fences, tables, hold)
+        return append_each(self.changes, sessions.writer, self.leases.fences, tables, hold)
 
 
-def warm_up(
-    session: Any,
-    rows: int,
-    *,
-    is_closed: Callable[[], bool],
-    into: Output | None = None,
-    writes: int = WARM_UP_WRITES,
-) -> None:
-    """Writes of made-up rows into a scratch table before the first real write: a fresh JVM runs
-    its first writes several times slower than later ones (classes loaded, code compiled).
-    Measured on 2 cores: the first real 50,000-row write took 2.6 s after two writes of 4,000
-    rows and 1.6 s after three of 20,000, against 0.95 s warm and 7-8 s cold; the warm-up
-    itself took 13-17 s, hence off by default. Only for an embedded session: a Spark Connect
-    server is shared, and warm already. A host stopped meanwhile waits for one write at most.
-    `into`: tables to keep (the class archive's training run), else a scratch folder."""
-    half = rows // 2 or 1
-    folder = None if into is not None else Path(tempfile.mkdtemp(prefix="cfp-warm-up-"))
-    try:
-        scratch = into or parse_output(str(folder))
-        create_tables(session, scratch)
-        writer = ChangeLog(scratch.changes)
-        fences = {lease: LeaseFence(lease, f"warm-up/{lease}", 1) for lease in "ab"}
-        for n in range(writes):  # new positions each time: every write appends
-            if is_closed():
-                return
-            for lease, fence in fences.items():
-                writer.write(session, fence, made_up_changes(half, shard=lease, start=n * half))
-    finally:
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+async def open_tables(link: SparkLink, options: SparkOptions) -> None:
+    """The sessions (`SparkLink.open`), then the tables, timed (blocking calls in daemon
+    threads: a host stopped meanwhile exits at once)."""
+    started = time.monotonic()
+    sessions = await link.open()
+    opened_s = time.monotonic() - started
+    make = functools.partial(
+        create_tables,
+        sessions.writer,
+        options.output,
+        is_local_spark=sessions.remote is None,
+        history=options.keep_history,
+    )
+    await in_daemon_thread(make)
+    tables_s = time.monotonic() - started - opened_s
+    log.info("spark.opened", session_s=round(opened_s, 1), tables_s=round(tables_s, 1))
 
 
-def _held_until(flag: str) -> Hold:
-    """A DataFrame's rows held inside Spark until `flag` exists (tests: a write in flight). The
-    first of its tasks to run makes `flag`.held (the write's Delta transaction is open by then)
-    and waits; the others pass, so that the held write takes one task slot, not the server."""
-
-    def wait_then_pass(batches: Any) -> Any:
-        try:
-            os.close(os.open(f"{flag}.held", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            yield from batches
-            return
-        while not os.path.exists(flag):
-            time.sleep(HOLD_POLL_S)
-        yield from batches
-
-    def hold(frame: Any) -> Any:
-        return frame.mapInArrow(wait_then_pass, frame.schema)
-
-    return hold
+def _log_failed(lease: str, rows: int, error: BaseException, stats: SinkStats) -> None:
+    if isinstance(error, LeaseFenced):
+        stats.fenced += 1
+        log.warning(
+            "spark.fenced",
+            lease=lease,
+            epoch=error.epoch,
+            version=error.version,
+            rows=rows,
+            error=str(error),
+        )
+    else:
+        log.error("spark.write_failed", lease=lease, rows=rows, error=repr(error)[:2000])
 
 
 def _joined(batches: list[Pending]) -> pa.Table:
     """One lease's batches of a write as one Arrow table, one chunk: Spark's one hand-over."""
     return pa.concat_tables(i.table for i in batches).combine_chunks()
-
-
-def drop_failed(items: list[Pending], failed: Mapping[str, BaseException]) -> list[Pending]:
-    """Fail the batches of leases whose earlier write failed (writing them would let their
-    checkpoint pass the lost batch); the others."""
-    kept = []
-    for item in items:
-        error = failed.get(item.lease)
-        if error is None:
-            kept.append(item)
-        else:
-            _resolve(item.done, error)
-    return kept
 
 
 def _per_lease(items: Sequence[Pending]) -> dict[str, list[Pending]]:
@@ -426,6 +334,15 @@ async def _checkpoint(batches: list[Pending]) -> None:
         error = e
     for item in batches:
         _resolve(item.done, error)
+
+
+async def _first_of(*events: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 def _log_crash(task: asyncio.Task[None]) -> None:

@@ -3,7 +3,9 @@
 A Spark job costs a fixed overhead, so the host's leases share writes: while Spark is busy with
 one write, batches queue for the next (up to `max_rows` rows or `max_bytes`); an idle Spark gets
 what is pending once `min_rows` rows are there or the oldest batch has waited `max_wait_s`.
-Submitters wait while twice a write's worth is pending (back-pressure on the readers).
+Submitters wait while twice a write's worth is pending (back-pressure on the readers). While
+Spark cannot be reached no write is taken: the sink then lets a lease queue at most a write's
+worth (`has_room_while_away`), and puts a write that failed with it back in front (`put_back`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Pending:
     lease: str
     table: pa.Table
     on_commit: Callable[[], Awaitable[None]]
+    opening: int = 0  # which opening of the lease on this host it was read in
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -61,16 +64,79 @@ class WriteQueue:
         self._is_closed = True
         self._wake.set()
 
-    async def put(self, item: Pending) -> None:
-        """Queue one batch, once there is room for it."""
+    async def put(self, item: Pending, *, unless: asyncio.Event | None = None) -> bool:
+        """Queue one batch once there is room for it; False (not queued) when `unless` is set
+        first."""
         async with self._room:
-            await self._room.wait_for(self._has_room)
+            await self._room.wait_for(lambda: self._has_room() or bool(unless and unless.is_set()))
+        if unless is not None and unless.is_set() and not self._has_room():
+            return False
+        self.put_now(item)
+        return True
+
+    def put_now(self, item: Pending) -> None:
+        """Queue one batch whatever is pending (the caller bounds it)."""
         if not self._pending:
             self._first_at = time.monotonic()
         self._pending.append(item)
-        self._rows += item.table.num_rows
-        self._bytes += item.table.nbytes
+        self._count(item, 1)
         self._wake.set()
+
+    def put_back(self, items: list[Pending]) -> None:
+        """Batches of a write that did not happen, in front again, in their order."""
+        if not items:
+            return
+        self._pending[:0] = items
+        for item in items:
+            self._count(item, 1)
+        self._first_at = time.monotonic()
+        self._wake.set()
+
+    async def take_lease(self, lease: str) -> list[Pending]:
+        """Remove and return a lease's pending batches (a lease let go of while Spark is away)."""
+        taken = [i for i in self._pending if i.lease == lease]
+        if taken:
+            self._pending = [i for i in self._pending if i.lease != lease]
+            for item in taken:
+                self._count(item, -1)
+            async with self._room:
+                self._room.notify_all()
+        return taken
+
+    async def wake_submitters(self) -> None:
+        """Submitters waiting for room look again (at what `unless` says: Spark went away)."""
+        async with self._room:
+            self._room.notify_all()
+
+    def has_room_while_away(self, item: Pending) -> bool:
+        """Whether `item` may queue while Spark is away: its lease's batches stay within a write's
+        worth and the queue's within twice that, with it (an empty one takes any batch). What
+        was queued and in flight at the loss stays; nothing is added past it."""
+        o = self._options
+        mine = [i for i in self._pending if i.lease == item.lease]
+        rows = sum(i.table.num_rows for i in mine) + item.table.num_rows
+        size = sum(i.table.nbytes for i in mine) + item.table.nbytes
+        if mine and (rows > o.max_rows or size > o.max_bytes):
+            return False
+        total_rows, total_bytes = self._rows + item.table.num_rows, self._bytes + item.table.nbytes
+        fits = total_rows <= 2 * o.max_rows and total_bytes <= 2 * o.max_bytes
+        return fits or not self._pending
+
+    @property
+    def pending(self) -> list[Pending]:
+        return list(self._pending)
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def _count(self, item: Pending, sign: int) -> None:
+        self._rows += sign * item.table.num_rows
+        self._bytes += sign * item.table.nbytes
 
     async def wait_for_write(self) -> None:
         """Return once something happened (a batch came, the queue closed, a write left some

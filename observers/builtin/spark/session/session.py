@@ -9,15 +9,17 @@ in-process gateway, never on a process command line.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from observers.builtin.spark.session.class_archive import current_archive, with_archive
 from observers.builtin.spark.session.jars import SparkJarsError, spark_jars
+from observers.builtin.spark.session.liveness import close_quietly, limit_retries
 from observers.builtin.spark.session.output import Output, hadoop_settings
 from observers.builtin.spark.settings import (
     DEFAULT_MASTER,
@@ -100,7 +102,8 @@ class SparkOptions:
     access: StorageAccess | None = None  # the output account's credentials (None: Entra ID)
     feed: StorageAccess | None = None  # the feed's account (its output container is left out)
     master: str = DEFAULT_MASTER
-    remote: str | None = None  # sc://host:port: Spark Connect instead of a local session
+    # sc://host:port of Spark Connect servers (the first that answers), instead of a local session
+    remotes: tuple[str, ...] = ()
     conf: Mapping[str, str] = field(default_factory=dict)  # --spark-conf KEY=VALUE
     max_rows: int = DEFAULT_MAX_ROWS  # rows per Spark write, across the host's leases
     min_rows: int = 5_000  # enough rows to write at once when Spark is idle
@@ -112,6 +115,11 @@ class SparkOptions:
     class_archive: bool = True  # an embedded JVM maps this install's class archive, if made
     app_name: str = "cfp"
     wall: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # the host's clock
+
+    @property
+    def is_remote(self) -> bool:
+        """Spark Connect, not an embedded session."""
+        return bool(self.remotes)
 
     @property
     def changes(self) -> str:
@@ -162,44 +170,88 @@ def embedded_settings(extra: Mapping[str, str], *, class_archive: bool = True) -
     return with_archive(settings, current_archive(jars) if class_archive else None)
 
 
-def open_session(options: SparkOptions) -> Any:
-    """A SparkSession ready for the tables (blocking: starts a JVM for a local session). Never
-    sets `spark.jars.packages`: nothing may be downloaded at run time.
+def open_session(options: SparkOptions, remote: str | None = None) -> Any:
+    """A SparkSession ready for the tables (blocking: starts a JVM for a local session): on the
+    Spark Connect server at `remote`, else on the first of `options.remotes` that answers, else
+    embedded. Never sets `spark.jars.packages`: nothing may be downloaded at run time.
 
-    Errors: `PluginLoadError` when the jars are missing, or a Spark Connect server lacks Delta.
+    Errors: `PluginLoadError` when the jars are missing, or a Spark Connect server lacks Delta;
+    the last server's error when none answers.
     """
     from pyspark.sql import SparkSession  # noqa: PLC0415  (slow import, only when used)
 
+    if remote is None and options.is_remote:
+        return _first_answering(options)
+    if remote is not None:
+        session = _connect(remote)
+        with _closed_on_error(session):
+            _check_server_has_delta(session, remote)
+            for key, value in options.conf.items():  # over Connect, session settings only
+                session.conf.set(key, value)
+            prepare(session, options)
+        return session
     builder = SparkSession.builder.appName(options.app_name)
-    if options.remote:
-        for key, value in options.conf.items():
-            builder = builder.config(key, value)
-        session = builder.remote(options.remote).getOrCreate()
-        _check_server_has_delta(session, options.remote)
-    else:
-        # the JVM starts the Python workers of a Python data source with PYSPARK_PYTHON, not
-        # with `spark.pyspark.python`: this interpreter has cfp and its dependencies
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        settings = embedded_settings(options.conf, class_archive=options.class_archive)
-        for key, value in settings.items():
-            builder = builder.config(key, value)
-        session = builder.master(options.master).getOrCreate()
-        session.sparkContext.setLogLevel("WARN")
+    # the JVM starts the Python workers of a Python data source with PYSPARK_PYTHON, not with
+    # `spark.pyspark.python`: this interpreter has cfp and its dependencies
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings = embedded_settings(options.conf, class_archive=options.class_archive)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.master(options.master).getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
     prepare(session, options)
     return session
 
 
-def new_session(session: Any, options: SparkOptions) -> Any:
+def _first_answering(options: SparkOptions) -> Any:
+    """A session on the first of `options.remotes` that answers (a command's: `cfp sql`)."""
+    error: Exception | None = None
+    for remote in options.remotes:
+        try:
+            return open_session(options, remote)
+        except PluginLoadError:
+            raise
+        except Exception as e:  # no answer: the next one
+            error = e
+    assert error is not None, "no remote to open"
+    raise error
+
+
+def new_session(session: Any, options: SparkOptions, remote: str | None = None) -> Any:
     """Another session on the same Spark (its own settings and temporary views), prepared like
     the first: for work whose session settings must not leak into the first one's writes."""
-    if options.remote:
-        from pyspark.sql import SparkSession  # noqa: PLC0415
-
-        other = SparkSession.builder.remote(options.remote).create()
-    else:
-        other = session.newSession()
+    if remote is not None:
+        other = _connect(remote)
+        with _closed_on_error(other):
+            for key, value in options.conf.items():
+                other.conf.set(key, value)
+            prepare(other, options)
+        return other
+    other = session.newSession()
     prepare(other, options)
     return other
+
+
+def _connect(remote: str) -> Any:
+    """A new Spark Connect session on `remote` (never the cached one: that may be of a server
+    lost since), its retries cut short before its first call: a builder with settings would
+    send them at once, retrying a server that does not answer for ten minutes."""
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    session = SparkSession.builder.remote(remote).create()
+    limit_retries(session)
+    return session
+
+
+@contextlib.contextmanager
+def _closed_on_error(session: Any) -> Iterator[None]:
+    """A Connect session that failed to open is closed: each one holds a gRPC channel that
+    keeps trying its server, and a host trying servers for an hour makes hundreds."""
+    try:
+        yield
+    except BaseException:
+        close_quietly(session)
+        raise
 
 
 def prepare(session: Any, options: SparkOptions) -> None:
