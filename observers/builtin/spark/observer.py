@@ -16,6 +16,7 @@ ever. They still move the checkpoint.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 from datetime import UTC, datetime
@@ -58,6 +59,7 @@ class SparkWriteError(ReplayRequired):
 
 
 CLOSE_TIMEOUT_S = 120.0
+WRITES_FIRST_S = 120.0  # a state job run waits at most this for the writes queued at a reopening
 
 
 class SparkObserver:
@@ -74,7 +76,7 @@ class SparkObserver:
     async def held_through(self, ctx: PartitionContext, first: str) -> str | None:
         """The lease's floor in the change log, read after its fence from `first` on: what an
         owner before us wrote and never checkpointed is not delivered again."""
-        return await self.sink.floor(ctx.lease_token, first)
+        return await self.sink.leases.floor(ctx.lease_token, first)
 
     async def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
         self._raise_failed()
@@ -166,6 +168,8 @@ class SparkStateJob:
             job.optimized_at = _saved_time(continuation, "optimizedAt")
         if continuation != self._left:  # not where our last run left it: another host ran it
             job.forget()
+        with contextlib.suppress(TimeoutError):  # Spark just came back: the writes go first
+            await asyncio.wait_for(self.sink.caught_breath.wait(), WRITES_FIRST_S)
         run = await link.call(lambda _: job.run_once(), what="the state job")
         saved = {
             "appliedChangesVersion": run.applied,

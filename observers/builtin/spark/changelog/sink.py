@@ -28,7 +28,7 @@ import contextlib
 import dataclasses
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -87,13 +87,18 @@ class SparkSink:
         given = Sessions(None, session, None, 1) if session is not None else None
         self.link = link or SparkLink(options, host=host, calls=self.calls, sessions=given)
         self.leases = SinkLeases(self.changes, self.link)
-        self.link.listeners.append(self.leases.resync)
-        self.link.losers.append(self._lost)
+        self.link.listeners.extend([self.leases.resync, self._reopened])
+        # Spark went away: submitters waiting for room look again (each lease may queue a
+        # write's worth then, no more)
+        self.link.losers.append(lambda: _spawn(self._queue.wake_submitters()))
         if warm_up is None and self._own_session and not options.is_remote:
             warm_up = self._warm_up if options.warm_up_rows > 0 else None
         self._warming = warm_up
         self._queue = WriteQueue(options)
         self._closing = asyncio.Event()
+        # set once the writes queued when Spark came back are written (the state job waits)
+        self.caught_breath = asyncio.Event()
+        self.caught_breath.set()
         self._flusher: asyncio.Task[None] | None = None
         self._settling: asyncio.Task[None] | None = None
         self._written = 0  # Spark writes committed
@@ -142,10 +147,6 @@ class SparkSink:
             self._give_up(item)
         return sum(i.table.num_rows for i in dropped)
 
-    async def floor(self, lease: str, first: str) -> str | None:
-        """The lease's floor in the change log from `first` on (`SinkLeases.floor`)."""
-        return await self.leases.floor(lease, first)
-
     async def submit(
         self, lease: str, table: pa.Table, on_commit: Callable[[], Awaitable[None]]
     ) -> asyncio.Future[None]:
@@ -170,10 +171,11 @@ class SparkSink:
                 if not self.link.is_up:
                     raise SparkUnavailable(self.link.outage)
 
-    def _lost(self) -> None:
-        """Spark went away: submitters waiting for room look again (their leases may queue a
-        write's worth each, no more)."""
-        asyncio.get_running_loop().create_task(self._queue.wake_submitters())
+    def _reopened(self, sessions: Sessions) -> None:
+        """Spark is back: the state job waits for the queue's first write (a fresh server is
+        slow, and its first writes should not share it with a MERGE)."""
+        if self._queue.has_pending:
+            self.caught_breath.clear()
 
     async def _flush_loop(self) -> None:
         # warmed up while the host already takes its leases and reads ahead: their first
@@ -225,6 +227,7 @@ class SparkSink:
             else:
                 self._fail(lease, per_lease[lease], outcome)
         self._queue.put_back(self._current(again))
+        self.caught_breath.set()
         if not written:
             return
         self.stats.count(written, took)
@@ -242,9 +245,8 @@ class SparkSink:
     async def _give_up_pending(self) -> None:
         """The sink closes while Spark is away: what is queued is not written (the leases' next
         owners read it again from their checkpoints)."""
-        left: list[Pending] = []
-        for lease in {i.lease for i in self._queue.pending}:
-            left += await self._queue.take_lease(lease)
+        self.caught_breath.set()
+        left = await self._queue.take_all()
         for item in left:
             self._give_up(item)
         if left:
@@ -343,6 +345,10 @@ async def _first_of(*events: asyncio.Event) -> None:
     finally:
         for w in waits:
             w.cancel()
+
+
+def _spawn(work: Coroutine[Any, Any, None]) -> None:
+    asyncio.get_running_loop().create_task(work)
 
 
 def _log_crash(task: asyncio.Task[None]) -> None:

@@ -103,6 +103,14 @@ class WriteQueue:
                 self._room.notify_all()
         return taken
 
+    async def take_all(self) -> list[Pending]:
+        """Remove and return every pending batch (the sink closing while Spark is away)."""
+        taken, self._pending = self._pending, []
+        self._rows = self._bytes = 0
+        async with self._room:
+            self._room.notify_all()
+        return taken
+
     async def wake_submitters(self) -> None:
         """Submitters waiting for room look again (at what `unless` says: Spark went away)."""
         async with self._room:

@@ -347,7 +347,7 @@ async def test_the_spark_calls_run_in_threads_of_the_sinks_own(tmp_path: Path) -
     with structlog.contextvars.bound_contextvars(host="h9"):  # as a host binds its name
         async with sink(tmp_path, log) as s:
             await (await s.submit("00", rows("00", 1), _nothing))
-            assert await s.floor("01", "p") is None
+            assert await s.leases.floor("01", "p") is None
     assert {"write", "fence_ahead", "sync"} <= {call for call, _, _ in log.threads}
     assert all(name.startswith("cfp-spark") for _, name, _ in log.threads), log.threads
     assert all(bound == {"host": "h9"} for _, _, bound in log.threads)  # its log fields too

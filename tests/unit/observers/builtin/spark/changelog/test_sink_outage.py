@@ -100,8 +100,13 @@ async def test_the_write_in_flight_at_the_loss_is_written_once_a_server_answers(
     with capture_logs() as logged:
         async with sink(tmp_path, log, fleet) as s:
             await until(lambda: len(log.fenced_ahead) == 2, "both leases fenced as they opened")
+            log.gate.clear()  # the write after the loss waits (the one lost raises before it)
             first = await s.submit("00", rows("00", 1), mark(done, "00/1"))
+            await until(lambda: len(log.attempts) == 2, "the lost write tried again")
+            assert not s.caught_breath.is_set()  # the state job waits for it
+            log.gate.set()
             await first  # written on the next server, not failed
+            assert s.caught_breath.is_set()
             second = await s.submit("00", rows("00", 2), mark(done, "00/2"))
             await second
     assert log.attempts[:2] == [("00", ["id-0-1"])] * 2  # lost once, then written
