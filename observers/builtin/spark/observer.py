@@ -169,7 +169,8 @@ class SparkStateJob:
         if continuation != self._left:  # not where our last run left it: another host ran it
             job.forget()
         with contextlib.suppress(TimeoutError):  # Spark just came back: the writes go first
-            await asyncio.wait_for(self.sink.caught_breath.wait(), WRITES_FIRST_S)
+            async with asyncio.timeout(WRITES_FIRST_S):
+                await self.sink.caught_breath.wait()
         run = await link.call(lambda _: job.run_once(), what="the state job")
         saved = {
             "appliedChangesVersion": run.applied,

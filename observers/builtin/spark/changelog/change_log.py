@@ -99,10 +99,10 @@ class ChangeLog:
         if table.num_rows == 0:  # every event was left out (the output's own container)
             return Written(0, 0)
         attempts, sync_s = 0, 0.0
-        synced = not fence.synced
+        first = pc.min(table["position"]).as_py()
+        synced = not fence.synced or not fence.floor_covers(first)
         try:
             if synced:
-                first = pc.min(table["position"]).as_py()
                 started = time.monotonic()
                 attempts += self.sync(session, fence, at_least=first)
                 sync_s = time.monotonic() - started
@@ -137,7 +137,8 @@ class ChangeLog:
         lease's first write (`generation`: when it was asked for) that the lease outlived (it
         unsynced since) leaves it unsynced."""
         attempts = 0 if fence.fenced else self.fence_ahead(session, fence)
-        fence.synced_at(self.max_position(session, fence.lease, at_least), generation)
+        floor = self.max_position(session, fence.lease, at_least)
+        fence.synced_at(floor, generation, since=at_least)
         return attempts
 
     def fence_ahead(self, session: Any, fence: LeaseFence) -> int:

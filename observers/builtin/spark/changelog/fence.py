@@ -11,7 +11,9 @@ So each event is in the change log once, with nothing but blind appends (`change
 I/O; this module is the arithmetic and the bookkeeping, pure).
 
 A lease that failed a write, or opens again at the same epoch, syncs again: a fence at its next
-version, then a new floor. A write of its own still in flight meets the same three fates.
+version, then a new floor. A write of its own still in flight meets the same three fates. A
+floor is read from a position on (Delta's statistics skip the files below it): it speaks only for
+rows from there, and a write with rows below it reads the floor again from them first.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ class LeaseFence:
     app_id: str
     epoch: int
     sequence: int = -1  # the last sequence number used at this epoch (-1: none yet)
-    floor: str | None = None  # highest position in the change log after the fence
+    floor: str | None = None  # highest position in the change log after the fence...
+    floor_from: str | None = None  # ...from this one on (None: of all the lease's positions)
     fenced: bool = False  # the fence of this sync committed (its floor may not be read yet)
     synced: bool = False  # ... and the floor read after it
     checked: bool = False  # a write since the last sync was seen in the table
@@ -85,12 +88,14 @@ class LeaseFence:
         if generation == self.generation:
             self.fenced = True
 
-    def synced_at(self, floor: str | None, generation: int | None = None) -> None:
-        """The fence committed and the floor was read after it (a sync begun in `generation`
-        does not count if the lease unsynced since)."""
+    def synced_at(
+        self, floor: str | None, generation: int | None = None, *, since: str | None = None
+    ) -> None:
+        """The fence committed and the floor was read after it, of the positions from `since`
+        on (a sync begun in `generation` does not count if the lease unsynced since)."""
         if generation is not None and generation != self.generation:
             return
-        self.floor = floor
+        self.floor, self.floor_from = floor, since
         self.fenced = self.synced = True
         self.checked = False
 
@@ -100,6 +105,12 @@ class LeaseFence:
         if epoch != self.epoch:
             self.epoch, self.sequence = epoch, -1
         self.unsync()
+
+    def floor_covers(self, first: str) -> bool:
+        """Whether the floor speaks for positions from `first` on: it was read from `first` or
+        before. Rows below where it was read from may be in the change log above nothing the
+        floor knows (queued before the sync, written by an owner before us)."""
+        return self.floor_from is None or first >= self.floor_from
 
     def raise_floor(self, position: str | None) -> None:
         if position is not None and (self.floor is None or position > self.floor):

@@ -33,7 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import structlog
 
 from observers.builtin.spark.changelog.change_log import ChangeLog, Hold, LeaseFenced, Written
@@ -156,7 +155,7 @@ class SparkSink:
         `SparkUnavailable` when it has no room then and Spark does not come back within
         `AWAY_WAIT_S`."""
         if table.num_rows:
-            self.leases.sync_ahead(lease, pc.min(table["position"]).as_py())
+            self.leases.sync_ahead(lease, self._queue.lowest(lease, table))
         item = Pending(lease, table, on_commit, self.leases.opening(lease))
         while True:
             if self.link.is_up:
@@ -167,13 +166,13 @@ class SparkSink:
                 return item.done
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.link.up.wait(), AWAY_WAIT_S)
+                    async with asyncio.timeout(AWAY_WAIT_S):
+                        await self.link.up.wait()
                 if not self.link.is_up:
                     raise SparkUnavailable(self.link.outage)
 
     def _reopened(self, sessions: Sessions) -> None:
-        """Spark is back: the state job waits for the queue's first write (a fresh server is
-        slow, and its first writes should not share it with a MERGE)."""
+        """Spark is back: the state job waits for the queue's first write (not beside it)."""
         if self._queue.has_pending:
             self.caught_breath.clear()
 
@@ -283,19 +282,19 @@ class SparkSink:
 
 
 async def open_tables(link: SparkLink, options: SparkOptions) -> None:
-    """The sessions (`SparkLink.open`), then the tables, timed (blocking calls in daemon
-    threads: a host stopped meanwhile exits at once)."""
+    """The sessions (`SparkLink.open`), then the tables, timed."""
     started = time.monotonic()
     sessions = await link.open()
     opened_s = time.monotonic() - started
-    make = functools.partial(
-        create_tables,
-        sessions.writer,
-        options.output,
-        is_local_spark=sessions.remote is None,
-        history=options.keep_history,
-    )
-    await in_daemon_thread(make)
+
+    def make(opened: Sessions) -> None:
+        local, history = opened.remote is None, options.keep_history
+        create_tables(opened.writer, options.output, is_local_spark=local, history=history)
+
+    if sessions.remote is None:  # an embedded JVM: a host stopped meanwhile exits at once
+        await in_daemon_thread(functools.partial(make, sessions))
+    else:  # a server that hangs meanwhile is given up (`SparkLink.call`)
+        await link.call(make, what="the tables")
     tables_s = time.monotonic() - started - opened_s
     log.info("spark.opened", session_s=round(opened_s, 1), tables_s=round(tables_s, 1))
 

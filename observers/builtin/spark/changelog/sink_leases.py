@@ -86,7 +86,7 @@ class SinkLeases:
         fence = self.fences.get(lease)
         if fence is None or lease in self.failed or not fence.synced:
             return None
-        return fence.floor
+        return fence.floor if fence.floor_covers(first) else None
 
     def resync(self, sessions: Sessions) -> None:
         """Spark is back on new sessions: every lease syncs again before its next write (a

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from observers.builtin.spark.session.session import SparkOptions
 
@@ -129,6 +130,12 @@ class WriteQueue:
         total_rows, total_bytes = self._rows + item.table.num_rows, self._bytes + item.table.nbytes
         fits = total_rows <= 2 * o.max_rows and total_bytes <= 2 * o.max_bytes
         return fits or not self._pending
+
+    def lowest(self, lease: str, table: pa.Table) -> str:
+        """The lowest position of `table` and of the lease's pending batches: where a floor read
+        ahead of their write must start (Spark back, the lease's queue waiting)."""
+        tables = [i.table for i in self._pending if i.lease == lease and i.table.num_rows]
+        return min(str(pc.min(t["position"]).as_py()) for t in [table, *tables])
 
     @property
     def pending(self) -> list[Pending]:

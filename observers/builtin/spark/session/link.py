@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -114,6 +115,7 @@ class SparkLink:
         self.listeners: list[Callable[[Sessions], None]] = []  # told of each reopening
         self.losers: list[Callable[[], None]] = []  # told of each loss
         self._reconnecting: asyncio.Task[None] | None = None
+        self._closed = False
         self.losses = 0
 
     @property
@@ -180,7 +182,7 @@ class SparkLink:
             return False
         if sessions is not self._sessions or not self.up.is_set():
             return True  # lost before (and maybe opened again since)
-        if not is_lost(error) and await self._answers(sessions):
+        if not is_lost(error) and await _answers(sessions):
             return False
         self.lose(sessions, error)
         return True
@@ -197,15 +199,14 @@ class SparkLink:
         log.error("spark.unavailable", remote=sessions.remote, error=why, losses=self.losses)
         for loser in self.losers:
             loser()
-        asyncio.get_running_loop().run_in_executor(None, _close_both, sessions).add_done_callback(
-            _consume
-        )
+        _close_in_background(sessions)
         order = after_loss(self.order, sessions.remote)
         self._reconnecting = asyncio.create_task(self._connect(order), name="spark-reconnect")
 
     async def close(self) -> None:
         """Stop trying, and stop the sessions (bounded: a server that does not answer is left
         as it is)."""
+        self._closed = True  # (a cancellation that a finished call swallows still ends it)
         if self._reconnecting is not None:
             self._reconnecting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -215,7 +216,8 @@ class SparkLink:
             return
         stop = _stop_both if self.up.is_set() else _close_both
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(in_daemon_thread(lambda: stop(sessions)), STOP_TIMEOUT_S)
+            async with asyncio.timeout(STOP_TIMEOUT_S):
+                await in_daemon_thread(lambda: stop(sessions))
 
     async def _watched(self, future: asyncio.Future[T], sessions: Sessions, what: str) -> T:
         """The call's result; every `watch_every_s` it runs, its server asked whether it is
@@ -230,21 +232,11 @@ class SparkLink:
                 timer.cancel()
             if future.done():
                 return future.result()
-            if sessions is not self._sessions or not await self._answers(sessions):
+            if sessions is not self._sessions or not await _answers(sessions):
                 silent = TimeoutError(f"{what}: no answer, and the server does not answer")
                 self.lose(sessions, silent)
                 raise SparkUnavailable(self._outage)
             log.info("spark.call_slow", what=what, remote=sessions.remote)
-
-    async def _answers(self, sessions: Sessions) -> bool:
-        """Whether the server of `sessions` answers within `PROBE_TIMEOUT_S` (asked in a thread
-        of its own: the pool's may all wait on that server)."""
-        try:
-            return await asyncio.wait_for(
-                in_daemon_thread(lambda: answers(sessions.writer), "spark-probe"), PROBE_TIMEOUT_S
-            )
-        except TimeoutError:
-            return False
 
     async def _connect(self, order: tuple[str, ...], *, patience_s: float | None = None) -> None:
         """Sessions on the first server of `order` that answers, tried in rounds with a backoff
@@ -252,6 +244,8 @@ class SparkLink:
         started = self._monotonic()
 
         def out_of_patience(_: RetryCallState) -> bool:
+            if self._closed:
+                return True
             return patience_s is not None and self._monotonic() - started >= patience_s
 
         try:
@@ -266,6 +260,8 @@ class SparkLink:
                 with attempt:
                     sessions = await self._first_answering(order)
         except NoServer as e:
+            if self._closed:
+                return
             raise PluginLoadError(
                 "spark",
                 f"no Spark Connect server answered within {patience_s:.0f} s ({e})",
@@ -277,9 +273,8 @@ class SparkLink:
         generation = self._sessions.generation + 1 if self._sessions is not None else 1
         for remote in order:
             try:
-                writer, job = await asyncio.wait_for(
-                    in_daemon_thread(functools.partial(self._opener, remote)), OPEN_TIMEOUT_S
-                )
+                async with asyncio.timeout(OPEN_TIMEOUT_S):
+                    writer, job = await in_daemon_thread(functools.partial(self._opener, remote))
             except PluginLoadError as e:  # no Delta there: a server for something else
                 said.append(f"{remote}: {e.problem}")
             except Exception as e:
@@ -308,6 +303,16 @@ class SparkLink:
             listener(sessions)
 
 
+async def _answers(sessions: Sessions) -> bool:
+    """Whether the server of `sessions` answers within `PROBE_TIMEOUT_S` (asked in a thread of
+    its own: the pool's may all wait on that server)."""
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            return await in_daemon_thread(lambda: answers(sessions.writer), "spark-probe")
+    except TimeoutError:
+        return False
+
+
 def _opener(options: SparkOptions) -> Opener:
     def open_both(remote: str | None) -> tuple[Any, Any]:
         writer = open_session(options, remote) if remote else open_session(options)
@@ -325,6 +330,13 @@ def _stop_both(sessions: Sessions) -> None:
     if sessions.remote is not None:
         sessions.job.stop()  # a session of its own on the server
     sessions.writer.stop()
+
+
+def _close_in_background(sessions: Sessions) -> None:
+    """Close lost sessions in a thread of their own (up to 10 s: PySpark waits for its
+    releases), so that calls still waiting on them end now, with an error, and free their
+    threads."""
+    threading.Thread(target=_close_both, args=(sessions,), name="spark-close", daemon=True).start()
 
 
 def _close_both(sessions: Sessions) -> None:

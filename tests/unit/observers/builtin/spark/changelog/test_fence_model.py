@@ -244,3 +244,21 @@ def test_rows_at_or_below_the_floor_are_left_out() -> None:
     rows = feed_rows(0, 5)
     assert above(rows, None).num_rows == 5
     assert above(rows, position(2)).column("position").to_pylist() == [position(3), position(4)]
+
+
+def test_a_floor_read_from_a_later_position_is_read_again_for_rows_below_it() -> None:
+    """The chaos suite's find: while Spark was away a lease queued rows an owner before it had
+    written; once back, its sync ahead was asked by a later batch, and read the floor from
+    that batch's first position on: it saw nothing, and the queued rows went in twice. A floor
+    speaks only for positions from where it was read; a write with rows below reads it again."""
+    delta = ModelDelta()
+    session, log = ModelSession(delta), ChangeLog("model")
+    before = LeaseFence("00", "p/00", 1)  # the previous owner wrote events 0-3
+    log.write(session, before, feed_rows(0, 4))
+    fence = LeaseFence("00", "p/00", 2)  # the next: queued 0-5 while away, then 6-7 came
+    log.sync(session, fence, at_least=position(6))  # the sync ahead asked by the later batch
+    assert fence.synced and fence.floor is None and not fence.floor_covers(position(0))
+    written = log.write(session, fence, feed_rows(0, 6))
+    assert (written.rows, written.appended, written.synced) == (6, 2, True)
+    assert delta.positions() == [position(i) for i in range(6)]  # each once
+    assert fence.floor == position(5) and fence.floor_covers(position(0))
