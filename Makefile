@@ -8,12 +8,12 @@ JARS := deploy/spark/jars/.installed
 FETCHED := deploy/spark/jars/.fetched
 AZURITE_DIR ?= .azurite
 
-.PHONY: help downloads install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect image image-test bench bench-decode bench-spark bench-cluster bench-startup bench-stream bench-state bench-changelog bench-rebalance bench-balance bench-formats bench-filter bench-profile clean
+.PHONY: help downloads install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect image image-test bench bench-decode bench-spark bench-cluster bench-startup bench-stream bench-state bench-changelog bench-rebalance bench-balance bench-formats bench-filter bench-profile bench-server-loss clean
 
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
 	@echo "make test       lint, type-check, unit and integration tests (starts its own Azurite)"
-	@echo "make chaos      hosts, Azurite and the network failing at random (SEED=1 DURATION=60 HOSTS=4 SPARK=connect|embedded)"
+	@echo "make chaos      hosts, Azurite, the network and Spark Connect servers failing at random (SEED=1 DURATION=60 HOSTS=4 SPARK=connect|embedded SERVERS=2)"
 	@echo "make image      the images cfp:host (thin hosts, no Java) and cfp:spark, with docker or podman"
 	@echo "make image-test containers of them: a fleet, a Spark standalone cluster, a lost worker"
 	@echo "make lock       the dependency locks again, after a change to pyproject.toml"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench-state      the state job's MERGEs at 100k, 1M and 10M blobs, history off and on"
 	@echo "make bench-changelog  one host into a change log of 10M events (12 months) vs an empty one"
 	@echo "make bench-rebalance  real hosts: kill -9, SIGTERM, scale-out (time, ticks, duplicates)"
+	@echo "make bench-server-loss  thin hosts, their Spark Connect server killed 5 times: first commit after it is back"
 	@echo "make bench-balance    the pure balancer at 1,000 hosts x 10,000 leases"
 	@echo "make bench-formats    what --format and the change log's envelope columns cost"
 	@echo "make bench-filter     what --container/--blob-prefix/... cost cfp read (90 % filtered out)"
@@ -143,10 +144,12 @@ test: downloads
 	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 tests --ignore=tests/image
 
 chaos: install
-	$(PY) -m tests.chaos.runner --seed $(or $(SEED),1) --duration $(or $(DURATION),60) --hosts $(or $(HOSTS),4) --spark $(or $(SPARK),connect)
+	$(PY) -m tests.chaos.runner --seed $(or $(SEED),1) --duration $(or $(DURATION),60) --hosts $(or $(HOSTS),4) --spark $(or $(SPARK),connect) --servers $(or $(SERVERS),2)
 
+# a seed whose 60 s of faults kill one Spark Connect server of two, and both at once, besides a
+# host killed, paused, stopped, skewed, Azurite restarted and the network dropped
 chaos-ci: install
-	$(PY) -m tests.chaos.runner --seed 20261550 --duration 60 --hosts 4
+	$(PY) -m tests.chaos.runner --seed 20262050 --duration 60 --hosts 4 --servers 2
 
 # the image: docker or podman (installed when root), a Debian base where no registry answers
 image: $(JARS)
@@ -191,6 +194,9 @@ bench-changelog: install
 
 bench-rebalance: install
 	$(PY) -m bench.rebalance
+
+bench-server-loss: install
+	$(PY) -m bench.server_loss
 
 bench-balance: $(VENV)/.installed
 	$(PY) -m bench.balance_sim

@@ -8,7 +8,10 @@ Kinds:
 - `drop`: the proxy between hosts and Azurite cuts every connection and refuses new ones for
   `length_s`;
 - `delay`: the proxy holds every chunk of bytes for `skew_s` seconds, for `length_s`;
-- `skew`: restart a host (SIGTERM) with its wall clock shifted by `skew_s` seconds.
+- `skew`: restart a host (SIGTERM) with its wall clock shifted by `skew_s` seconds;
+- `server`: SIGKILL a Spark Connect server (`cfp spark-connect` itself: its JVM goes with it),
+  start it again on its port `length_s` later; with several servers `host` picks which
+  (`server_index`: one of them, or all at once).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-KINDS = ("kill", "pause", "term", "azurite", "drop", "delay", "skew")
+KINDS = ("kill", "pause", "term", "azurite", "drop", "delay", "skew", "server")
+ALL_SERVERS = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +63,20 @@ def make_schedule(
             length, skew = rng.uniform(2.0, 8.0), rng.uniform(0.05, 0.6)
         elif kind == "skew":
             length, skew = rng.uniform(0.5, 2.0), rng.choice((-1, 1)) * rng.uniform(60, 900)
+        elif kind == "server":  # down long enough for every host to notice, then started again
+            length = rng.uniform(3.0, 12.0)
         else:
             length = rng.uniform(0.5, 6.0)
         # `t` as it is: rounded, a fault just before the end could land on or after it
         faults.append(Fault(t, kind, host, round(length, 2), round(skew, 2)))
         t += rng.uniform(*gap_s)
     return faults
+
+
+def server_index(fault: Fault, servers: int) -> int:
+    """Which of `servers` a `server` fault kills: one, or with several, now and then all of them
+    at once (`ALL_SERVERS`: the hosts then wait for a restart instead of moving)."""
+    if servers <= 1:
+        return 0
+    which = fault.host % (servers + 1)
+    return ALL_SERVERS if which == servers else which

@@ -16,10 +16,12 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
 from leases import TableLeaseStore
+from tests.chaos.invariants import Delivery
 
 FENCE_EVENTS = ("spark.fence_committed", "spark.synced")
 POLL_S = 0.25
@@ -43,6 +45,25 @@ class Zombie:
     host: str
     leases: tuple[str, ...]
     fenced_before: int
+    paused_mono: float = 0.0  # CLOCK_MONOTONIC when it was paused (the hosts' `mono` clock)
+    paused_at: datetime | None = None
+
+    def staged(
+        self, deliveries: list[Delivery], logged: Callable[..., list[dict[str, object]]]
+    ) -> int:
+        """The events it delivered before it was paused and did not commit: delivered again by
+        the next owners by design (its write in flight must be refused, not land)."""
+        delivered = sum(
+            d.events for d in deliveries if d.host == self.host and d.mono < self.paused_mono
+        )
+        committed = sum(
+            int(str(e.get("appended", 0)))
+            for e in logged("spark.committed")
+            if e.get("host") == self.host
+            and self.paused_at is not None
+            and datetime.fromisoformat(str(e["timestamp"]).replace("Z", "+00:00")) < self.paused_at
+        )
+        return max(0, delivered - committed)
 
     def problems(self, logged: Callable[..., list[dict[str, object]]]) -> list[str]:
         """Its write in flight must have been refused by Delta, and said so."""
@@ -81,6 +102,7 @@ async def start_with_a_zombie(
         fenced_before = sum(1 for e in hosts.logged("spark.fenced") if e.get("host") == name)
         fences_before = _fences(hosts)
         hosts.signal(0, signal.SIGSTOP)
+        paused_mono, paused_at = time.monotonic(), datetime.now(UTC)
         paused = True
         note(f"zombie: {name} paused with its write in flight (leases {list(held)})")
         for i in range(1, count):
@@ -95,7 +117,7 @@ async def start_with_a_zombie(
 
         if not await _within(patience_s, fenced_by_others):
             note(f"zombie: {name}'s leases were not all taken and fenced in {patience_s:g}s")
-        return Zombie(name, held, fenced_before)
+        return Zombie(name, held, fenced_before, paused_mono, paused_at)
     finally:
         flag.touch()  # the held write goes on to its commit
         if paused:
