@@ -41,7 +41,7 @@ def main() -> int:
             parse_output(args.table if on_account else "/unused"),
             access=storage_access(os.environ[ENV_VAR]) if on_account else None,
             master="local[2]",
-            remote=args.remote,
+            remotes=(args.remote,) if args.remote else (),
         )
     )
     for hook in hooks:
