@@ -39,7 +39,9 @@ from tests.spark_cluster import (
 # two hosts and one or two servers of their own beside the suite's other JVMs on two cores
 pytestmark = pytest.mark.timeout(900)
 NAMES = ("h1", "h2")
-MAX_ROWS = 500  # rows per write: many commits, and a small bound on what waits for a server
+MAX_ROWS = 500  # rows per write while the server stays away: a small bound on what waits
+# rows per write of a run that must end: 15 writes of 15,000 events or more, half the commits
+RUN_ROWS = 1000
 BATCH = 100  # events per batch (--max-batch-events)
 
 
@@ -72,10 +74,10 @@ async def either_logged(cluster: Cluster, event: str) -> None:
     await until(logged, f"a host logging {event}")
 
 
-def start_hosts(cluster: SparkCluster, *extra: str) -> None:
+def start_hosts(cluster: SparkCluster, *extra: str, max_rows: int = MAX_ROWS) -> None:
     for name in NAMES:
         cluster.start(
-            name, "--spark-max-rows", str(MAX_ROWS), "--max-batch-events", str(BATCH), *extra
+            name, "--spark-max-rows", str(max_rows), "--max-batch-events", str(BATCH), *extra
         )
 
 
@@ -86,7 +88,7 @@ async def test_hosts_write_through_a_new_server_on_the_port_of_the_one_killed(
     server.start()
     try:
         async with spark_cluster(feed, tmp_path, server.url) as cluster:
-            start_hosts(cluster, "--until-caught-up")
+            start_hosts(cluster, "--until-caught-up", max_rows=RUN_ROWS)
             await commits(cluster, 3)
             assert cluster.running() == list(NAMES), "caught up before the server's loss"
             jvm = server.kill()  # SIGKILL `cfp spark-connect` alone...
@@ -118,8 +120,9 @@ async def test_hosts_move_to_the_other_server_when_theirs_is_killed_mid_write(
         remotes = ",".join(s.url for s in servers)
         async with spark_cluster(feed, tmp_path, remotes) as cluster:
             # h1's second write held inside its server, its Delta transaction open
-            await start_with_a_write_held(cluster, "h1", flag, "--until-caught-up")
-            cluster.start("h2", "--spark-max-rows", str(MAX_ROWS), "--until-caught-up")
+            until_done = ("--spark-max-rows", str(RUN_ROWS), "--until-caught-up")
+            await start_with_a_write_held(cluster, "h1", flag, *until_done)
+            cluster.start("h2", *until_done)
             (connected,) = events(cluster, "h1", "spark.connected")
             (lost,) = [s for s in servers if s.url == connected["remote"]]
             (other,) = [s for s in servers if s is not lost]
