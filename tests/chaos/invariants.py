@@ -23,6 +23,20 @@ class Delivery:
     lease: str
     epoch: int
     events: int
+    first: str = ""  # the batch's lowest and highest positions ("": not logged)
+    last: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Redelivery:
+    """Events of a lease delivered again by a newer (host, epoch) than the one that first
+    delivered them: what a lease's move cost the observers. `mono` is the first such batch."""
+
+    mono: float
+    lease: str
+    before: str  # "h2@4": who had delivered them
+    after: str
+    events: int
 
 
 def backward_moves(samples: Iterable[tuple[float, Lease]]) -> list[str]:
@@ -60,6 +74,27 @@ def late_deliveries(deliveries: Iterable[Delivery]) -> list[str]:
         elif seen is None or d.epoch > seen.epoch:
             newest[d.lease] = d
     return problems
+
+
+def redeliveries(deliveries: Iterable[Delivery]) -> list[Redelivery]:
+    """Per lease move, the events delivered again: batches wholly at or below the highest
+    position an earlier (host, epoch) of the lease delivered (a batch across it is left out,
+    so these are at least the moves' costs), largest first."""
+    top: dict[str, tuple[str, str]] = {}  # lease -> highest last position, and by whom
+    moves: dict[tuple[str, str, str], Redelivery] = {}
+    for d in sorted(deliveries, key=lambda d: d.mono):
+        if not d.last:
+            continue
+        who = f"{d.host}@{d.epoch}"
+        high, by = top.get(d.lease, ("", who))
+        if by != who and d.last <= high:
+            key = (d.lease, by, who)
+            was = moves.get(key)
+            events = d.events + (was.events if was else 0)
+            moves[key] = Redelivery(was.mono if was else d.mono, d.lease, by, who, events)
+        if d.last > high:
+            top[d.lease] = (d.last, who)
+    return sorted(moves.values(), key=lambda m: -m.events)
 
 
 def exactly_once(feed_ids: set[str], change_log: Counter[str]) -> list[str]:

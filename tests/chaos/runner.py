@@ -56,6 +56,7 @@ from tests.chaos.invariants import (
     exactly_once,
     job_stalls,
     late_deliveries,
+    redeliveries,
     rest_problems,
 )
 from tests.chaos.proxy import FaultyProxy
@@ -113,6 +114,7 @@ class Report:
     zombie: str = "none made"  # what became of the host paused with its write in flight
     servers: str = ""  # how soon the hosts wrote again after their server's loss
     staged: int = 0  # duplicates by design: the zombie's deliveries it never committed
+    costliest: list[str] = field(default_factory=list)  # the lease moves that redelivered most
 
     @property
     def duplicates(self) -> int:
@@ -152,6 +154,11 @@ class Report:
             f"{self.duplicates - self.staged:,} "
             f"({(self.duplicates - self.staged) / max(1, self.events):.1%}; target "
             f"{DUPLICATES_TARGET:.0%}: {self.duplicates_verdict()})",
+            *(
+                [f"  costliest moves:     {'; '.join(self.costliest)} (at least)"]
+                if self.costliest
+                else []
+            ),
             f"  takeovers after kill/pause: {takeovers}",
             f"  the tables under the faults: {self.abfs[0]} ABFS connections cut, "
             f"{self.abfs[1]} ABFS transfers delayed; "
@@ -331,7 +338,9 @@ class Hosts:
         out = []
         for e in self.logged("batch.delivering"):
             with contextlib.suppress(KeyError):
-                out.append(Delivery(e["mono"], e["host"], e["lease"], e["epoch"], e["events"]))
+                host, lease, epoch = e["host"], e["lease"], e["epoch"]
+                first, last = e.get("first", ""), e.get("last", "")
+                out.append(Delivery(e["mono"], host, lease, epoch, e["events"], first, last))
         return out
 
 
@@ -436,6 +445,7 @@ ZOMBIE_PATIENCE_S = 120.0  # for each step of making the zombie (`zombie.py`)
 GRACE_S = 120.0  # deploy/'s grace period after SIGTERM (k8s, compose), then SIGKILL
 # events delivered again to observers after the faults (the zombie's aside), of the feed's
 DUPLICATES_TARGET = 0.25
+COSTLIEST = 3  # lease moves named in the report, by the events they delivered again
 
 
 class Chaos:
@@ -675,6 +685,11 @@ class Chaos:
     def _check(self, samples: Samples) -> None:
         deliveries = self.hosts.deliveries()
         self.report.delivered = sum(d.events for d in deliveries)
+        self.report.costliest = [
+            f"lease {m.lease} {m.before} -> {m.after} at [{m.mono - self.started:.1f}s]: "
+            f"{m.events:,}"
+            for m in redeliveries(deliveries)[:COSTLIEST]
+        ]
         self.report.problems += backward_moves(samples.leases)
         self.report.problems += late_deliveries(deliveries)
         takeovers = takeover_times(samples.leases, self.kills)

@@ -19,6 +19,7 @@ from tests.chaos.invariants import (
     exactly_once,
     job_stalls,
     late_deliveries,
+    redeliveries,
     rest_problems,
 )
 from tests.chaos.runner import takeover_times
@@ -143,3 +144,24 @@ def test_a_zombie_whose_write_in_flight_was_not_refused_is_caught() -> None:
 
     assert zombie.problems(logged(earlier, skipped, other)) != []  # not its own, nor after it
     assert zombie.problems(logged(earlier, skipped, earlier)) == []
+
+
+def test_redeliveries_count_what_a_newer_owner_delivered_again_per_move() -> None:
+    def d(mono: float, host: str, epoch: int, events: int, first: str, last: str) -> Delivery:
+        return Delivery(mono, host, "00", epoch, events, first, last)
+
+    history = [
+        d(1.0, "h0", 1, 5, "a", "b"),
+        d(2.0, "h0", 1, 7, "c", "d"),  # delivered, never committed: h0 then lost the lease
+        d(3.0, "h1", 2, 5, "c", "c"),  # again, by h1
+        d(3.5, "h1", 2, 2, "d", "d"),  # again
+        d(4.0, "h1", 2, 4, "d", "e"),  # across h0's top: not counted (at least)
+        d(5.0, "h0", 3, 3, "f", "f"),  # new ground
+        d(6.0, "h1", 2, 9, "a", "f"),  # a zombie's batch below h0@3's top
+    ]
+    moves = redeliveries(history)
+    assert [(m.before, m.after, m.events, m.mono) for m in moves] == [
+        ("h0@3", "h1@2", 9, 6.0),
+        ("h0@1", "h1@2", 7, 3.0),
+    ]
+    assert redeliveries([d(1.0, "h0", 1, 5, "", "")]) == []  # positions not logged

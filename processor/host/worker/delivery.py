@@ -93,7 +93,13 @@ class Delivery:
         if not held.is_usable():  # fencing: the last check before user code sees events
             raise WorkerEnded(CloseReason.LEASE_LOST)
         # when it was last known to be ours (CLOCK_MONOTONIC: comparable across processes)
-        self.log.debug("batch.delivering", events=len(events), mono=checked_at)
+        self.log.debug(
+            "batch.delivering",
+            events=len(events),
+            mono=checked_at,
+            first=events.positions[0].as_py(),
+            last=events.positions[-1].as_py(),
+        )
         progress.delivering(held.token)
         try:
             with self.ctx.delivering(end):
