@@ -223,12 +223,13 @@ async def took_everything(cluster: SparkCluster, host: str) -> None:
 
 
 async def start_with_a_write_held(
-    cluster: SparkCluster, name: str, flag: Path, *extra: str
+    cluster: SparkCluster, name: str, flag: Path, *extra: str, max_rows: int = 500
 ) -> None:
     """Start host `name` with its second Spark write held inside Spark (its Delta transaction
     open) until `flag` exists; return once it is held. The caller touches `flag` in the end,
     whatever happens, or the write holds a task slot of the server for good."""
-    cluster.start(name, "--spark-max-rows", "500", *extra, CFP_TEST_SPARK_HOLD_WRITE_FILE=str(flag))
+    rows = ("--spark-max-rows", str(max_rows))
+    cluster.start(name, *rows, *extra, CFP_TEST_SPARK_HOLD_WRITE_FILE=str(flag))
     held = Path(f"{flag}.held")
 
     async def is_held() -> bool:

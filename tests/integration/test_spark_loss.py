@@ -120,9 +120,10 @@ async def test_hosts_move_to_the_other_server_when_theirs_is_killed_mid_write(
         remotes = ",".join(s.url for s in servers)
         async with spark_cluster(feed, tmp_path, remotes) as cluster:
             # h1's second write held inside its server, its Delta transaction open
-            until_done = ("--spark-max-rows", str(RUN_ROWS), "--until-caught-up")
-            await start_with_a_write_held(cluster, "h1", flag, *until_done)
-            cluster.start("h2", *until_done)
+            await start_with_a_write_held(
+                cluster, "h1", flag, "--until-caught-up", max_rows=RUN_ROWS
+            )
+            cluster.start("h2", "--spark-max-rows", str(RUN_ROWS), "--until-caught-up")
             (connected,) = events(cluster, "h1", "spark.connected")
             (lost,) = [s for s in servers if s.url == connected["remote"]]
             (other,) = [s for s in servers if s is not lost]
