@@ -85,7 +85,6 @@ TESTED_ELSEWHERE: dict[str, tuple[str, ...]] = {
     "processor/host/health/lag_sampling.py": ("tests/integration/test_endpoints.py",),
     "processor/host/health/probe.py": ("tests/unit/test_deploy.py",),
     "processor/host/ownership/renewer.py": ("tests/unit/processor/host/ownership/test_read_rate.py", "tests/integration/test_hosts.py"),
-    "processor/host/ownership/worker_supervisor.py": ("tests/unit/processor/host/balancing/test_balancer.py", "tests/unit/processor/host/test_host_in_process.py"),
     "processor/host/worker/dead_letter_folder.py": ("tests/unit/processor/host/worker/test_delivery.py", "tests/unit/processor/host/worker/test_worker.py"),
     "processor/host/worker/gap_step.py": ("tests/integration/test_stuck_leases.py",),
     "processor/host/worker/worker_env.py": ("tests/unit/processor/host/worker/test_worker.py",),

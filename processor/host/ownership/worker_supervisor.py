@@ -3,6 +3,10 @@
 The balancer hands newly acquired leases to `start`; each worker removes itself when it ends.
 `close()` lets the group finish: workers see the host's stop event, finish the batch in hand,
 checkpoint, release, and return.
+
+A lease lost while its worker still ends (its observer finishing its writes) may be taken again
+by this host: the new worker then waits for the old one, its lease renewed meanwhile, instead of
+letting the lease go to a host that would read again everything still being written here.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ class WorkerSupervisor:
         self._run_worker = run_worker
         self._clock = clock
         self._fence_after_s = fence_after_s
-        self._workers: dict[LeaseToken, HeldLease] = {}
+        self._workers: dict[LeaseToken, HeldLease] = {}  # the newest hold of each lease
+        self._tasks: dict[LeaseToken, asyncio.Task[None]] = {}  # ... and the task that runs it
         self._group: asyncio.TaskGroup | None = None
         self._closing = asyncio.Event()
         self.closed_reasons: dict[CloseReason, int] = {}
@@ -36,7 +41,9 @@ class WorkerSupervisor:
         return list(self._workers.values())
 
     def tokens(self) -> set[LeaseToken]:
-        return set(self._workers)
+        """The leases this host works on; one lost whose worker still ends is not among them
+        (the balancer may take it again, see `start`)."""
+        return {token for token, held in self._workers.items() if not held.is_lost}
 
     async def run(self) -> None:
         """Run workers until `close()`; returns once every worker has ended."""
@@ -49,19 +56,29 @@ class WorkerSupervisor:
         self._closing.set()
 
     def start(self, lease: Lease) -> bool:
-        """Start a worker for a lease just acquired (False when closing or already running)."""
-        if self._group is None or self._closing.is_set() or lease.token in self._workers:
+        """Start a worker for a lease just acquired: at once, or once the worker of this host's
+        earlier hold of it has ended. False when closing, or when that worker still holds it."""
+        if self._group is None or self._closing.is_set():
             return False
+        earlier = self._workers.get(lease.token)
+        if earlier is not None and not earlier.is_lost:
+            return False
+        ending = self._tasks.get(lease.token) if earlier is not None else None
         held = HeldLease(lease, clock=self._clock, fence_after_s=self._fence_after_s)
         self._workers[lease.token] = held
-        self._group.create_task(self._run(held), name=f"worker-{lease.token}")
+        task = self._group.create_task(self._run(held, ending), name=f"worker-{lease.token}")
+        self._tasks[lease.token] = task
         return True
 
-    async def _run(self, held: HeldLease) -> None:
+    async def _run(self, held: HeldLease, after: asyncio.Task[None] | None) -> None:
         try:
+            if after is not None:
+                log.info("worker.waiting_for_earlier", lease=held.token, epoch=held.epoch)
+                await asyncio.wait([after])  # its errors are its own
             reason = await self._run_worker(held)
             self.closed_reasons[reason] = self.closed_reasons.get(reason, 0) + 1
         finally:
             held.lost.set()  # whatever happened, this host no longer works on it
             if self._workers.get(held.token) is held:
                 del self._workers[held.token]
+                del self._tasks[held.token]
