@@ -15,6 +15,10 @@ FENCE_FRACTION = 0.8
 JITTER_FRACTION = 0.2
 # Look at a lease this long after it would expire, so that it has by then.
 EXPIRY_MARGIN_S = 0.05
+# A lease asked for is taken by force no sooner than this: its owner may first have to land the
+# writes its observer holds (a Delta commit after a Spark server restart takes tens of seconds),
+# which do not get shorter with the lease expiry. KCL 3.x's graceful hand-off waits 30 s too.
+MIN_HANDOVER_WAIT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +40,9 @@ class Timings:
     @property
     def handover_timeout_s(self) -> float:
         """After asking for a lease this long ago without getting it, take it by force: the owner
-        renews but does not let go (a stuck observer, or an older cfp without hand-over)."""
-        return 2 * self.expiry_s
+        renews but does not let go (a stuck observer, or an older cfp without hand-over). Two
+        expiries, and never less than `MIN_HANDOVER_WAIT_S`."""
+        return max(2 * self.expiry_s, MIN_HANDOVER_WAIT_S)
 
     def next_look_in_s(self, *, jitter: float, due: float | None, now: float) -> float:
         """Seconds until the next look at the lease table: the acquire interval stretched by

@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leases.policy.timings import EXPIRY_MARGIN_S, JITTER_FRACTION, derive_timings
+from leases.policy.timings import (
+    EXPIRY_MARGIN_S,
+    JITTER_FRACTION,
+    MIN_HANDOVER_WAIT_S,
+    derive_timings,
+)
 
 
 def test_timings_derive_from_the_expiry() -> None:
@@ -15,6 +20,15 @@ def test_timings_derive_from_the_expiry() -> None:
     assert derive_timings(3, renew_every_s=1, acquire_every_s=0.5).acquire_every_s == 0.5
     with pytest.raises(ValueError, match="at most half"):
         derive_timings(10, renew_every_s=6)
+
+
+@given(st.floats(0.1, 600))
+def test_a_hand_over_is_forced_after_two_expiries_and_never_before_the_owner_could_write(
+    expiry_s: float,
+) -> None:
+    wait = derive_timings(expiry_s).handover_timeout_s
+    assert wait >= 2 * expiry_s and wait >= MIN_HANDOVER_WAIT_S
+    assert wait == 2 * expiry_s or wait == MIN_HANDOVER_WAIT_S
 
 
 @given(
