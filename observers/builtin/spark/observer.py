@@ -60,6 +60,9 @@ class SparkWriteError(ReplayRequired):
 
 CLOSE_TIMEOUT_S = 120.0
 WRITES_FIRST_S = 120.0  # a state job run waits at most this for the writes queued at a reopening
+# A lease handed over while Spark is away waits this long for a server before giving its batches
+# up: less than the 30 s after which the host that asked takes it by force (leases.policy.timings)
+HANDOVER_SPARK_WAIT_S = 20.0
 
 
 class SparkObserver:
@@ -103,7 +106,13 @@ class SparkObserver:
         """Wait until every queued batch of this lease is written and checkpointed, for up to
         `CLOSE_TIMEOUT_S`. Giving up leaves the writes be (they belong to the host's sink, and
         the lease's next owner replays whatever they do not checkpoint). While Spark is away
-        its queued batches are given up at once: nothing would write them."""
+        its queued batches are given up (nothing would write them): at once, or, when another
+        host asked for the lease, after `HANDOVER_SPARK_WAIT_S` without a server, so that a
+        server back soon lands them instead of the next owner reading them all again."""
+        if not self.sink.link.is_up and reason is CloseReason.HANDED_OVER:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(HANDOVER_SPARK_WAIT_S):
+                    await self.sink.link.up.wait()
         if not self.sink.link.is_up:
             left = await self.sink.close_lease(ctx.lease_token)
             if left:

@@ -166,6 +166,48 @@ async def test_a_lease_let_go_of_while_spark_is_away_gives_up_its_batches(
     assert log.writes == [("01", ["id-0-2"])]  # nothing of the lease let go of
 
 
+async def test_a_lease_handed_over_while_spark_is_away_lands_its_batches_if_a_server_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked for by another host while no server answers: the owner waits a while for one
+    (`HANDOVER_SPARK_WAIT_S`), so that its next owner does not read again what it holds. One
+    back in time writes them and the close returns after their checkpoint; with none, they are
+    given up once the wait is over."""
+    monkeypatch.setattr("observers.builtin.spark.observer.HANDOVER_SPARK_WAIT_S", 0.2)
+    fleet = Fleet(*REMOTES)
+    log = LosingLog(fleet, lose={"00", "01"})  # each lease's first write meets no server
+    batch = ArrowBatch.from_records([Event(0, 1, "created", 1).record()], ["p0"], ORIGIN)
+    checkpoints: list[object | None] = []
+
+    async def on_checkpoint(mark: object | None) -> None:
+        checkpoints.append(mark)
+
+    async with sink(tmp_path, log, fleet, leases=()) as s:
+        for remote in REMOTES:
+            fleet[remote].up = False
+        for token, back in (("00", True), ("01", False)):
+            ctx = PartitionContext(
+                lease_token=token, host_name="h1", epoch=1, on_checkpoint=on_checkpoint
+            )
+            observer = SparkObserver(s)
+            await observer.open(ctx)
+            with ctx.delivering(f"m{token}"):
+                await observer.process_arrow(ctx, batch)
+            await until(lambda: not s.link.is_up, "the server lost")
+            closing = asyncio.create_task(observer.close(ctx, CloseReason.HANDED_OVER))
+            await asyncio.sleep(0.05)
+            assert not closing.done()  # waiting for a server
+            if back:
+                fleet[REMOTES[1]].up = True
+            await asyncio.wait_for(closing, patience.left_s())
+            if back:
+                for remote in REMOTES:
+                    fleet[remote].up = False
+        assert s.health().details["pendingRows"] == 0
+    assert log.writes == [("00", ["id-0-1"])]  # landed; 01's given up with no server back
+    assert checkpoints == ["m00"]
+
+
 async def test_a_sink_closing_while_spark_is_away_gives_up_and_returns(tmp_path: Path) -> None:
     fleet = Fleet(*REMOTES)
     log = LosingLog(fleet, lose={"00"})
