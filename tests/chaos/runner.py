@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -115,6 +116,7 @@ class Report:
     servers: str = ""  # how soon the hosts wrote again after their server's loss
     staged: int = 0  # duplicates by design: the zombie's deliveries it never committed
     costliest: list[str] = field(default_factory=list)  # the lease moves that redelivered most
+    moves: str = ""  # how the leases changed hands
 
     @property
     def duplicates(self) -> int:
@@ -159,6 +161,7 @@ class Report:
                 if self.costliest
                 else []
             ),
+            *([f"  lease moves:         {self.moves}"] if self.moves else []),
             f"  takeovers after kill/pause: {takeovers}",
             f"  the tables under the faults: {self.abfs[0]} ABFS connections cut, "
             f"{self.abfs[1]} ABFS transfers delayed; "
@@ -690,6 +693,7 @@ class Chaos:
             f"{m.events:,}"
             for m in redeliveries(deliveries)[:COSTLIEST]
         ]
+        self.report.moves = _moves(self.hosts.logged)
         self.report.problems += backward_moves(samples.leases)
         self.report.problems += late_deliveries(deliveries)
         takeovers = takeover_times(samples.leases, self.kills)
@@ -722,6 +726,19 @@ class Chaos:
                 if found
                 else "its append refused by Delta (spark.fenced)"
             )
+
+
+def _moves(logged: Callable[..., list[dict[str, Any]]]) -> str:
+    """The acquisitions, and how many were of a lease the same host had before (a store outage
+    fenced it): those that waited for the earlier worker read nothing it wrote again."""
+    acquired = logged("lease.acquired")
+    own = sum(1 for e in acquired if e.get("was") == e.get("host"))
+    waited = len(logged("worker.waiting_for_earlier"))
+    asked = len(logged("lease.handover_requested"))
+    return (
+        f"{len(acquired)} acquisitions: {own} taken again by the host that had them ({waited} "
+        f"waited for its earlier worker); {asked} hand-overs asked for"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

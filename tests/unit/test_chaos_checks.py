@@ -22,7 +22,7 @@ from tests.chaos.invariants import (
     redeliveries,
     rest_problems,
 )
-from tests.chaos.runner import takeover_times
+from tests.chaos.runner import _moves, takeover_times
 from tests.chaos.schedule import KINDS, make_schedule
 from tests.chaos.zombie import Zombie
 
@@ -165,3 +165,23 @@ def test_redeliveries_count_what_a_newer_owner_delivered_again_per_move() -> Non
         ("h0@1", "h1@2", 7, 3.0),
     ]
     assert redeliveries([d(1.0, "h0", 1, 5, "", "")]) == []  # positions not logged
+
+
+def test_the_report_counts_leases_taken_again_by_the_host_that_had_them() -> None:
+    lines: dict[str, list[dict[str, Any]]] = {
+        "lease.acquired": [
+            {"host": "h1", "was": None},
+            {"host": "h1", "was": "h1"},  # its own, fenced by a store outage
+            {"host": "h2", "was": "h1"},
+        ],
+        "worker.waiting_for_earlier": [{"host": "h1"}],
+        "lease.handover_requested": [{"host": "h2"}, {"host": "h3"}],
+    }
+
+    def logged(*events: str) -> list[dict[str, Any]]:
+        return [line for e in events for line in lines.get(e, [])]
+
+    assert _moves(logged) == (
+        "3 acquisitions: 1 taken again by the host that had them (1 waited for its earlier "
+        "worker); 2 hand-overs asked for"
+    )
