@@ -1,5 +1,5 @@
 """One host from its config: every part made once, in one place and in one pass, with what it
-needs injected; nothing is changed after construction. `cfp run` (cli/serve.py) only opens it,
+needs injected; nothing is changed after construction. `cfp run` (cli/run/serve.py) only opens it,
 serves the host's health, and runs it; tests assemble hosts over in-memory clients."""
 
 from __future__ import annotations

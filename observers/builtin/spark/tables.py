@@ -1,7 +1,7 @@
 """The Delta tables under `--output`: how they are made, a clear error for an old layout, and
 the one step that brings tables of an older cfp up to date.
 
-`OUTPUT/changes` (the change log) is partitioned by `shard`: a lease's floor read (`changelog.py`)
+`OUTPUT/changes` (the change log) is partitioned by `shard`: a lease's floor read (`change_log.py`)
 reads its own partition only, and checkpoints every 100 commits (a commit per lease and write).
 Change data feed is on: the state job reads the rows each commit added.
 `OUTPUT/state` (one row per blob) and `OUTPUT/history` (one per version of a blob) have

@@ -180,7 +180,8 @@ def _native_read(container: bytes) -> pa.Table:
     it: `read_avro` plans and runs a lazy query around that reader, about 5 ms a call whatever
     the window's size (as long as decoding 1 MiB), for the same table."""
     # loaded with the first window (polars takes 0.3 s); the reader's module is polars-avro's
-    # own, pinned in the locks: tests/unit/.../test_columnar.py compares it with `read_avro`
+    # own, pinned in the locks: decoding/test_columnar.py (tests/unit) compares it with
+    # `read_avro`
     import polars as pl  # noqa: PLC0415
     from polars_avro._avro_rs import AvroSource  # noqa: PLC0415
     from polars_avro._source import seekable_factory  # noqa: PLC0415

@@ -44,7 +44,7 @@ class TokenFormat(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ReadOptions:
-    """Every option of `cfp read` (read.py), as click parsed it."""
+    """Every option of `cfp read` (read_command.py), as click parsed it."""
 
     connection_string: str | None
     start_time: datetime | None

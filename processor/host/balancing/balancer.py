@@ -1,8 +1,8 @@
 """The balancing loop: list, create, observe, plan, write, log. The decisions are pure functions:
 `plan_takes` (leases/policy/balancing.py), `nothing_left` and `why_idle` below, `overdue_requests`
-(taking.py); the rows of new shards and of an initial scan are `LeaseCreator`'s
-(lease_creation.py), the listing is `TableListing`'s (table_listing.py), the writes that take
-leases are `LeaseTaker`'s (taking.py).
+(lease_taker.py); the rows of new shards and of an initial scan are `LeaseCreator`'s
+(lease_creator.py), the listing is `TableListing`'s (table_listing.py), the writes that take
+leases are `LeaseTaker`'s (lease_taker.py).
 
 A settled host lists only the slices of the table it watches (`leases/policy/watching.py`); it lists
 everything after a tick that found something to do, while a hand-over it asked for is pending,

@@ -7,7 +7,7 @@ safe: the worker stops before the observer sees another batch once the lease is 
 over, or not renewed within the fencing interval.
 
 The read loop is here; handing a batch to the observer is `Delivery` (delivery.py), what may be
-checkpointed is the pure `CheckpointLedger` (ledger.py), writing it is `Checkpointer`.
+checkpointed is the pure `CheckpointLedger` (checkpoint_ledger.py), writing it is `Checkpointer`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ during which another commit set that app id. A new owner (a higher epoch) first 
 write at `epoch * 2**40` (the fence): every write of an older epoch then either landed before
 the fence, or is refused, or is skipped. After the fence the owner reads the lease's highest
 position in the change log (its floor) and leaves out of its writes what is at or below it.
-So each event is in the change log once, with nothing but blind appends (`changelog.py` does the
+So each event is in the change log once, with nothing but blind appends (`change_log.py` does the
 I/O; this module is the arithmetic and the bookkeeping, pure).
 
 A lease that failed a write, or opens again at the same epoch, syncs again: a fence at its next
