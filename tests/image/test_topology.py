@@ -207,8 +207,9 @@ async def test_a_worker_killed_while_the_hosts_write_loses_and_repeats_nothing(
     them again on the other worker; no host loses a lease for it; every event once.
 
     The leases expire after 30 s, so a hand-over is forced only after 60 s: the writes the lost
-    tasks held up end well before (with 10 s, a write queued behind the rerun tasks outlasted
-    the 20 s a requester waits, and the lease was taken by force, as it should be then)."""
+    tasks held up end well before (with 10 s, a write queued behind the rerun tasks once
+    outlasted the 20 s a requester then waited, and the lease was taken by force, as it should
+    be then)."""
     output = f"{TABLES}/lost-worker"
     names = start_hosts(cluster, "lostworker", output, "--spark-max-rows", "200", expiry_s=30)
     victim, work = WORKERS["w2"], cluster.fleet.out / "w2"
