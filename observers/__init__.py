@@ -7,12 +7,16 @@ or `EventBatch` of `ChangeEvent`s (for `Observer.process_changes`), each with it
 columns of `ArrowBatch.changes()` are `CHANGES_SCHEMA`; `Op` and `ReadMethod` are the values of
 its `op` and `read_method` columns, and `BadEventError` what a record that cannot be made into
 them raises. `LeaseLostError`, `ReplayRequired` and `Unavailable` are what an observer may raise;
-`SingletonJob` and `JobRun` are work one host at a time does; the rest says what an observer
-may declare beyond the contract (`checkpoints_after_each_batch`, `needs_segment_order`,
-`singleton_jobs`, `first_run_after_s`, `KnowsWhatItHolds`, `sink_health`: an `Outage` of what
-it writes to, in a `SinkHealth`), and a plugin's options (an `Options`
-dataclass; `PluginHost`, what a factory that takes options is told of its host, and
-`StorageAccess`, how it reaches a storage account: `options`).
+`SingletonJob` and `JobRun` are work one host at a time does. What an observer may declare
+beyond `process_arrow` or `process_changes` is a protocol each: on the observer, what concerns
+its lease (`Opens`, `Closes`, `ChecksItsOwnPoints`, `KnowsWhatItHolds`); on the factory, what
+holds for the whole host (`OrdersItself`, `OffersJobs`, `TakesOptions`, `KeepsDeadLetters`,
+`ReportsHealth`: an `Outage` of what it writes to, in a `SinkHealth`; `EnteredOncePerHost`); on
+a job, `WaitsBeforeItsFirstRun`. The functions beside them (`checkpoints_after_each_batch`,
+`needs_segment_order`, `singleton_jobs`, `first_run_after_s`, `dead_letter_dir`, `sink_health`,
+`takes_arrow`, `takes_changes`) are how the host asks. A plugin's options are an `Options`
+dataclass; `PluginHost` is what a factory that takes options is told of its host, and
+`StorageAccess` how it reaches a storage account (`options`).
 `Format` names the JSON shapes of an event. The built-in observers (`log`, `jsonl`, `spark`)
 live in `observers.builtin`; the host finds and calls observers through `processor.plugins`.
 Nothing here knows about Azure Tables.
@@ -29,24 +33,35 @@ from observers.protocol import (
     ArrowBatch,
     ArrowObserver,
     ChangeEvent,
+    ChecksItsOwnPoints,
     CloseReason,
+    Closes,
+    EnteredOncePerHost,
     EventBatch,
     JobRun,
+    KeepsDeadLetters,
     KnowsWhatItHolds,
     LeaseLostError,
     Observer,
     ObserverFactory,
+    OffersJobs,
+    Opens,
+    OrdersItself,
     Outage,
     PartitionContext,
     ReportsHealth,
     SingletonJob,
     SinkHealth,
+    TakesOptions,
+    WaitsBeforeItsFirstRun,
     checkpoints_after_each_batch,
+    dead_letter_dir,
     first_run_after_s,
     needs_segment_order,
     singleton_jobs,
     sink_health,
     takes_arrow,
+    takes_changes,
 )
 
 if TYPE_CHECKING:
@@ -69,15 +84,22 @@ __all__ = [
     "ArrowObserver",
     "BadEventError",
     "ChangeEvent",
+    "ChecksItsOwnPoints",
     "CloseReason",
+    "Closes",
+    "EnteredOncePerHost",
     "EventBatch",
     "Format",
     "JobRun",
+    "KeepsDeadLetters",
     "KnowsWhatItHolds",
     "LeaseLostError",
     "Observer",
     "ObserverFactory",
+    "OffersJobs",
     "Op",
+    "Opens",
+    "OrdersItself",
     "Origin",
     "Outage",
     "PartitionContext",
@@ -89,11 +111,15 @@ __all__ = [
     "SingletonJob",
     "SinkHealth",
     "StorageAccess",
+    "TakesOptions",
     "Unavailable",
+    "WaitsBeforeItsFirstRun",
     "checkpoints_after_each_batch",
+    "dead_letter_dir",
     "first_run_after_s",
     "needs_segment_order",
     "singleton_jobs",
     "sink_health",
     "takes_arrow",
+    "takes_changes",
 ]

@@ -5,8 +5,9 @@ One observer instance per lease. The host calls `open(ctx)` once, then for each 
 `ArrowBatch`), else `process_changes(ctx, events)` (the batch as `ChangeEvent`s), then
 `close(ctx, reason)` exactly once; never a batch after close. Each method may be `async def` or
 a plain function (a plain one runs in a thread of the host's observer pool, and checkpoints with
-`ctx.checkpoint_blocking`). `open` and `close` are optional. A factory that is also an async
-context manager is entered once per host, before its first lease, and left after its last.
+`ctx.checkpoint_blocking`). `open` and `close` are optional (`Opens`, `Closes`). A factory that
+is also an async context manager is entered once per host, before its first lease, and left
+after its last (`EnteredOncePerHost`).
 """
 
 from __future__ import annotations
@@ -27,24 +28,33 @@ __all__ = [
     "ChangeEvent",
     "ChecksItsOwnPoints",
     "CloseReason",
+    "Closes",
+    "EnteredOncePerHost",
     "EventBatch",
     "JobRun",
+    "KeepsDeadLetters",
     "KnowsWhatItHolds",
     "LeaseLostError",
     "Observer",
     "ObserverFactory",
     "OffersJobs",
+    "Opens",
     "OrdersItself",
     "Outage",
     "PartitionContext",
     "ReportsHealth",
     "SingletonJob",
     "SinkHealth",
+    "TakesOptions",
+    "WaitsBeforeItsFirstRun",
     "checkpoints_after_each_batch",
+    "dead_letter_dir",
+    "first_run_after_s",
     "needs_segment_order",
     "singleton_jobs",
     "sink_health",
     "takes_arrow",
+    "takes_changes",
 ]
 
 
@@ -201,8 +211,27 @@ class SingletonJob(Protocol):
         ...
 
 
-# What an observer or its factory may declare beyond the contract above. The host asks through
-# the functions below, never by poking at attributes of its own.
+# What an observer or its factory may declare beyond the contract above, each a protocol the
+# host checks with `isinstance`, never by poking at attributes. One rule says where each goes:
+# what concerns one lease (how its batches are taken, opened, closed, checkpointed) is the
+# observer's; what holds for every lease of the host (order, jobs, options, folders, health,
+# a context entered once) is the factory's; a job says its own timing.
+
+
+@runtime_checkable
+class Opens(Protocol):
+    """An observer with work to do before its lease's first batch: `open(ctx)`, once. An open
+    that raises closes the lease with OBSERVER_ERROR before any batch."""
+
+    def open(self, ctx: PartitionContext) -> Awaitable[None] | None: ...
+
+
+@runtime_checkable
+class Closes(Protocol):
+    """An observer with work to do when its lease ends: `close(ctx, reason)`, exactly once,
+    and never a batch after it (even when `open` failed)."""
+
+    def close(self, ctx: PartitionContext, reason: CloseReason) -> Awaitable[None] | None: ...
 
 
 @runtime_checkable
@@ -251,6 +280,34 @@ class WaitsBeforeItsFirstRun(Protocol):
     first_run_after_s: float
 
 
+@runtime_checkable
+class KeepsDeadLetters(Protocol):
+    """A factory that names the folder `--on-observer-error dead-letter` writes to when
+    `--dead-letter-dir` is not given (the Spark observer: beside its local output; None: it
+    has none)."""
+
+    dead_letter_dir: str | None
+
+
+@runtime_checkable
+class TakesOptions(Protocol):
+    """A factory (a class or a function) that takes `--observer-option KEY=VALUE`s: `Options`
+    is the dataclass they fill, handed to the factory as `options=`."""
+
+    Options: type
+
+
+@runtime_checkable
+class EnteredOncePerHost(Protocol):
+    """A factory that is also an async context manager: entered once per host, before its
+    first lease's observer is made, and left after its last is closed (one Spark session for
+    every lease of the host)."""
+
+    async def __aenter__(self) -> object: ...
+
+    async def __aexit__(self, *exc_info: object) -> bool | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Outage:
     """Where an observer writes cannot be reached: what, since when (the host's wall clock),
@@ -294,7 +351,17 @@ def first_run_after_s(job: object) -> float:
 
 def takes_arrow(observer: object) -> bool:
     """Whether the host hands `observer` its batches as Arrow columns (`process_arrow`)."""
-    return callable(getattr(observer, "process_arrow", None))
+    return isinstance(observer, ArrowObserver) and callable(observer.process_arrow)
+
+
+def takes_changes(observer: object) -> bool:
+    """Whether `observer` can take its batches as `ChangeEvent`s (`process_changes`)."""
+    return isinstance(observer, Observer) and callable(observer.process_changes)
+
+
+def dead_letter_dir(factory: object) -> str | None:
+    """The dead-letter folder `factory` names, or None."""
+    return factory.dead_letter_dir if isinstance(factory, KeepsDeadLetters) else None
 
 
 def checkpoints_after_each_batch(observer: object) -> bool:

@@ -21,6 +21,7 @@ from observers import (
     singleton_jobs,
     sink_health,
 )
+from observers import dead_letter_dir as observer_dead_letter_dir
 from processor import connection
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.storage.feed_storage import FeedStorage
@@ -177,7 +178,7 @@ def dead_letter_dir(delivery: DeliveryPolicy, factory: ObserverFactory) -> str |
     output's). Errors: `PluginLoadError` when `--on-observer-error dead-letter` has none."""
     folder = delivery.dead_letter_dir
     if delivery.on_observer_error is OnObserverError.DEAD_LETTER:
-        folder = folder or getattr(factory, "dead_letter_dir", None)
+        folder = folder or observer_dead_letter_dir(factory)
         if not folder:
             raise PluginLoadError(
                 delivery.observer.spec,

@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 
 from leases import Lease
-from observers import sink_health
+from observers import EnteredOncePerHost, sink_health
 from processor.host.balancing.balancer import Balancer
 from processor.host.balancing.tick_watch import TickWatch
 from processor.host.health.endpoints import HostHealth
@@ -156,8 +156,8 @@ class Host:
         """Enter the observer factory's context (e.g. one Spark session for every lease) unless
         the host is stopped first: False then. Nothing is held yet, so a host told to stop while
         its Spark session opens (tens of seconds) exits at once instead of finishing the open."""
-        factory: Any = self._observer_factory
-        if not hasattr(factory, "__aenter__"):
+        factory = self._observer_factory
+        if not isinstance(factory, EnteredOncePerHost):
             return True
         self.presence.note = f"opening its observer ({self.config.delivery.observer.spec}) first"
         await self.presence.publish()

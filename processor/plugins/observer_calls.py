@@ -14,13 +14,19 @@ from typing import Any
 
 from observers import (
     ArrowBatch,
+    ArrowObserver,
     CloseReason,
+    Closes,
     EventBatch,
+    KnowsWhatItHolds,
     LeaseLostError,
+    Observer,
+    Opens,
     PartitionContext,
     PluginLoadError,
     checkpoints_after_each_batch,
     takes_arrow,
+    takes_changes,
 )
 
 DEFAULT_OBSERVER_THREADS = 16
@@ -82,21 +88,25 @@ class ObserverCalls:
     """
 
     def __init__(self, observer: object, *, spec: str = "", pool: Executor | None = None) -> None:
-        arrow = getattr(observer, "process_arrow", None)
-        changes = getattr(observer, "process_changes", None)
-        if not callable(arrow) and not callable(changes):
-            raise PluginLoadError(
-                spec, f"{type(observer).__name__} has no process_changes or process_arrow method"
-            )
         self.observer = observer
         self.auto_checkpoint = checkpoints_after_each_batch(observer)
         self.takes_arrow = takes_arrow(observer)
+        self._process: Callable[..., Any]
+        if isinstance(observer, ArrowObserver) and self.takes_arrow:
+            self._process = observer.process_arrow
+        elif isinstance(observer, Observer) and takes_changes(observer):
+            self._process = observer.process_changes
+        else:
+            raise PluginLoadError(
+                spec, f"{type(observer).__name__} has no process_changes or process_arrow method"
+            )
         self._pool = pool  # None: the loop's default pool (tests)
-        self._open = _adapt(getattr(observer, "open", None), pool)
-        self._process: Callable[..., Any] = arrow if self.takes_arrow else changes  # type: ignore[assignment]
         self._process_is_async = inspect.iscoroutinefunction(self._process)
-        self._close = _adapt(getattr(observer, "close", None), pool)
-        self._held_through = _adapt(getattr(observer, "held_through", None), pool)
+        self._open = _adapt(observer.open if isinstance(observer, Opens) else None, pool)
+        self._close = _adapt(observer.close if isinstance(observer, Closes) else None, pool)
+        self._held_through = _adapt(
+            observer.held_through if isinstance(observer, KnowsWhatItHolds) else None, pool
+        )
 
     async def open(self, ctx: PartitionContext) -> None:
         await self._open(ctx)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from observers.errors import PluginLoadError
+from observers.protocol import TakesOptions
 
 TRUE = frozenset({"1", "true", "yes", "on"})
 FALSE = frozenset({"0", "false", "no", "off"})
@@ -25,9 +26,9 @@ FALSE = frozenset({"0", "false", "no", "off"})
 
 def declared_options(target: object) -> type | None:
     """The dataclass `target` declares as its `Options`, or None: it takes no options."""
-    declared = getattr(target, "Options", None)
-    if declared is None:
+    if not isinstance(target, TakesOptions):
         return None
+    declared = target.Options
     if not (isinstance(declared, type) and dataclasses.is_dataclass(declared)):
         raise TypeError(f"{getattr(target, '__name__', target)}.Options is not a dataclass")
     return declared
