@@ -82,12 +82,14 @@ SQL_CONF = {
     # INT96 (Spark's default) reads back as a naive timestamp elsewhere; microseconds since the
     # epoch, marked as UTC, read the same in every Parquet reader
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    # the sources of our MERGEs are Arrow tables sent by the host, read once: materialising them
-    # first (Delta's default for safety against sources that change) is a wasted pass
+    # the sources of the state job's MERGEs are versions of Delta tables, which do not change
+    # under them: materialising them first (Delta's default for safety against sources that
+    # change) is a wasted pass
     "spark.databricks.delta.merge.materializeSource": "none",
     # data skipping on `position` (38 characters) needs statistics longer than Delta's 32
     "spark.databricks.io.skipping.stringPrefixLength": "64",
-    # the change log's columns may grow in later versions of cfp: MERGE adds them to the table
+    # the change log's columns may grow in later versions of cfp: its appends and the state
+    # job's MERGEs add them to the tables
     "spark.databricks.delta.schema.autoMerge.enabled": "true",
     # an idempotent write's (txnAppId, txnVersion) is cleared after its commit, so that it can
     # never be applied to the next one by mistake
