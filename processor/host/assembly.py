@@ -21,7 +21,9 @@ from observers import (
     singleton_jobs,
     sink_health,
 )
-from observers import dead_letter_dir as observer_dead_letter_dir
+from observers import (
+    dead_letter_dir as observer_dead_letter_dir,  # beside this module's own `dead_letter_dir`
+)
 from processor import connection
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.storage.feed_storage import FeedStorage

@@ -63,7 +63,7 @@ class WorkerSupervisor:
         earlier = self._workers.get(lease.token)
         if earlier is not None and not earlier.is_lost:
             return False
-        ending = self._tasks.get(lease.token) if earlier is not None else None
+        ending = self._tasks.get(lease.token)  # kept and dropped with `earlier`
         held = HeldLease(lease, clock=self._clock, fence_after_s=self._fence_after_s)
         self._workers[lease.token] = held
         task = self._group.create_task(self._run(held, ending), name=f"worker-{lease.token}")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
 
 from leases import HostId, Lease, LeaseToken, MemoryLeaseStore
 from observers import CloseReason
@@ -37,14 +40,35 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
-async def test_a_lease_taken_again_runs_its_new_worker_only_after_the_earlier_one_ended() -> None:
-    store, workers = MemoryLeaseStore(), Workers()
-    supervisor = WorkerSupervisor(workers.run, clock=ManualClock(), fence_after_s=8)
-    runner = asyncio.create_task(supervisor.run())
+class Running:
+    """A supervisor running over `Workers`, and one lease row to acquire."""
+
+    def __init__(self) -> None:
+        self.store, self.workers = MemoryLeaseStore(), Workers()
+        self.supervisor = WorkerSupervisor(self.workers.run, clock=ManualClock(), fence_after_s=8)
+        self.runner: asyncio.Task[None] | None = None
+
+    async def row(self) -> Lease:
+        row = await self.store.create_if_absent(LeaseToken("00"), None)
+        assert row is not None
+        return row
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Running]:
+    r = Running()
+    r.runner = asyncio.create_task(r.supervisor.run())
     await _settle()
-    row = await store.create_if_absent(LeaseToken("00"), None)
-    assert row is not None
-    first = await _acquired(store, row)
+    yield r
+    r.supervisor.close()
+    await r.runner
+
+
+async def test_a_lease_taken_again_runs_its_new_worker_only_after_the_earlier_one_ended(
+    running: Running,
+) -> None:
+    store, workers, supervisor = running.store, running.workers, running.supervisor
+    first = await _acquired(store, await running.row())
     assert supervisor.start(first)
     await _settle()
     assert not supervisor.start(first)  # its worker runs: no second one
@@ -64,19 +88,11 @@ async def test_a_lease_taken_again_runs_its_new_worker_only_after_the_earlier_on
     workers.release[2].set()
     await _settle()
     assert supervisor.tokens() == set() and supervisor.held() == []
-    supervisor.close()
-    await runner
     assert supervisor.closed_reasons == {CloseReason.LEASE_LOST: 2}
 
 
-async def test_nothing_starts_once_the_host_closes() -> None:
-    store, workers = MemoryLeaseStore(), Workers()
-    supervisor = WorkerSupervisor(workers.run, clock=ManualClock(), fence_after_s=8)
-    runner = asyncio.create_task(supervisor.run())
-    await _settle()
-    row = await store.create_if_absent(LeaseToken("00"), None)
-    assert row is not None
-    supervisor.close()
-    assert not supervisor.start(await _acquired(store, row))
-    await runner
-    assert workers.events == []
+async def test_nothing_starts_once_the_host_closes(running: Running) -> None:
+    row = await running.row()
+    running.supervisor.close()
+    assert not running.supervisor.start(await _acquired(running.store, row))
+    assert running.workers.events == []
