@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 DEFAULT_EXPIRY_S = 30.0
@@ -53,6 +54,13 @@ class Timings:
         if due is not None:
             pause = min(pause, max(0.0, due - now) + EXPIRY_MARGIN_S)
         return pause
+
+    def next_look(self, rng: random.Random, *, due: float | None, now: float) -> float:
+        """`next_look_in_s` with a jitter drawn from `rng`: the one rule by which the balancer and
+        every job runner look at the lease table again, so that hosts started together do not
+        look together."""
+        jitter = rng.uniform(-JITTER_FRACTION, JITTER_FRACTION)
+        return self.next_look_in_s(jitter=jitter, due=due, now=now)
 
     @property
     def barrier_refresh_s(self) -> float:

@@ -2,9 +2,9 @@
 
 `host_config` is what a host is told (made once from `cfp run`'s options), `assembly` makes every
 part once from it, and `host` runs them. The parts, bottom first: `health` (what the host reports),
-`ownership` (the leases it holds, their renewal, their workers' task group, singleton jobs),
-`worker` (one lease's batches from its reader to its observer and checkpoints), `balancing` (which
-leases to take, and when).
+`leasing` (a lease's life: acquired, renewed, stolen, released), `running` (the workers' task
+group, singleton jobs, the drain), `worker` (one lease's batches from its reader to its observer
+and checkpoints), `balancing` (which leases to take, and when).
 """
 
 from typing import TYPE_CHECKING

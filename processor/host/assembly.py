@@ -35,10 +35,10 @@ from processor.host.health.lifecycle import logged_lifecycle
 from processor.host.health.presence import Presence
 from processor.host.host import Host, HostParts
 from processor.host.host_config import DeliveryPolicy, HostConfig, OnObserverError, Placement
-from processor.host.ownership.held_lease import HeldLease
-from processor.host.ownership.job_runner import JobRunner
-from processor.host.ownership.renewer import Renewer
-from processor.host.ownership.worker_supervisor import WorkerSupervisor
+from processor.host.leasing.held_lease import HeldLease
+from processor.host.leasing.renewer import Renewer
+from processor.host.running.job_runner import JobRunner
+from processor.host.running.worker_supervisor import WorkerSupervisor
 from processor.host.worker.feed_watcher import CATALOG_AGE_POLLS, FeedWatcher
 from processor.host.worker.worker import ReaderFactory, run_worker
 from processor.host.worker.worker_env import WorkerEnv

@@ -41,10 +41,10 @@ from processor.host.health.lag_sampling import LAG_SAMPLE_S, sample_lag
 from processor.host.health.lifecycle import HostState, Lifecycle
 from processor.host.health.presence import Presence
 from processor.host.host_config import HostConfig
-from processor.host.ownership.drain_budget import DrainBudget
-from processor.host.ownership.job_runner import JobRunner
-from processor.host.ownership.renewer import Renewer
-from processor.host.ownership.worker_supervisor import WorkerSupervisor
+from processor.host.leasing.renewer import Renewer
+from processor.host.running.drain_budget import DrainBudget
+from processor.host.running.job_runner import JobRunner
+from processor.host.running.worker_supervisor import WorkerSupervisor
 from processor.host.worker.feed_watcher import FeedWatcher
 from processor.host.worker.worker_env import WorkerEnv
 from processor.waiting import wait_any

@@ -10,7 +10,7 @@ from leases.policy.timings import derive_timings
 from processor.clock import SystemClock
 from processor.host.balancing.balancer import Balancer
 from processor.host.balancing.lease_creator import LeaseCreator
-from processor.host.ownership.worker_supervisor import WorkerSupervisor
+from processor.host.running.worker_supervisor import WorkerSupervisor
 from processor.reading.position_book import PositionBook
 
 

@@ -8,7 +8,8 @@ the layers below it, so that the tree shows the architecture and keeps showing i
      └────► streaming (the Spark source) ──► changefeed (and observers; never host or leases)
 
 Inside a folder its parts are layers too, bottom first:
-    host:       host_config ◄─ health ◄─ ownership ◄─ worker ◄─ balancing ◄─ host.py, assembly.py
+    host:       host_config ◄─ health ◄─ leasing ◄─ running ◄─ worker ◄─ balancing ◄─ host.py,
+                assembly.py
     changefeed: errors ◄─ storage, decoding ◄─ the readers and positions at its top
     leases:     record, errors, hosts ◄─ store, policy ◄─ its `__init__`
     observers:  the contract ◄─ builtin (log, jsonl, spark)
@@ -51,7 +52,8 @@ LAYERS = {
     "processor.host": "host",
     "processor.host.host_config": "host.config",
     "processor.host.health": "host.health",
-    "processor.host.ownership": "host.ownership",
+    "processor.host.leasing": "host.leasing",
+    "processor.host.running": "host.running",
     "processor.host.worker": "host.worker",
     "processor.host.balancing": "host.balancing",
     "processor.cli": "cli",
@@ -59,7 +61,14 @@ LAYERS = {
 LEASES = {"leases", "leases.base", "leases.store", "leases.policy"}
 CHANGEFEED = {"changefeed", "changefeed.errors", "changefeed.storage", "changefeed.decoding"}
 BELOW_HOST = {"reading", "plugins", "plumbing", "observers"} | CHANGEFEED | LEASES
-HOST_PARTS = ["host.config", "host.health", "host.ownership", "host.worker", "host.balancing"]
+HOST_PARTS = [
+    "host.config",
+    "host.health",
+    "host.leasing",
+    "host.running",
+    "host.worker",
+    "host.balancing",
+]
 
 # layer -> the layers it may import (its own always included)
 ALLOWED: dict[str, set[str]] = {

@@ -1,8 +1,8 @@
 """The balancing loop: list, create, observe, plan, write, log. The decisions are pure functions:
 `plan_takes` (leases/policy/balancing.py), `nothing_left` and `why_idle` below, `overdue_requests`
-(lease_taker.py); the rows of new shards and of an initial scan are `LeaseCreator`'s
+(leasing/stealing.py); the rows of new shards and of an initial scan are `LeaseCreator`'s
 (lease_creator.py), the listing is `TableListing`'s (table_listing.py), the writes that take
-leases are `LeaseTaker`'s (lease_taker.py).
+leases are `LeaseTaker`'s (leasing/taking.py, the steals leasing/stealing.py).
 
 A settled host lists only the slices of the table it watches (`leases/policy/watching.py`); it lists
 everything after a tick that found something to do, while a hand-over it asked for is pending,
@@ -37,7 +37,7 @@ from leases import (
     TakePlan,
     plan_takes,
 )
-from leases.policy.timings import JITTER_FRACTION, Timings
+from leases.policy.timings import Timings
 from leases.policy.watching import (
     balance_note,
     expired_to_take,
@@ -48,12 +48,12 @@ from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import FeedCorrupt, FeedError
 from processor.clock import Clock
 from processor.host.balancing.lease_creator import LeaseCreator
-from processor.host.balancing.lease_taker import LeaseTaker
 from processor.host.balancing.peer_liveness import PeerLiveness
 from processor.host.balancing.table_listing import Listed, TableListing
 from processor.host.health.host_progress import BalancingRecorder
 from processor.host.host_config import HostConfig
-from processor.host.ownership.worker_supervisor import WorkerSupervisor
+from processor.host.leasing.taking import LeaseTaker
+from processor.host.running.worker_supervisor import WorkerSupervisor
 from processor.host.worker.worker_env import WorkerEnv, WorkerSignals
 from processor.reading.lease_position import LeasePosition, is_finished_lease
 from processor.reading.position_book import PositionBook
@@ -289,11 +289,8 @@ class Balancer:
     def _until_next_tick(self) -> float:
         """The jittered interval, or less when a lease would expire before then: the tick right
         after it takes a crashed host's leases without waiting for the next regular one."""
-        return self.timings.next_look_in_s(
-            jitter=self.rng.uniform(-JITTER_FRACTION, JITTER_FRACTION),
-            due=self._listing.next_expiry(self.me),
-            now=self.clock.monotonic(),
-        )
+        due = self._listing.next_expiry(self.me)
+        return self.timings.next_look(self.rng, due=due, now=self.clock.monotonic())
 
 
 def host_balancer(

@@ -18,7 +18,7 @@ from leases.policy.timings import Timings
 from observers import CloseReason, LeaseLostError
 from processor.clock import Clock
 from processor.host.health.lease_recorder import LeaseRecorder
-from processor.host.ownership.held_lease import HeldLease
+from processor.host.leasing.held_lease import HeldLease
 from processor.host.worker.checkpoint_ledger import CheckpointLedger
 from processor.host.worker.delivery import check_still_ours
 from processor.host.worker.worker_env import WorkerEnded, WorkerEnv

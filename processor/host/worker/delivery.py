@@ -34,7 +34,7 @@ from processor.changefeed.selection import parse_event_time
 from processor.clock import Clock
 from processor.host.health.lease_recorder import LeaseRecorder
 from processor.host.host_config import DeliveryPolicy, OnObserverError
-from processor.host.ownership.held_lease import HeldLease
+from processor.host.leasing.held_lease import HeldLease
 from processor.host.worker.dead_letter_folder import DeadLetterFolder
 from processor.host.worker.worker_env import WorkerEnded, WorkerEnv
 from processor.plugins.observer_calls import ObserverCalls

@@ -12,7 +12,7 @@ from leases import LeaseMove
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import MissingChunkError
 from processor.host.health.lease_recorder import LeaseRecorder
-from processor.host.ownership.held_lease import HeldLease
+from processor.host.leasing.held_lease import HeldLease
 from processor.host.worker.checkpointer import Checkpointer
 from processor.reading.lease_reader import Reader
 from processor.reading.retention_gaps import position_after_gap

@@ -28,8 +28,9 @@ from processor.changefeed.errors import (
     MissingChunkError,
 )
 from processor.host.host_config import Reading
-from processor.host.ownership.drain_budget import DrainBudget
-from processor.host.ownership.held_lease import HeldLease
+from processor.host.leasing.held_lease import HeldLease
+from processor.host.leasing.release import let_go
+from processor.host.running.drain_budget import DrainBudget
 from processor.host.worker.checkpoint_ledger import CheckpointLedger
 from processor.host.worker.checkpointer import Checkpointer, after_batch, checkpointer_for
 from processor.host.worker.delivery import (
@@ -329,16 +330,7 @@ async def _let_go(
     """Release the lease (or park it) with its continuation kept; a store that refuses or does
     not answer within `timeout_s` leaves it to expire."""
     try:
-        async with asyncio.timeout(timeout_s):
-            await asyncio.shield(
-                held.write(
-                    lambda lease: (
-                        store.park(lease, error=error)
-                        if park
-                        else store.release(lease, error=error)
-                    )
-                )
-            )
+        await let_go(held, store, timeout_s=timeout_s, error=error, park=park)
     except (LeaseError, TimeoutError) as e:
         log.warning("lease.release_failed", error=str(e))
 

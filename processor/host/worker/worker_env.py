@@ -18,7 +18,7 @@ from processor.changefeed.catalog import FeedCatalog
 from processor.clock import Clock
 from processor.host.health.lease_recorder import LeaseRecorder
 from processor.host.host_config import DEFAULT_DRAIN_S, DeliveryPolicy, HostConfig, Reading
-from processor.host.ownership.drain_budget import DrainBudget
+from processor.host.running.drain_budget import DrainBudget
 from processor.host.worker.dead_letter_folder import DeadLetterFolder
 from processor.plugins.observer_calls import ObserverCalls
 from processor.reading.position_book import PositionBook

@@ -1,7 +1,7 @@
 """The state job: brings the current-state table up to the change log, one MERGE per run.
 
 One host of the processor runs it at a time (the host holding its lease,
-`processor.host.ownership.job_runner`), every `--state-interval` seconds. A run:
+`processor.host.running.job_runner`), every `--state-interval` seconds. A run:
 
 1. reads which change-log version the state table has applied: the `userMetadata` of the last
    state commit made by this job (`applied`), and the change log's newest version (`latest`);

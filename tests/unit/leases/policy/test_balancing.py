@@ -146,7 +146,7 @@ def snapshots(draw: st.DrawFn, max_leases: int = 30) -> list[LeaseView]:
 
     Never `next_owner == owner`: a hand-over request names another host (`plan_takes` never
     asks for its own lease, and acquiring clears the request), and an owner ignores a request
-    naming itself (processor/host/ownership/held_lease.py), so such a row could never move."""
+    naming itself (processor/host/leasing/held_lease.py), so such a row could never move."""
     holders = draw(st.lists(st.sampled_from(HOSTS), min_size=1, max_size=4, unique=True))
     owner: st.SearchStrategy[HostId | None] = st.sampled_from(holders)
     if draw(st.booleans()):
@@ -229,7 +229,7 @@ class Sim:
     def round_end(self) -> None:
         for x in list(self.leases.values()):
             if x.owner in self.live:
-                if x.next_owner not in (None, x.owner):  # as processor/host/ownership/held_lease.py
+                if x.next_owner not in (None, x.owner):  # as processor/host/leasing/held_lease.py
                     self.write(x, owner=None, error="")  # hand-over: release, keep next_owner
                 else:
                     self.write(x)  # renewal

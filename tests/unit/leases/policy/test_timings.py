@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -46,3 +48,27 @@ def test_the_next_look_is_the_jittered_interval_or_just_after_a_lease_expires(
         assert pause == t.acquire_every_s * (1 + jitter)
     else:  # a watched lease expires first: look just after it (at once if it has already)
         assert pause == max(0.0, due - now) + EXPIRY_MARGIN_S
+
+
+@given(st.integers(0, 2**32), st.none() | st.floats(0, 100))
+def test_a_look_is_jittered_and_never_later_than_just_after_the_next_expiry(
+    seed: int, due_in: float | None
+) -> None:
+    timings, now = derive_timings(30), 1000.0
+    pause = timings.next_look(
+        random.Random(seed), due=None if due_in is None else now + due_in, now=now
+    )
+    every = timings.acquire_every_s
+    soonest = every * (1 - JITTER_FRACTION)
+    assert pause <= every * (1 + JITTER_FRACTION)
+    if due_in is None:
+        assert pause >= soonest
+    else:
+        close = due_in + EXPIRY_MARGIN_S
+        assert min(soonest, close) - 1e-9 <= pause <= close + 1e-9
+
+
+def test_hosts_started_together_look_at_different_times() -> None:
+    timings = derive_timings(30)
+    looks = {timings.next_look(random.Random(seed), due=None, now=0) for seed in range(8)}
+    assert len(looks) == 8

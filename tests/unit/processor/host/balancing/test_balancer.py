@@ -1,9 +1,6 @@
-"""The balancing tick's own decisions: overdue hand-overs, the caught-up check, a paused tick."""
+"""The balancing tick's own decisions: the caught-up check, a paused tick, why a host is idle."""
 
 from __future__ import annotations
-
-from hypothesis import given
-from hypothesis import strategies as st
 
 from leases import (
     HostId,
@@ -15,7 +12,6 @@ from leases import (
     TakePlan,
 )
 from processor.host.balancing.balancer import nothing_left, why_idle
-from processor.host.balancing.lease_taker import overdue_requests
 from tests.unit.balancers import FixedFeed
 from tests.unit.balancers import balancer as make_balancer
 
@@ -41,29 +37,6 @@ async def test_a_paused_tick_takes_only_a_lease_handed_to_it() -> None:
     rows = {x.token: x.owner for x in await store.list_leases()}
     assert rows == {"00": "h2", "01": None}  # the hand-over completed; the free lease stays free
     assert started == ["00"] and balancer.paused
-
-
-owners = st.sampled_from([None, "me", "h2", "h3"])
-rows = st.lists(
-    st.tuples(owners, st.sampled_from([None, "me", "h2"]), st.one_of(st.none(), st.floats(0, 100))),
-    max_size=12,
-)
-
-
-@given(rows, st.floats(0, 200))
-def test_a_hand_over_is_forced_only_when_asked_long_enough_and_still_refused(
-    table: list[tuple[str | None, str | None, float | None]], now: float
-) -> None:
-    views = [
-        LeaseView(Lease(LeaseToken(f"{i:02}"), owner=o, next_owner=n))  # type: ignore[arg-type]
-        for i, (o, n, _) in enumerate(table)
-    ]
-    asked = {f"{i:02}": t for i, (_, _, t) in enumerate(table) if t is not None}
-    forced, still = overdue_requests(views, asked, me=HostId("me"), now=now, after_s=30)
-    for v in views:
-        pending = v.token in asked and v.lease.next_owner == "me" and v.owner not in (None, "me")
-        assert (v.token in still) == pending  # a request answered or dropped is forgotten
-        assert (v.lease in forced) == (pending and now - asked[v.token] >= 30)
 
 
 def test_nothing_is_left_when_every_lease_is_caught_up_parked_or_stalled() -> None:

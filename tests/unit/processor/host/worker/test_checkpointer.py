@@ -12,7 +12,7 @@ from leases import Delivered, HostId, LeaseToken, MemoryLeaseStore
 from leases.policy.timings import derive_timings
 from observers import CloseReason, LeaseLostError
 from processor.host.health.host_progress import HostProgress
-from processor.host.ownership.held_lease import HeldLease
+from processor.host.leasing.held_lease import HeldLease
 from processor.host.worker.checkpoint_ledger import CheckpointLedger
 from processor.host.worker.checkpointer import Checkpointer
 from processor.host.worker.worker_env import WorkerEnded

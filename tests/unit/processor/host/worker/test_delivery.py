@@ -15,7 +15,7 @@ from leases import HostId, LeaseToken, MemoryLeaseStore
 from observers import ArrowBatch, CloseReason, PartitionContext, Unavailable
 from processor.host.health.host_progress import HostProgress
 from processor.host.host_config import DeliveryPolicy, OnObserverError
-from processor.host.ownership.held_lease import HeldLease
+from processor.host.leasing.held_lease import HeldLease
 from processor.host.worker.dead_letter_folder import DeadLetterFolder
 from processor.host.worker.delivery import Delivery, NotDelivered
 from processor.host.worker.worker_env import WorkerEnded

@@ -18,8 +18,8 @@ from observers import ChangeEvent, CloseReason, PartitionContext
 from processor.changefeed.errors import UndecodableBlockError
 from processor.host.health.host_progress import HostProgress
 from processor.host.host_config import DeliveryPolicy, OnObserverError, Reading
-from processor.host.ownership.drain_budget import DrainBudget
-from processor.host.ownership.held_lease import HeldLease
+from processor.host.leasing.held_lease import HeldLease
+from processor.host.running.drain_budget import DrainBudget
 from processor.host.worker.dead_letter_folder import DeadLetterFolder
 from processor.host.worker.worker import Worker
 from processor.host.worker.worker_env import WorkerDeps, WorkerEnv, WorkerPolicy, WorkerSignals

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from leases import HostId, LeaseToken, MemoryLeaseStore
-from processor.host.ownership.held_lease import HeldLease
-from processor.host.ownership.read_rate import ReadRate
-from processor.host.ownership.renewer import Renewer
+from processor.host.leasing.held_lease import HeldLease
+from processor.host.leasing.read_rate import ReadRate
+from processor.host.leasing.renewer import Renewer
 from tests.unit.fakes import ManualClock
 
 

@@ -31,12 +31,14 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from leases import ExpiryTracker, HostId, Lease, LeaseError, LeaseTable, job_token
-from leases.policy.timings import JITTER_FRACTION, Timings
+from leases.policy.timings import Timings
 from observers import JobRun, SingletonJob, first_run_after_s
 from processor.clock import Clock
 from processor.host.health.host_progress import JobRecorder
-from processor.host.ownership.drain_budget import DrainBudget
-from processor.host.ownership.held_lease import HeldLease
+from processor.host.leasing.held_lease import HeldLease
+from processor.host.leasing.release import let_go
+from processor.host.leasing.taking import take_job_lease
+from processor.host.running.drain_budget import DrainBudget
 from processor.waiting import wait_any
 
 log = structlog.get_logger("cfp.jobs")
@@ -154,11 +156,8 @@ class JobRunner:
         if self.is_holder:
             first_in = self._first_run_at - self._clock.monotonic()
             return first_in if first_in > 0 else self.job.every_s
-        return self._timings.next_look_in_s(
-            jitter=self._rng.uniform(-JITTER_FRACTION, JITTER_FRACTION),
-            due=self._tracker.next_expiry(self._me),
-            now=self._clock.monotonic(),
-        )
+        due = self._tracker.next_expiry(self._me)
+        return self._timings.next_look(self._rng, due=due, now=self._clock.monotonic())
 
     async def tick(self) -> None:
         """One round: take the job's lease if it is free or expired, then run the job once if
@@ -228,8 +227,7 @@ class JobRunner:
             self.log.warning("job.left_to_expire", epoch=held.epoch)
             return
         try:
-            async with asyncio.timeout(self._timings.request_timeout_s * 3):
-                await asyncio.shield(held.write(self._store.release))
+            await let_go(held, self._store, timeout_s=self._timings.request_timeout_s * 3)
             self.log.info("job.released", epoch=held.epoch)
         except (LeaseError, TimeoutError) as e:
             self.log.warning("job.release_failed", error=str(e))
@@ -240,21 +238,25 @@ class JobRunner:
     async def _try_take(self, *, force: bool = False) -> None:
         """Take the lease if it is free, ours from before, or expired (`force`: already
         judged so by the caller)."""
-        row = await self._store.get(self.token)
-        if row is None:
-            row = await self._store.create_if_absent(self.token, None)
-            if row is None:
-                return  # another host made it just now: look again next time
-        view = self._tracker.observe([row], self._clock.monotonic())[0]
-        if row.owner is not None and row.owner != self._me and not (view.is_expired or force):
-            return
-        got = await self._store.acquire(row, self._me)
+        got, row = await take_job_lease(
+            self._store,
+            self.token,
+            self._me,
+            tracker=self._tracker,
+            now=self._clock.monotonic(),
+            force=force,
+        )
         if got is None:
             return
         self._held = HeldLease(got, clock=self._clock, fence_after_s=self._timings.fence_after_s)
         self._first_run_at = self._clock.monotonic() + first_run_after_s(self.job)
         self._continuation = got.continuation
-        self.log.info("job.acquired", epoch=got.epoch, was=row.owner, look=self.looks)
+        self.log.info(
+            "job.acquired",
+            epoch=got.epoch,
+            was=row.owner if row is not None else None,
+            look=self.looks,
+        )
 
     async def _run_once(self, *, final: bool) -> None:
         started = self._clock.monotonic()

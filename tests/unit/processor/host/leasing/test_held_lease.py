@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from leases import HostId, Lease, LeaseToken, MemoryLeaseStore
-from processor.host.ownership.held_lease import HeldLease
+from processor.host.leasing.held_lease import HeldLease
 from tests.unit.fakes import ManualClock
 
 FENCE_AFTER_S = 8.0

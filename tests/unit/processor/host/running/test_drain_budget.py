@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from processor.host.ownership.drain_budget import DrainBudget
+from processor.host.running.drain_budget import DrainBudget
 from tests.unit.fakes import ManualClock
 
 

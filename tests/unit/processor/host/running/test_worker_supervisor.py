@@ -9,8 +9,8 @@ import pytest
 
 from leases import HostId, Lease, LeaseToken, MemoryLeaseStore
 from observers import CloseReason
-from processor.host.ownership.held_lease import HeldLease
-from processor.host.ownership.worker_supervisor import WorkerSupervisor
+from processor.host.leasing.held_lease import HeldLease
+from processor.host.running.worker_supervisor import WorkerSupervisor
 from tests.unit.fakes import ManualClock
 
 

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from leases import HostId, Lease, LeaseTable, LeaseToken, MemoryLeaseStore, job_token
 from leases.policy.timings import derive_timings
 from observers import JobRun
-from processor.host.ownership import job_runner
-from processor.host.ownership.drain_budget import DrainBudget
-from processor.host.ownership.job_runner import (
+from processor.host.running import job_runner
+from processor.host.running.drain_budget import DrainBudget
+from processor.host.running.job_runner import (
     FINAL_WAIT_MIN_S,
     FinalStep,
     HolderRuns,
@@ -81,12 +81,19 @@ def runner(store: MemoryLeaseStore, name: str, clock: ManualClock) -> tuple[JobR
     return JobRunner(job, store=store, me=HostId(name), timings=timings, clock=clock), job
 
 
+async def a_then_b(
+    store: MemoryLeaseStore, clock: ManualClock
+) -> tuple[tuple[JobRunner, CountingJob], tuple[JobRunner, CountingJob]]:
+    """Runners on hosts a and b that have each looked once: a first, so a holds the job."""
+    a, b = runner(store, "a", clock), runner(store, "b", clock)
+    await a[0].tick()
+    await b[0].tick()
+    return a, b
+
+
 async def test_one_host_holds_the_job_until_it_goes_silent_then_another_takes_over() -> None:
     store, clock = MemoryLeaseStore(), ManualClock()
-    a, a_job = runner(store, "a", clock)
-    b, b_job = runner(store, "b", clock)
-    await a.tick()
-    await b.tick()
+    (a, a_job), (b, b_job) = await a_then_b(store, clock)
     assert a.is_holder and not b.is_holder
     assert a_job.calls == [(None, False)] and b_job.calls == []
     await a.tick()  # runs again from where it left off
@@ -109,10 +116,7 @@ async def test_one_host_holds_the_job_until_it_goes_silent_then_another_takes_ov
 
 async def test_a_leaving_holder_runs_once_more_and_the_others_leave_it_that_run() -> None:
     store, clock = MemoryLeaseStore(), ManualClock()
-    a, a_job = runner(store, "a", clock)
-    b, b_job = runner(store, "b", clock)
-    await a.tick()
-    await b.tick()
+    (a, a_job), (b, b_job) = await a_then_b(store, clock)
     # both caught up and leave: b waits for a, which runs once more and lets go, caught up
     await asyncio.gather(b.finish(final=True), a.finish(final=False))
     assert a_job.calls == [(None, False), ("1", True)] and b_job.calls == []
@@ -124,10 +128,7 @@ async def test_a_leaving_holder_runs_once_more_and_the_others_leave_it_that_run(
 
 async def test_a_leaving_host_runs_the_job_itself_when_its_holder_died() -> None:
     store, clock = MemoryLeaseStore(), ManualClock()
-    a, a_job = runner(store, "a", clock)
-    b, b_job = runner(store, "b", clock)
-    await a.tick()
-    await b.tick()
+    (_, a_job), (b, b_job) = await a_then_b(store, clock)
     assert a_job.calls == [(None, False)] and not b_job.calls  # a holds it and ran it
     clock.now += EXPIRY_S + 1  # a died: no renewal since
     await b.finish(final=True)

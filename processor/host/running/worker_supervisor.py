@@ -19,7 +19,7 @@ import structlog
 from leases import Lease, LeaseToken
 from observers import CloseReason
 from processor.clock import Clock
-from processor.host.ownership.held_lease import HeldLease
+from processor.host.leasing.held_lease import HeldLease
 
 log = structlog.get_logger("cfp.supervisor")
 

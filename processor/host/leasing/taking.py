@@ -1,65 +1,65 @@
-"""The writes a balancing tick makes to take leases: acquire one (then start its worker), or ask
-its owner for a hand-over and remember when, so that a request refused for too long is taken by
-force (`overdue_requests`). Which leases to take is the balancer's decision."""
+"""Acquiring leases: every write that makes this host a lease's owner.
+
+`LeaseTaker` carries out a balancing tick's plan (which leases to take is the balancer's
+decision): it acquires the free, expired and handed-over leases and starts their workers, asks
+for the steals (stealing.py), and takes by force the hand-overs refused too long. `take_job_lease`
+is the same step for a singleton job's own lease.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from typing import Protocol
 
 import structlog
 
-from leases import HostId, Lease, LeaseError, LeaseStore, LeaseView, TakePlan
+from leases import (
+    ExpiryTracker,
+    HostId,
+    Lease,
+    LeaseError,
+    LeaseStore,
+    LeaseTable,
+    LeaseToken,
+    LeaseView,
+    TakePlan,
+)
 from processor.clock import Clock
 from processor.host.health.host_progress import BalancingRecorder
-from processor.host.ownership.worker_supervisor import WorkerSupervisor
+from processor.host.leasing.stealing import HandOverRequests
 
 log = structlog.get_logger("cfp.balancer")
 
 
-def overdue_requests(
-    views: list[LeaseView], asked_at: Mapping[str, float], *, me: HostId, now: float, after_s: float
-) -> tuple[list[Lease], dict[str, float]]:
-    """Leases this host asked for at least `after_s` ago whose owner keeps renewing them without
-    letting go (taken by force), and the requests still open (those no longer pending dropped)."""
-    overdue: list[Lease] = []
-    still: dict[str, float] = {}
-    for v in views:
-        asked = asked_at.get(v.token)
-        if asked is None or v.lease.next_owner != me or v.owner in (None, me):
-            continue
-        still[v.token] = asked
-        if now - asked >= after_s:
-            overdue.append(v.lease)
-    return overdue, still
+class StartsWorkers(Protocol):
+    """Where an acquired lease's worker starts (the host's `WorkerSupervisor`)."""
+
+    def start(self, lease: Lease) -> bool:
+        """False when no worker will run it."""
+        ...
 
 
 class LeaseTaker:
     def __init__(
         self,
         store: LeaseStore,
-        supervisor: WorkerSupervisor,
+        supervisor: StartsWorkers,
         *,
         me: HostId,
         clock: Clock,
         counts: BalancingRecorder,
     ) -> None:
         self._store, self._supervisor, self._me = store, supervisor, me
-        self._clock, self._counts = clock, counts
-        self._asked_at: dict[str, float] = {}  # hand-overs this host requested, and when
+        self._counts = counts
+        self.requests = HandOverRequests(store, me=me, clock=clock)
 
     @property
     def asking(self) -> bool:
         """A hand-over this host asked for is still pending."""
-        return bool(self._asked_at)
+        return self.requests.pending
 
     def overdue(self, views: list[LeaseView], *, after_s: float) -> list[Lease]:
-        """The leases asked for `after_s` ago or longer and still not handed over; requests no
-        longer pending are forgotten."""
-        forced, self._asked_at = overdue_requests(
-            views, self._asked_at, me=self._me, now=self._clock.monotonic(), after_s=after_s
-        )
-        return forced
+        return self.requests.overdue(views, after_s=after_s)
 
     async def carry_out(
         self, plan: TakePlan, forced: list[Lease], *, tick: int, stop: asyncio.Event
@@ -74,11 +74,7 @@ class LeaseTaker:
         for lease in plan.steal:
             if stop.is_set():
                 return done
-            if await self._store.request_handover(lease, self._me) is not None:
-                self._asked_at[lease.token] = self._clock.monotonic()
-                log.info("lease.handover_requested", lease=lease.token, owner=lease.owner)
-            else:
-                done = False
+            done = await self.requests.ask(lease) and done
         return done
 
     async def take(self, lease: Lease, *, forced: bool, tick: int) -> bool:
@@ -87,7 +83,7 @@ class LeaseTaker:
         got = await self._store.acquire(lease, self._me)
         if got is None:
             return False
-        self._asked_at.pop(lease.token, None)
+        self.requests.answered(lease)
         self._counts.acquired.inc()
         if lease.owner not in (None, self._me):
             self._counts.stolen.inc()
@@ -122,3 +118,26 @@ class LeaseTaker:
         for lease in leases:
             if lease.owner is None and lease.next_owner == self._me and not lease.parked:
                 await self.take(lease, forced=False, tick=tick)
+
+
+async def take_job_lease(
+    store: LeaseTable,
+    token: LeaseToken,
+    me: HostId,
+    *,
+    tracker: ExpiryTracker,
+    now: float,
+    force: bool = False,
+) -> tuple[Lease | None, Lease | None]:
+    """Take a singleton job's lease when it is free, ours from before, or expired on this host's
+    clock (`force`: already judged so by the caller), creating its row the first time (the first
+    host wins). The lease acquired (None: not taken) and the row as it was seen."""
+    row = await store.get(token)
+    if row is None:
+        row = await store.create_if_absent(token, None)
+        if row is None:
+            return None, None  # another host made it just now: look again next time
+    view = tracker.observe([row], now)[0]
+    if row.owner is not None and row.owner != me and not (view.is_expired or force):
+        return None, row
+    return await store.acquire(row, me), row

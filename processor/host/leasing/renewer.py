@@ -15,8 +15,8 @@ import structlog
 
 from leases import LeaseError, LeaseTable, LeaseToken
 from processor.clock import Clock
-from processor.host.ownership.held_lease import HeldLease
-from processor.host.ownership.read_rate import WINDOW_RENEWALS, ReadRate
+from processor.host.leasing.held_lease import HeldLease
+from processor.host.leasing.read_rate import WINDOW_RENEWALS, ReadRate
 from processor.waiting import wait_any
 
 log = structlog.get_logger("cfp.renewer")
