@@ -13,8 +13,7 @@ after its last (`EnteredOncePerHost`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -76,9 +75,26 @@ class CloseReason(Enum):
     """Another host owns the lease now (or renewal failed for too long); nothing more was
     checkpointed, and batches since the last checkpoint will be delivered again elsewhere."""
     OBSERVER_ERROR = "observer_error"
-    """`process_changes` kept failing; the batch was not checkpointed and will come again."""
+    """The observer failed, in one of four ways; nothing after the last checkpoint was
+    checkpointed, and it will come again:
+
+    - its `open` raised: the lease is released with the error, to be taken again;
+    - `process_arrow` or `process_changes` kept failing for `--observer-attempts` under
+      `--on-observer-error stop`: the lease is parked in front of the batch until an operator
+      acts;
+    - it raised `ReplayRequired` (it lost batches it had accepted): the lease is released, so
+      they come again from the checkpoint;
+    - under `--on-observer-error dead-letter`, the dead-letter folder could not be written.
+    """
     FEED_ERROR = "feed_error"
-    """The shard could not be read (corrupt data, missing chunk); the lease records the error."""
+    """The worker could not go on, in one of two ways:
+
+    - bytes that will not change: a corrupt chunk or block, a chunk that retention removed
+      under `--on-gap stop`, or a continuation that does not parse. The lease is parked with
+      the error until an operator acts.
+    - a bug in the worker itself (an unexpected exception, logged as `worker.crashed` with its
+      traceback): the lease is released with the error and taken again.
+    """
     FINISHED = "finished"
     """The lease has delivered all it ever will (a partition of the initial scan): checkpointed
     and released, and no host takes it again."""
@@ -103,13 +119,14 @@ class PartitionContext:
     epoch: int
     processor_name: str = ""
     log: Any = field(default_factory=_observer_log)
-    # the host's side: where `checkpoint(mark)` goes (none: checkpoints are ignored)
-    on_checkpoint: Callable[[object | None], Awaitable[None]] | None = field(
-        default=None, repr=False
+    # the host's side, set by `observers.host_side` and never by a plugin: where
+    # `checkpoint(mark)` goes (none: checkpoints are ignored), the host's event loop (where a
+    # plain method's `checkpoint_blocking` sends its checkpoint), and the batch's mark
+    _on_checkpoint: Callable[[object | None], Awaitable[None]] | None = field(
+        default=None, init=False, repr=False
     )
-    # the host's event loop, where a plain method's `checkpoint_blocking` sends its checkpoint
-    loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
-    _mark: object | None = field(default=None, repr=False)
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
+    _mark: object | None = field(default=None, init=False, repr=False)
 
     def mark(self) -> object:
         """An opaque token for the position after the batch being processed."""
@@ -118,8 +135,8 @@ class PartitionContext:
         return self._mark
 
     async def checkpoint(self, mark: object | None = None) -> None:
-        if self.on_checkpoint is not None:
-            await self.on_checkpoint(mark)
+        if self._on_checkpoint is not None:
+            await self._on_checkpoint(mark)
 
     def checkpoint_blocking(
         self, mark: object | None = None, timeout_s: float | None = None
@@ -128,7 +145,7 @@ class PartitionContext:
         there (at most `timeout_s`) until the checkpoint is written. Errors: `LeaseLostError`;
         `TimeoutError`; `RuntimeError` when called on the event loop itself (an async method
         awaits `checkpoint` instead: waiting here would stop the loop that writes it)."""
-        if self.on_checkpoint is None:
+        if self._on_checkpoint is None:
             return
         try:
             asyncio.get_running_loop()
@@ -136,18 +153,9 @@ class PartitionContext:
             pass  # no loop in this thread: a plain method's, as it should be
         else:
             raise RuntimeError("checkpoint_blocking is for plain methods; await checkpoint()")
-        if self.loop is None:
+        if self._loop is None:
             raise RuntimeError("this context has no host loop to checkpoint through")
-        asyncio.run_coroutine_threadsafe(self.checkpoint(mark), self.loop).result(timeout_s)
-
-    @contextmanager
-    def delivering(self, mark: object) -> Iterator[None]:
-        """The host's side: `mark()` gives `mark` while the batch that ends there is processed."""
-        self._mark = mark
-        try:
-            yield
-        finally:
-            self._mark = None
+        asyncio.run_coroutine_threadsafe(self.checkpoint(mark), self._loop).result(timeout_s)
 
 
 class LeaseLostError(Exception):

@@ -30,6 +30,7 @@ from tenacity import (
 
 from leases import Delivered
 from observers import ArrowBatch, CloseReason, Origin, PartitionContext, ReplayRequired, Unavailable
+from observers.host_side import delivering
 from processor.changefeed.selection import parse_event_time
 from processor.clock import Clock
 from processor.host.health.lease_recorder import LeaseRecorder
@@ -102,7 +103,7 @@ class Delivery:
         )
         progress.delivering(held.token)
         try:
-            with self.ctx.delivering(end):
+            with delivering(self.ctx, end):
                 await self._with_retries(events)
         except Exception as e:
             check_still_ours(held, self.stop)  # lost, handed over or stopping: it comes again

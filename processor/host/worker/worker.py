@@ -20,6 +20,7 @@ import structlog
 
 from leases import LeaseError, LeaseTable
 from observers import CloseReason, PartitionContext
+from observers.host_side import host_context
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import (
     FeedCorrupt,
@@ -71,7 +72,7 @@ class Worker:
 
     async def run(self) -> CloseReason:
         held, env = self.held, self.env
-        ctx = PartitionContext(
+        ctx = host_context(
             lease_token=held.token,
             host_name=env.policy.host,
             epoch=held.epoch,

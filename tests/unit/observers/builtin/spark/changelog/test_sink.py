@@ -23,6 +23,7 @@ from observers.builtin.spark.changelog.sink import SparkSink
 from observers.builtin.spark.observer import SparkObserver, SparkWriteError
 from observers.builtin.spark.session.output import parse_output
 from observers.builtin.spark.session.session import SparkOptions
+from observers.host_side import delivering, host_context
 from observers.origin import Origin
 from observers.protocol import ArrowBatch, PartitionContext
 from tests import patience
@@ -208,7 +209,7 @@ async def test_an_observer_leaves_out_the_output_container_and_still_checkpoints
     async def checkpoint(mark: object | None) -> None:
         positions.append(mark)
 
-    ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, on_checkpoint=checkpoint)
+    ctx = host_context(lease_token="00", host_name="h", epoch=1, on_checkpoint=checkpoint)
     ours = [e.record() for e in (Event(0, 1, "created", 1), Event(2, 2, "created", 1))]
     async with sink(tmp_path, log) as s:
         observer = SparkObserver(s, excluded="c2")
@@ -216,7 +217,7 @@ async def test_an_observer_leaves_out_the_output_container_and_still_checkpoints
         for n, records in enumerate(([ours[0], ours[1]], [ours[1]])):
             keys = [f"p{n}{i}" for i in range(len(records))]
             batch = ArrowBatch.from_records(records, keys, ORIGIN)
-            with ctx.delivering(f"mark-{n}"):
+            with delivering(ctx, f"mark-{n}"):
                 await observer.process_arrow(ctx, batch)
         await observer.close(ctx, None)  # type: ignore[arg-type]
     assert log.writes == [("00", ["id-0-1"])]  # the c2 event never reached Spark
@@ -239,12 +240,12 @@ async def test_an_observer_builds_its_arrow_rows_off_the_event_loop(
     async def checkpoint(mark: object | None) -> None:
         pass
 
-    ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, on_checkpoint=checkpoint)
+    ctx = host_context(lease_token="00", host_name="h", epoch=1, on_checkpoint=checkpoint)
     async with sink(tmp_path, FakeLog()) as s:
         observer = SparkObserver(s)
         await observer.open(ctx)
         batch = ArrowBatch.from_records([Event(0, 1, "created", 1).record()], ["p0"], ORIGIN)
-        with ctx.delivering("mark-0"):
+        with delivering(ctx, "mark-0"):
             await observer.process_arrow(ctx, batch)
         await observer.close(ctx, None)  # type: ignore[arg-type]
     assert threads and threading.get_ident() not in threads
@@ -265,7 +266,7 @@ async def test_a_lease_whose_write_failed_refuses_its_next_batch(tmp_path: Path)
     async with sink(tmp_path, log) as s:
         observer = SparkObserver(s)
         batch = ArrowBatch.from_records([record], ["p0"], ORIGIN)
-        with ctx.delivering("m"):
+        with delivering(ctx, "m"):
             await observer.process_arrow(ctx, batch)
             await asyncio.wait(observer._in_flight)  # the write has failed
             with pytest.raises(SparkWriteError):
@@ -289,8 +290,8 @@ async def test_a_close_that_gives_up_waiting_leaves_the_sink_working(
     batch = ArrowBatch.from_records([record], ["p0"], ORIGIN)
     async with sink(tmp_path, log) as s:
         slow = SparkObserver(s)
-        ctx = PartitionContext(lease_token="00", host_name="h", epoch=1, on_checkpoint=checkpoint)
-        with ctx.delivering("slow"):
+        ctx = host_context(lease_token="00", host_name="h", epoch=1, on_checkpoint=checkpoint)
+        with delivering(ctx, "slow"):
             await slow.process_arrow(ctx, batch)
         await asyncio.to_thread(log.entered.wait, patience.left_s())
         with pytest.raises(TimeoutError):

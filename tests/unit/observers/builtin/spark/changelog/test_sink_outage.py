@@ -23,6 +23,7 @@ from observers.builtin.spark.observer import SparkObserver
 from observers.builtin.spark.session.link import SparkLink, SparkUnavailable
 from observers.builtin.spark.session.output import parse_output
 from observers.builtin.spark.session.session import SparkOptions
+from observers.host_side import delivering, host_context
 from observers.protocol import ArrowBatch, CloseReason, PartitionContext
 from tests import patience
 from tests.helpers import until as eventually
@@ -155,7 +156,7 @@ async def test_a_lease_let_go_of_while_spark_is_away_gives_up_its_batches(
             fleet[remote].up = False
         observer = SparkObserver(s)
         await observer.open(ctx)
-        with ctx.delivering("m"):
+        with delivering(ctx, "m"):
             await observer.process_arrow(ctx, batch)
         await until(lambda: not s.link.is_up, "the server lost")
         await asyncio.wait_for(observer.close(ctx, CloseReason.SHUTDOWN), patience.left_s())
@@ -186,12 +187,12 @@ async def test_a_lease_handed_over_while_spark_is_away_lands_its_batches_if_a_se
         for remote in REMOTES:
             fleet[remote].up = False
         for token, back in (("00", True), ("01", False)):
-            ctx = PartitionContext(
+            ctx = host_context(
                 lease_token=token, host_name="h1", epoch=1, on_checkpoint=on_checkpoint
             )
             observer = SparkObserver(s)
             await observer.open(ctx)
-            with ctx.delivering(f"m{token}"):
+            with delivering(ctx, f"m{token}"):
                 await observer.process_arrow(ctx, batch)
             await until(lambda: not s.link.is_up, "the server lost")
             closing = asyncio.create_task(observer.close(ctx, CloseReason.HANDED_OVER))
