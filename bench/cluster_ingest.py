@@ -13,9 +13,9 @@ spark://...` in front of them. Then, in one run:
        events after the first commit, over the time from it);
   (b)  baseline: the same rows, read back from the 1-host change log as one Arrow table and
        appended to a fresh Delta table through the same server by a Connect session of this process,
-       in one commit (best of 3); handed over in the hosts' pieces of 32 MB
-       (`observers/builtin/spark/handover.py`: one local relation of them all makes tasks too big
-       for the cluster's RPC).
+       in one commit (best of 3); sent in the hosts' pieces of 32 MB
+       (`observers/builtin/spark/arrow_to_spark.py`: one local relation of them all makes tasks
+       too big for the cluster's RPC).
 
 The tables are local folders (the workers are processes of this machine). Only the ratios mean
 anything on a shared machine; the cluster and the hosts share its cores.
@@ -40,7 +40,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from bench.spark_ingest import log_time, read_back
-from observers.builtin.spark.handover import to_frame
+from observers.builtin.spark.arrow_to_spark import to_frame
 from observers.builtin.spark.session.output import parse_output
 from processor.emulator.azurite import ROOT, Azurite, free_port, wait_for_port
 from tests.helpers import emulate_afresh

@@ -10,9 +10,16 @@ from typing import TYPE_CHECKING
 
 from leases import store
 from leases.errors import LeaseCorrupt, LeaseError, LeaseStoreMisconfigured, LeaseStoreUnavailable
-from leases.hosts import BalanceNote, HostReport, ProcessorState, is_reserved, job_name, job_token
 from leases.policy import BalanceLimits, ExpiryTracker, LeaseView, LoadRule, TakePlan, plan_takes
 from leases.record import Delivered, HostId, Lease, LeaseMove, LeaseToken
+from leases.reserved_rows import (
+    BalanceNote,
+    HostReport,
+    ProcessorState,
+    is_reserved,
+    job_name,
+    job_token,
+)
 from leases.store import (
     DEFAULT_TABLE,
     HostRows,

@@ -34,17 +34,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from leases.hosts import HOST_ROWS_FROM, BalanceNote
 from leases.policy.balancing import share
 from leases.policy.expiry_tracker import ExpiryTracker, LeaseView
 from leases.record import HostId, Lease, LeaseToken
+from leases.reserved_rows import RESERVED_ROWS_FROM, BalanceNote
 
 WATCHERS = 2  # hosts that watch each lease at a quiet tick
 FULL_EVERY_TICKS = 60  # a settled host still lists everything this often, at least...
 FULL_EVERY_TICKS_PER_HOST = 10  # ...or every hosts x this many ticks, if longer
 
 KeyRange = tuple[str, str]  # RowKey from (inclusive) to (exclusive)
-EVERYTHING: KeyRange = ("", HOST_ROWS_FROM)
+EVERYTHING: KeyRange = ("", RESERVED_ROWS_FROM)
 
 
 def watch_ranges(
@@ -61,13 +61,13 @@ def watch_ranges(
     def cut(j: int) -> str:
         """Where slice j starts: the first token of its share, or the ends of the key space."""
         at = j * len(ordered) // n
-        return "" if j == 0 else HOST_ROWS_FROM if at >= len(ordered) else ordered[at]
+        return "" if j == 0 else RESERVED_ROWS_FROM if at >= len(ordered) else ordered[at]
 
     k = ranked.index(me)
     first = [(k + i) % n for i in range(watchers)]
     ranges: list[KeyRange] = []
     for j in sorted(first):
-        lo, hi = cut(j), HOST_ROWS_FROM if j == n - 1 else cut(j + 1)
+        lo, hi = cut(j), RESERVED_ROWS_FROM if j == n - 1 else cut(j + 1)
         if ranges and ranges[-1][1] == lo:
             ranges[-1] = (ranges[-1][0], hi)
         else:

@@ -24,15 +24,15 @@ from typing import Protocol
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from leases.errors import LeaseStoreUnavailable
-from leases.hosts import (
-    HOST_ROWS_FROM,
+from leases.record import MAX_MOVES, Delivered, HostId, Lease, LeaseMove, LeaseToken
+from leases.reserved_rows import (
     JOB_ROW_PREFIX,
+    RESERVED_ROWS_FROM,
     BalanceNote,
     HostReport,
     ProcessorState,
     key_range,
 )
-from leases.record import MAX_MOVES, Delivered, HostId, Lease, LeaseMove, LeaseToken
 
 # Attempts for one store call that keeps failing transiently (then LeaseStoreUnavailable).
 READ_ATTEMPTS = 4
@@ -42,11 +42,11 @@ OWNER_WRITE_ATTEMPTS = 5
 
 
 class HostRows(Protocol):
-    """The hosts' own rows (`leases.hosts`): what presence writes and `cfp status` and the
+    """The hosts' own rows (`leases.reserved_rows`): what presence writes and `cfp status` and the
     balancer's peer count read."""
 
     async def publish_host(self, report: HostReport) -> None:
-        """Write this host's own row (see `leases.hosts`)."""
+        """Write this host's own row (see `leases.reserved_rows`)."""
         ...
 
     async def list_hosts(self) -> list[HostReport]: ...
@@ -59,7 +59,7 @@ class ProcessorRows(Protocol):
     leases are partitioned."""
 
     async def processor_state(self) -> ProcessorState:
-        """The processor row: paused or not (`leases.hosts`)."""
+        """The processor row: paused or not (`leases.reserved_rows`)."""
         ...
 
     async def set_processor_state(self, state: ProcessorState) -> None: ...
@@ -95,7 +95,7 @@ class LeaseTable(Protocol):
         ...
 
     async def list_jobs(self) -> list[Lease]:
-        """The job leases of the processor (`leases.hosts.job_token`)."""
+        """The job leases of the processor (`leases.reserved_rows.job_token`)."""
         ...
 
     async def get(self, token: LeaseToken) -> Lease | None: ...
@@ -206,10 +206,10 @@ class ConditionalLeaseStore(abc.ABC):
     async def _replace(self, lease: Lease, etag: str) -> Lease | None: ...
 
     async def list_leases(self) -> list[Lease]:
-        return await self._list_sorted("", HOST_ROWS_FROM)
+        return await self._list_sorted("", RESERVED_ROWS_FROM)
 
     async def list_range(self, lo: str, hi: str) -> list[Lease]:
-        return await self._list_sorted(lo, min(hi, HOST_ROWS_FROM))
+        return await self._list_sorted(lo, min(hi, RESERVED_ROWS_FROM))
 
     async def list_jobs(self) -> list[Lease]:
         return await self._list_sorted(*key_range(JOB_ROW_PREFIX))

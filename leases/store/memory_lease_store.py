@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from leases.hosts import BalanceNote, HostReport, ProcessorState
 from leases.record import Lease, LeaseToken
+from leases.reserved_rows import BalanceNote, HostReport, ProcessorState
 from leases.store.lease_store import ConditionalLeaseStore
 
 

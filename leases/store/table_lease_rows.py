@@ -23,8 +23,8 @@ from azure.core.exceptions import (
 )
 from azure.data.tables import TableEntity, UpdateMode
 
-from leases.hosts import HOST_ROWS_FROM, is_reserved
 from leases.record import Lease, LeaseToken
+from leases.reserved_rows import RESERVED_ROWS_FROM, is_reserved
 from leases.store.table_calls import TableCalls
 from leases.store.table_rows import lease_from_row, lease_row
 
@@ -47,7 +47,7 @@ class TableLeaseRows:
 
     async def list_rows(self, lo: str, hi: str) -> list[Lease]:
         """The rows whose RowKey is in [lo, hi), from every partition they may be in."""
-        partitions = 1 if lo >= HOST_ROWS_FROM else await self._lease_partitions()
+        partitions = 1 if lo >= RESERVED_ROWS_FROM else await self._lease_partitions()
         keys = [self._processor] if partitions == 1 else partition_keys(self._processor, partitions)
 
         def query(pk: str) -> Callable[[], Awaitable[list[Lease]]]:

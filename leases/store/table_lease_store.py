@@ -15,8 +15,8 @@ from collections import Counter
 
 from azure.data.tables.aio import TableClient
 
-from leases.hosts import BalanceNote, HostReport, ProcessorState
 from leases.record import Lease, LeaseToken
+from leases.reserved_rows import BalanceNote, HostReport, ProcessorState
 from leases.store.lease_store import ConditionalLeaseStore
 from leases.store.table_calls import TableCalls
 from leases.store.table_lease_rows import TableLeaseRows
@@ -113,7 +113,7 @@ class TableLeaseStore(ConditionalLeaseStore):
     async def _replace(self, lease: Lease, etag: str) -> Lease | None:
         return await self._lease_rows.replace(lease, etag)
 
-    # --- host rows (`HostRows`, see leases.hosts) -----------------------------------------------
+    # --- host rows (`HostRows`, see leases.reserved_rows) ---------------------------------------
 
     async def publish_host(self, report: HostReport) -> None:
         await self._host_rows.publish_host(report)

@@ -14,7 +14,7 @@ from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.data.tables import UpdateMode
 
 from leases.errors import LeaseStoreUnavailable
-from leases.hosts import (
+from leases.reserved_rows import (
     HOST_ROW_PREFIX,
     IDENTITY_ROW,
     PROCESSOR_ROW,

@@ -12,8 +12,14 @@ from typing import Any
 from azure.data.tables import EdmType, EntityProperty
 
 from leases.errors import LeaseCorrupt
-from leases.hosts import HOST_ROW_PREFIX, PROCESSOR_ROW, BalanceNote, HostReport, ProcessorState
 from leases.record import HostId, Lease, LeaseToken, moves_from_text, moves_to_text
+from leases.reserved_rows import (
+    HOST_ROW_PREFIX,
+    PROCESSOR_ROW,
+    BalanceNote,
+    HostReport,
+    ProcessorState,
+)
 
 SCHEMA = 1
 

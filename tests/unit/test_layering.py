@@ -11,7 +11,7 @@ Inside a folder its parts are layers too, bottom first:
     host:       host_config ◄─ health ◄─ leasing ◄─ running ◄─ worker ◄─ balancing ◄─ host.py,
                 assembly.py
     changefeed: errors ◄─ storage, decoding ◄─ the readers and positions at its top
-    leases:     record, errors, hosts ◄─ store, policy ◄─ its `__init__`
+    leases:     record, errors, reserved_rows ◄─ store, policy ◄─ its `__init__`
     observers:  the contract ◄─ builtin (log, jsonl, spark)
 
 `leases` and `observers` import nothing of ours; `host` and `admin` know nothing of each other.
@@ -33,7 +33,7 @@ LAYERS = {
     "leases": "leases",  # its face: the `__init__` that exports the public names
     "leases.record": "leases.base",
     "leases.errors": "leases.base",
-    "leases.hosts": "leases.base",
+    "leases.reserved_rows": "leases.base",
     "leases.store": "leases.store",
     "leases.policy": "leases.policy",
     "observers": "observers",

@@ -17,8 +17,8 @@ from datetime import datetime
 import structlog
 
 from leases.errors import LeaseError
-from leases.hosts import HostReport
 from leases.record import HostId
+from leases.reserved_rows import HostReport
 from leases.store.lease_store import HostRows
 
 log = structlog.get_logger("cfp.balance")

@@ -32,9 +32,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from observers.builtin.spark.arrow_to_spark import to_frame
 from observers.builtin.spark.changelog.fence import LeaseFence, above
 from observers.builtin.spark.commits import conflict_retrying, is_transaction_conflict
-from observers.builtin.spark.handover import to_frame
 from observers.builtin.spark.sql import sql_string, table_ref
 from observers.builtin.spark.tables import columns_ddl
 from observers.changes import CHANGES_SCHEMA

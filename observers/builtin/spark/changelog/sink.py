@@ -36,7 +36,7 @@ import pyarrow as pa
 import structlog
 
 from observers.builtin.spark.changelog.change_log import ChangeLog, Hold, LeaseFenced, Written
-from observers.builtin.spark.changelog.lease_writes import Writer, append_each
+from observers.builtin.spark.changelog.delta_appends import Writer, append_each
 from observers.builtin.spark.changelog.sink_leases import SinkLeases, drop_failed
 from observers.builtin.spark.changelog.sink_stats import SinkStats
 from observers.builtin.spark.changelog.warm_up import warm_up

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import structlog
 
+from observers.builtin.spark.changelog.delta_appends import Writer, fence_ahead, sync_ahead
 from observers.builtin.spark.changelog.fence import LeaseFence, app_id
-from observers.builtin.spark.changelog.lease_writes import Writer, fence_ahead, sync_ahead
 from observers.builtin.spark.changelog.write_queue import Pending
 from observers.builtin.spark.session.link import Sessions, SparkLink
 

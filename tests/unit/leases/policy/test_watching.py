@@ -8,7 +8,6 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leases.hosts import HOST_ROWS_FROM, BalanceNote
 from leases.policy.expiry_tracker import ExpiryTracker, LeaseView
 from leases.policy.watching import (
     EVERYTHING,
@@ -24,6 +23,7 @@ from leases.policy.watching import (
     watch_ranges,
 )
 from leases.record import HostId, Lease, LeaseToken
+from leases.reserved_rows import RESERVED_ROWS_FROM, BalanceNote
 
 EXPIRY = 10.0
 tokens_st = st.sets(st.text("0123456789abcdef/", min_size=1, max_size=6), max_size=60)
@@ -39,12 +39,12 @@ def test_the_hosts_watch_every_key_watchers_times_and_share_it_evenly(
 ) -> None:
     plans = {h: watch_ranges(tokens, hosts, h) for h in hosts}
     times = min(WATCHERS, len(hosts)) if len(hosts) > WATCHERS else 1
-    for key in [*tokens, *(k for k in others if k < HOST_ROWS_FROM)]:  # new tokens too
+    for key in [*tokens, *(k for k in others if k < RESERVED_ROWS_FROM)]:  # new tokens too
         watched = sum(in_ranges(key, ranges) for ranges in plans.values())
         assert watched == (len(hosts) if len(hosts) <= WATCHERS else times), key
     for ranges in plans.values():
         assert 1 <= len(ranges) <= 2 or not ranges
-        assert all(lo < hi <= HOST_ROWS_FROM for lo, hi in ranges)
+        assert all(lo < hi <= RESERVED_ROWS_FROM for lo, hi in ranges)
         share = sum(1 for t in tokens if in_ranges(t, ranges))
         if len(hosts) > WATCHERS:
             assert share <= WATCHERS * math.ceil(len(tokens) / len(hosts))

@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from observers.builtin.spark.handover import pieces
+from observers.builtin.spark.arrow_to_spark import pieces
 
 
 @given(

@@ -1,11 +1,11 @@
-"""Handing an Arrow table to Spark in pieces a cluster can ship.
+"""Sending an Arrow table to Spark in pieces a cluster can ship.
 
 A table becomes a local relation: Spark keeps its rows in the driver and sends each partition
 inside a task, and a leaf of local rows has at most `spark.sql.leafNodeDefaultParallelism`
 partitions (by default the cluster's cores). On a cluster a task travels over RPC, which refuses
 messages above `spark.rpc.message.maxSize` (128 MiB by default): measured on a standalone
 cluster of two one-core workers, one append of 180,000 change log rows (290 MB of Arrow) failed
-with a task of 162 MB. Tables above `PIECE_BYTES` are therefore handed over as a union of
+with a task of 162 MB. Tables above `PIECE_BYTES` are therefore sent as a union of
 slices, one local relation each: one commit still, with tasks of at most about `PIECE_BYTES`.
 """
 

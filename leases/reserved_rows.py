@@ -23,13 +23,13 @@ PROCESSOR_ROW = "~processor"
 IDENTITY_ROW = "~identity"  # what the processor delivers, written once when it is created
 JOB_ROW_PREFIX = "~job~"
 # every lease RowKey sorts before this; every other row at or after it
-HOST_ROWS_FROM = "~"
+RESERVED_ROWS_FROM = "~"
 
 
 def is_reserved(token: str) -> bool:
     """Whether `token` would fall among the rows that are not leases (hosts, jobs, the
     processor's own): no lease may be named so."""
-    return token.startswith(HOST_ROWS_FROM)
+    return token.startswith(RESERVED_ROWS_FROM)
 
 
 def key_range(prefix: str) -> tuple[str, str]:
