@@ -30,6 +30,7 @@ from observers.envelope import (
 )
 from observers.errors import BadEventError
 from observers.origin import Origin
+from observers.subject import subject_parts
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 TAGS = pa.map_(pa.string(), pa.string())
@@ -96,9 +97,6 @@ _RECORD = pa.struct(
 )
 """The fields of a record the typed columns come from; other fields only go into `raw`."""
 
-# mirrors ChangeEvent.from_raw: the container ends at the first "/blobs/"
-_SUBJECT = r"^/blobServices/default/containers/(?P<container>.*?)(?:/blobs/(?P<blob>.*))?$"
-
 
 def arrow_changes(
     records: pa.Table,
@@ -135,7 +133,7 @@ def _rows(
         raise ValueError(f"{n} records but {len(positions)} positions")
     data = _field(parsed, "data")
     subject = _typed(_field(parsed, "subject"), _STRING, n)
-    where = pc.extract_regex(pc.fill_null(subject, _EMPTY), _SUBJECT)
+    where = subject_parts(pc.fill_null(subject, _EMPTY))
     columns: dict[str, pa.Array] = {
         "id": _text(_typed(_field(parsed, "id"), _STRING, n)),
         "event_type": _text(_typed(_field(parsed, "eventType"), _STRING, n)),

@@ -22,11 +22,10 @@ from observers.envelope import (
     sort_keys,
 )
 from observers.origin import Origin
+from observers.subject import split_subject
 
 if TYPE_CHECKING:  # pyarrow loads with the first batch, not with the contract (`cfp --help`)
     import pyarrow as pa
-
-_SUBJECT_HEAD = "/blobServices/default/containers/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +51,7 @@ class ChangeEvent:
         cls, raw: Mapping[str, Any], *, position: str = "", origin: Origin | None = None
     ) -> ChangeEvent:
         subject = str(raw.get("subject") or "")
-        container, blob = "", ""
-        if subject.startswith(_SUBJECT_HEAD):
-            container, _, blob = subject[len(_SUBJECT_HEAD) :].partition("/blobs/")
+        container, blob = split_subject(subject) or ("", "")
         data = raw.get("data")
         sequencer = data.get("sequencer") if isinstance(data, Mapping) else None
         when = datetime.fromisoformat(str(raw.get("eventTime")))
@@ -64,7 +61,7 @@ class ChangeEvent:
             event_time=when.replace(tzinfo=UTC) if when.tzinfo is None else when,
             subject=subject,
             container=container,
-            blob=blob,
+            blob=blob or "",
             sequencer=str(sequencer or ""),
             raw=raw,
             position=position,

@@ -16,12 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from observers.envelope import BACKFILL_EVENT
+from observers.subject import split_subject
+
 if TYPE_CHECKING:
     import pyarrow as pa
-
-SUBJECT_HEAD = "/blobServices/default/containers/"
-
-BACKFILL_EVENT = "BlobBackfill"
 
 
 class FilterError(ValueError):
@@ -30,10 +29,10 @@ class FilterError(ValueError):
 
 def blob_path(subject: object) -> tuple[str, str] | None:
     """`(container, blob name)` from an event's subject, None when it names no blob."""
-    if not isinstance(subject, str) or not subject.startswith(SUBJECT_HEAD):
+    parts = split_subject(subject)
+    if parts is None or parts[1] is None:
         return None
-    container, sep, rest = subject[len(SUBJECT_HEAD) :].partition("/blobs/")
-    return (container, rest) if sep else None
+    return parts[0], parts[1]
 
 
 @dataclass(frozen=True, slots=True)

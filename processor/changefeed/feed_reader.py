@@ -21,13 +21,9 @@ from processor.changefeed.errors import FeedCorrupt, FeedError, MissingChunkErro
 from processor.changefeed.position import FeedPosition, ShardPosition
 from processor.changefeed.selection import EventFilter, consumable_segments
 from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS, ShardBatch
-from processor.changefeed.shard_reader import (
-    DEFAULT_READ_SIZE,
-    ShardRead,
-    ShardReader,
-)
+from processor.changefeed.shard_reader import ShardRead, ShardReader
 from processor.changefeed.storage.feed_storage import FeedStorage
-from processor.changefeed.storage.layout import SEGMENTS_JSON
+from processor.changefeed.storage.layout import DEFAULT_READ_SIZE, SEGMENTS_JSON
 from processor.changefeed.storage.manifests import (
     SegmentManifest,
     parse_feed_manifest,

@@ -7,9 +7,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from observers.subject import subject_parts
+
 TEXT = pa.large_string()
-# `(container, blob name)` of a subject: the container ends at the first "/blobs/" (RE2 syntax)
-SUBJECT_PARTS = r"(?s)^/blobServices/default/containers/(?P<container>.*?)/blobs/(?P<blob>.*)$"
 
 
 def as_numpy_mask(keep: pa.ChunkedArray) -> np.ndarray:
@@ -53,4 +53,4 @@ def text(table: pa.Table, *path: str) -> pa.ChunkedArray:
 def blob_paths(table: pa.Table) -> pa.ChunkedArray:
     """`{container, blob}` of each record's subject; null where the subject names no blob."""
     subject = text(table, "subject")
-    return pc.extract_regex(subject, SUBJECT_PARTS)
+    return subject_parts(subject, blobs_only=True)

@@ -25,11 +25,14 @@ from processor.changefeed.position import ShardPosition
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS, ShardBatch
 from processor.changefeed.storage.feed_storage import BlobInfo, FeedStorage
-from processor.changefeed.storage.layout import chunk_number, chunk_path, chunk_shard_prefix
+from processor.changefeed.storage.layout import (
+    DEFAULT_READ_SIZE,
+    chunk_number,
+    chunk_path,
+    chunk_shard_prefix,
+)
 from processor.changefeed.window_fetcher import WindowFetcher
 from processor.changefeed.windows import Window
-
-DEFAULT_READ_SIZE = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,12 +24,11 @@ from processor.changefeed.errors import MissingChunkError, TruncatedBlockError
 from processor.changefeed.position import positions_column
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.storage.feed_storage import FeedStorage
-from processor.changefeed.storage.layout import shard_name
+from processor.changefeed.storage.layout import DEFAULT_READ_SIZE, shard_name
 from processor.streaming.block_index import read_header
 from processor.streaming.feed_view import DataLoss
 from processor.streaming.planning import ChunkRange
 
-READ_BYTES = 8 << 20
 log = structlog.get_logger("cfp.stream")
 
 
@@ -41,7 +40,7 @@ class RangeReading:
     stream_name: str
     read_at: datetime
     fail_on_data_loss: bool
-    read_bytes: int = READ_BYTES
+    read_bytes: int = DEFAULT_READ_SIZE
 
 
 async def read_range(

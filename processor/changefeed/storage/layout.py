@@ -18,6 +18,9 @@ SEGMENT_PREFIX = "idx/segments/"
 LOG_PREFIX = "log/"
 INIT_SEGMENT_YEAR = "1601"
 SEGMENT_INTERVAL = timedelta(hours=1)
+# the largest ranged GET of a chunk by default: a host's shard readers, `cfp read --read-size`,
+# and the Spark source's range reads
+DEFAULT_READ_SIZE = 8 << 20
 
 _SEGMENT_RE = re.compile(r"^idx/segments/(\d{4})/(\d{2})/(\d{2})/(\d{2})(\d{2})/meta\.json$")
 _CHUNK_RE = re.compile(r"^(?P<shard>log/.+/)(?P<n>\d{5})\.avro$")

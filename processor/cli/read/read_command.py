@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from processor.changefeed.storage.layout import DEFAULT_READ_SIZE
 from processor.cli.common import (
     ByteSize,
     IsoTime,
@@ -65,7 +66,7 @@ from processor.runtime import keep_pandas_out, tune_gc, tune_memory
 @click.option(
     "--read-size",
     type=ByteSize(),
-    default="8MiB",
+    default=f"{DEFAULT_READ_SIZE >> 20}MiB",
     show_default=True,
     help="Largest ranged GET per chunk read.",
 )
