@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from enum import StrEnum
 from functools import cache
 from itertools import starmap
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -52,66 +52,73 @@ def render(event: ChangeEvent, fmt: Format) -> Any:
     return ydb(event)
 
 
+class DebeziumRow(NamedTuple):
+    """One event's fields a Debezium change event is made of, in the order of the columns
+    `format_lines` zips them from."""
+
+    container: str
+    blob: str
+    properties: dict[str, Any]
+    op: str
+    read_method: str
+    event_type: str
+    stream_name: str
+    event_ms: int
+    read_ms: int
+    event_id: str
+    sequencer: str
+    shard: str
+    segment: str
+    position: str
+
+
 def debezium(event: ChangeEvent) -> dict[str, Any]:
     origin = event.origin or Origin("", "")
     return _debezium(
-        event.container,
-        event.blob,
-        event.properties(),
-        event.op.value,
-        event.read_method.value,
-        event.event_type,
-        origin.processor,
-        epoch_ms(event.event_time),
-        epoch_ms(origin.read_at),
-        event.id,
-        event.sequencer,
-        origin.lease,
-        origin.segment_path,
-        event.position,
+        DebeziumRow(
+            event.container,
+            event.blob,
+            event.properties(),
+            event.op.value,
+            event.read_method.value,
+            event.event_type,
+            origin.processor,
+            epoch_ms(event.event_time),
+            epoch_ms(origin.read_at),
+            event.id,
+            event.sequencer,
+            origin.lease,
+            origin.segment_path,
+            event.position,
+        )
     )
 
 
-def _debezium(  # noqa: PLR0917 - a row of columns, by position
-    container: str,
-    blob: str,
-    properties: dict[str, Any],
-    op: str,
-    read_method: str,
-    event_type: str,
-    stream_name: str,
-    event_ms: int,
-    read_ms: int,
-    event_id: str,
-    sequencer: str,
-    shard: str,
-    segment: str,
-    position: str,
-) -> dict[str, Any]:
-    row = {"container": container, "blob": blob, **properties}
-    deleted = op == Op.DELETE.value
-    backfill = read_method == ReadMethod.BACKFILL.value
+def _debezium(r: DebeziumRow) -> dict[str, Any]:
+    row = {"container": r.container, "blob": r.blob, **r.properties}
+    deleted = r.op == Op.DELETE.value
+    backfill = r.read_method == ReadMethod.BACKFILL.value
     return {
         "payload": {
-            "op": "r" if backfill else "d" if deleted else _created_or_updated(event_type),
+            "op": "r" if backfill else "d" if deleted else _created_or_updated(r.event_type),
             "before": row if deleted else None,
             "after": None if deleted else row,
             "source": {
                 "version": _version(),
                 "connector": CONNECTOR,
-                "name": stream_name,
-                "ts_ms": event_ms,
+                "name": r.stream_name,
+                "ts_ms": r.event_ms,
                 "snapshot": "true" if backfill else "false",
-                "container": container,
-                "blob": blob,
-                "event_type": event_type,
-                "event_id": event_id,
-                "sequencer": sequencer,
-                "shard": shard,
-                "segment": segment,
-                "position": position,
+                "container": r.container,
+                "blob": r.blob,
+                "event_type": r.event_type,
+                "event_id": r.event_id,
+                "sequencer": r.sequencer,
+                "shard": r.shard,
+                "segment": r.segment,
+                "position": r.position,
             },
-            "ts_ms": read_ms,
+            "ts_ms": r.read_ms,
         }
     }
 
@@ -169,12 +176,12 @@ def format_lines(batch: ArrowBatch, fmt: Format) -> bytes:
             strict=True,
         ))  # fmt: skip
     elif fmt is Format.DEBEZIUM:
-        documents = starmap(_debezium, zip(
+        documents = map(_debezium, starmap(DebeziumRow, zip(
             c["container"], c["blob"], c.properties(), c["op"], c["read_method"],
             c["event_type"], c["stream_name"], c.ms("event_time"), c.ms("read_timestamp"),
             c["id"], c["sequencer"], shards, segments, c["position"],
             strict=True,
-        ))  # fmt: skip
+        )))  # fmt: skip
     else:
         documents = starmap(_ydb, zip(
             c["container"], c["blob"], c["op"], c.properties(), c.ms("event_time"),

@@ -163,9 +163,9 @@ def assemble(
         every_s=t.renew_every_s, clock=clock, bytes_read=progress.leases.read_so_far,
     )  # fmt: skip
     parts = HostParts(
-        config, env, lifecycle, progress, watcher, supervisor, balancer, ticks, presence, jobs,
-        renewer,
-    )  # fmt: skip
+        config=config, env=env, lifecycle=lifecycle, progress=progress, watcher=watcher,
+        supervisor=supervisor, balancer=balancer, ticks=ticks, presence=presence, jobs=jobs,
+        renewer=renewer)  # fmt: skip
     return AssembledHost(config, Host(parts), clients, pool)
 
 

@@ -56,7 +56,7 @@ STALL_AFTER_TICKS = 10
 STALL_AFTER_MIN_S = 120.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HostParts:
     """Every part of a host, made and wired by `processor.host.assembly`."""
 

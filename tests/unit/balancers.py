@@ -8,7 +8,7 @@ from typing import Any
 from leases import HostId, LeaseStore
 from leases.policy.timings import derive_timings
 from processor.clock import SystemClock
-from processor.host.balancing.balancer import Balancer
+from processor.host.balancing.balancer import Balancer, BalancerParts, BalancingRules
 from processor.host.balancing.lease_creator import LeaseCreator
 from processor.host.running.worker_supervisor import WorkerSupervisor
 from processor.reading.position_book import PositionBook
@@ -37,14 +37,12 @@ def balancer(
     )
     supervisor.start = lambda lease: started.append(lease.token) or True  # type: ignore[method-assign]
     catalog: Any = feed or FixedFeed()
-    b = Balancer(
+    parts = BalancerParts(
         store,
         catalog,
         supervisor,
         PositionBook(store.list_leases, refresh_s=1),
-        me=HostId(me),
-        timings=derive_timings(3.0),
-        clock=SystemClock(),
         creator=LeaseCreator(store, catalog, SystemClock(), scan_partitions=scan_partitions),
     )
+    b = Balancer(parts, BalancingRules(HostId(me), derive_timings(3.0)), clock=SystemClock())
     return b, started

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -103,45 +103,63 @@ class TickReport:
     idle_because: str  # why this host holds no lease ("" when it holds one)
 
 
+@dataclass(frozen=True, slots=True)
+class BalancerParts:
+    """What a balancer works with: the table, the feed, the workers it starts, the positions it
+    feeds the segment barrier, and where it reports."""
+
+    store: LeaseStore
+    catalog: FeedCatalog
+    supervisor: WorkerSupervisor
+    book: PositionBook
+    creator: LeaseCreator | None = None  # default: new leases start at the feed's beginning
+    progress: BalancingRecorder | None = None
+    signals: WorkerSignals | None = None  # shared with the workers
+    on_tick: Callable[[TickReport], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BalancingRules:
+    """How a balancer decides: as whom, at what intervals, within what limits."""
+
+    me: HostId
+    timings: Timings
+    limits: BalanceLimits = field(default_factory=BalanceLimits)
+    by_load: LoadRule | None = None  # --balance-by load
+    until_caught_up: bool = False  # stop the host once nothing is left
+
+
 class Balancer:
     def __init__(
         self,
-        store: LeaseStore,
-        catalog: FeedCatalog,
-        supervisor: WorkerSupervisor,
-        book: PositionBook,
+        parts: BalancerParts,
+        rules: BalancingRules,
         *,
-        me: HostId,
-        timings: Timings,
         clock: Clock,
-        creator: LeaseCreator | None = None,
-        limits: BalanceLimits | None = None,
         rng: random.Random | None = None,
-        progress: BalancingRecorder | None = None,
-        signals: WorkerSignals | None = None,  # shared with the workers
-        until_caught_up: bool = False,  # stop the host once nothing is left
-        on_tick: Callable[[TickReport], None] | None = None,
-        by_load: LoadRule | None = None,  # --balance-by load
     ) -> None:
-        self.store, self.catalog, self.supervisor, self.book = store, catalog, supervisor, book
-        self.me, self.timings, self.clock = me, timings, clock
-        self._peers = PeerLiveness(me, window_s=timings.expiry_s)
-        self.creator = creator or LeaseCreator(store, catalog, clock)
-        self.limits = limits or BalanceLimits()
+        store, catalog, timings = parts.store, parts.catalog, rules.timings
+        self.store, self.catalog = store, catalog
+        self.supervisor, self.book = parts.supervisor, parts.book
+        self.me, self.timings, self.clock = rules.me, timings, clock
+        self._peers = PeerLiveness(rules.me, window_s=timings.expiry_s)
+        self.creator = parts.creator or LeaseCreator(store, catalog, clock)
+        self.limits = rules.limits
         self.rng = rng or random.Random()
-        self.progress = progress or BalancingRecorder(CollectorRegistry())
-        signals = signals or WorkerSignals(stop=asyncio.Event())
+        self.progress = parts.progress or BalancingRecorder(CollectorRegistry())
+        signals = parts.signals or WorkerSignals(stop=asyncio.Event())
         self.running = signals.running  # cleared while the processor is paused
         self.caught_up = signals.caught_up or asyncio.Event()  # a lease just caught up
-        self.on_caught_up = signals.stop.set if until_caught_up else None
-        self.on_tick = on_tick
-        self.by_load = by_load
+        self.on_caught_up = signals.stop.set if rules.until_caught_up else None
+        self.on_tick = parts.on_tick
+        self.by_load = rules.by_load
+        me = rules.me
         self._listing = TableListing(store, me, expiry_s=timings.expiry_s, counts=self.progress)
         self.paused = False  # as of the last tick
         self._parked: list[Lease] = []
         self._idle_because = ""
         self._answered_at: float | None = None  # a tick's end, or its listing when the feed failed
-        self._taker = LeaseTaker(store, supervisor, me=me, clock=clock, counts=self.progress)
+        self._taker = LeaseTaker(store, parts.supervisor, me=me, clock=clock, counts=self.progress)
         self._stop = asyncio.Event()  # set when the host stops: a tick in flight takes nothing
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -315,21 +333,23 @@ def host_balancer(
         else LeasePosition(start_time=start, end_time=end).to_json(),
         scan_partitions=new.scan_partitions if new.initial_scan else 0,
     )
-    return Balancer(
+    parts = BalancerParts(
         store,
         deps.catalog,
         supervisor,
         deps.book,
-        me=config.placement.host_name,
-        timings=config.timings,
-        clock=deps.clock,
         creator=creator,
         progress=counts,
         signals=env.signals,
-        until_caught_up=config.until_caught_up,
         on_tick=ticks,
-        by_load=config.by_load,
     )
+    rules = BalancingRules(
+        config.placement.host_name,
+        config.timings,
+        by_load=config.by_load,
+        until_caught_up=config.until_caught_up,
+    )
+    return Balancer(parts, rules, clock=deps.clock)
 
 
 def _is_finished(lease: Lease) -> bool:
