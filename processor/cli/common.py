@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, NoReturn, TypeVar
 
@@ -232,6 +234,42 @@ def options(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
         return command
 
     return apply
+
+
+def bundled(name: str, make: Callable[..., Any], *group: Callable[[Any], Any]) -> Callable[[F], F]:
+    """`group`'s options, given to the command as one value `name` made by `make` from them by
+    their parameter names: a command that shares a group takes one parameter for it."""
+    names = option_names(group)
+
+    def apply(command: F) -> F:
+        @functools.wraps(command)
+        def with_bundle(*args: Any, **params: Any) -> Any:
+            value = make(**{n: params.pop(n) for n in names})
+            return command(*args, **{name: value}, **params)
+
+        return options(*group)(with_bundle)  # type: ignore[return-value]
+
+    return apply
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorAddress:
+    """Which processor, in which lease table (`PROCESSOR_OPTIONS`)."""
+
+    connection_string: str | None = field(repr=False)  # secrets: never in a repr
+    lease_connection_string: str | None = field(repr=False)
+    lease_table: str
+    processor_name: str
+
+    @property
+    def conn(self) -> str:
+        """The feed account's connection string: the flag's, else `CFP_CONNECTION_STRING`'s,
+        else the local Azurite account's."""
+        return connection.resolve(self.connection_string)
+
+
+# `where: ProcessorAddress` of a command that works on a processor's leases
+processor_address = bundled("where", ProcessorAddress, *PROCESSOR_OPTIONS)
 
 
 BLOB_TYPES = ("BlockBlob", "AppendBlob", "PageBlob")

@@ -19,12 +19,7 @@ from leases import Lease, LeaseError, LeaseMove, LeaseToken
 from processor import connection
 from processor.admin.lease_moves import Past, plan_move
 from processor.changefeed.errors import FeedError
-from processor.cli.common import (
-    PROCESSOR_OPTIONS,
-    options,
-    run_async,
-    say_error,
-)
+from processor.cli.common import ProcessorAddress, processor_address, run_async, say_error
 from processor.reading.lease_position import LeasePosition
 
 if TYPE_CHECKING:
@@ -48,14 +43,17 @@ def _stopped(lease: Lease | None, token: str) -> Lease:
     return lease
 
 
-def _store(conn: str, lease_conn: str | None, table: str, processor: str) -> TableLeaseStore:
+def _store(where: ProcessorAddress, conn: str) -> TableLeaseStore:
+    """The processor's lease store; `conn`: the feed account's (`where.conn`)."""
     return connection.lease_store(
-        connection.resolve_other(lease_conn, conn), table=table, processor=processor
+        connection.resolve_other(where.lease_connection_string, conn),
+        table=where.lease_table,
+        processor=where.processor_name,
     )
 
 
 @lease_group.command("move")
-@options(*PROCESSOR_OPTIONS)
+@processor_address
 @click.argument("token")
 @click.option(
     "--past",
@@ -66,10 +64,7 @@ def _store(conn: str, lease_conn: str | None, table: str, processor: str) -> Tab
 @click.option("--to", "to", help="Or: set this continuation (as `cfp status --json` shows one).")
 @click.option("--reason", default="", help="Why, kept in the lease with the move.")
 def move_command(
-    connection_string: str | None,
-    lease_connection_string: str | None,
-    lease_table: str,
-    processor_name: str,
+    where: ProcessorAddress,
     token: str,
     past: str | None,
     to: str | None,
@@ -82,11 +77,11 @@ def move_command(
     from processor.changefeed.storage.feed_storage import FeedStorage  # noqa: PLC0415
     from processor.reading.backlog import bytes_left  # noqa: PLC0415
 
-    conn = connection.resolve(connection_string)
+    conn = where.conn
 
     async def main(stop: asyncio.Event) -> int:
         async with (
-            _store(conn, lease_connection_string, lease_table, processor_name) as store,
+            _store(where, conn) as store,
             FeedStorage.from_connection_string(conn, attempts=3) as storage,
         ):
             lease = _stopped(await store.get(LeaseToken(token)), token)
@@ -123,24 +118,21 @@ def move_command(
 
 
 @lease_group.command("resume")
-@options(*PROCESSOR_OPTIONS)
+@processor_address
 @click.argument("tokens", nargs=-1)
 @click.option("--all-parked", is_flag=True, help="Every parked lease of the processor.")
 def resume_command(
-    connection_string: str | None,
-    lease_connection_string: str | None,
-    lease_table: str,
-    processor_name: str,
+    where: ProcessorAddress,
     tokens: tuple[str, ...],
     all_parked: bool,
 ) -> None:
     """Let hosts take parked leases again where they stopped (after fixing the cause)."""
     if bool(tokens) == all_parked:
         raise click.UsageError("give lease tokens or --all-parked")
-    conn = connection.resolve(connection_string)
+    conn = where.conn
 
     async def main(stop: asyncio.Event) -> int:
-        async with _store(conn, lease_connection_string, lease_table, processor_name) as store:
+        async with _store(where, conn) as store:
             if all_parked:
                 leases = [x for x in await store.list_leases() if x.parked]
             else:

@@ -11,13 +11,7 @@ from datetime import datetime
 import click
 
 from leases.policy.timings import DEFAULT_EXPIRY_S
-from processor import connection
-from processor.cli.common import (
-    PROCESSOR_OPTIONS,
-    IsoTime,
-    options,
-    run_async,
-)
+from processor.cli.common import IsoTime, ProcessorAddress, processor_address, run_async
 
 
 @click.group("processor")
@@ -26,7 +20,7 @@ def processor_group() -> None:
 
 
 @processor_group.command("reset")
-@options(*PROCESSOR_OPTIONS)
+@processor_address
 @click.option("--start-time", type=IsoTime(), help="Deliver again from this time on.")
 @click.option("--from-beginning", is_flag=True, help="Deliver again from the start of the feed.")
 @click.option("--from-now", is_flag=True, help="Skip everything before now.")
@@ -38,10 +32,7 @@ def processor_group() -> None:
     f"(default: the hosts' own, from their rows; else {DEFAULT_EXPIRY_S:g} s).",
 )
 def reset_command(
-    connection_string: str | None,
-    lease_connection_string: str | None,
-    lease_table: str,
-    processor_name: str,
+    where: ProcessorAddress,
     start_time: datetime | None,
     from_beginning: bool,
     from_now: bool,
@@ -57,10 +48,10 @@ def reset_command(
 
     to = reset_to(start_time, from_beginning=from_beginning, from_now=from_now)
     job = ResetJob(
-        conn=connection.resolve(connection_string),
-        lease_conn=lease_connection_string,
-        table=lease_table,
-        processor=processor_name,
+        conn=where.conn,
+        lease_conn=where.lease_connection_string,
+        table=where.lease_table,
+        processor=where.processor_name,
         to=to,
         start_time=start_time,
         reason=reason,

@@ -7,6 +7,7 @@ import asyncio
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -26,9 +27,9 @@ from observers.builtin.spark.sql import table_ref
 from observers.options import StorageAccess
 from processor import connection
 from processor.cli.common import (
+    bundled,
     connection_option,
     fail,
-    options,
     output_connection_option,
     run_async,
     say_error,
@@ -52,9 +53,31 @@ output_option = click.option(
 )
 
 
-# a command that opens a Spark session on the hosts' tables: where they are, how to reach them,
-# and which Spark
-tables_session_options = options(
+@dataclass(frozen=True, slots=True)
+class TablesSession:
+    """A command's Spark session on the hosts' tables: where they are, how to reach them, and
+    which Spark."""
+
+    output: str
+    connection_string: str | None = field(repr=False)  # secrets: never in a repr
+    output_connection_string: str | None = field(repr=False)
+    spark_master: str
+    spark_remote: str | None
+    spark_conf_pairs: tuple[str, ...]
+
+    def settings(self) -> tuple[Output, SparkOptions]:
+        """The parsed `--output` and the session's settings (exit 2 when one is wrong)."""
+        where, access, _ = _where(
+            self.output, self.connection_string, self.output_connection_string
+        )
+        spark = (self.spark_master, self.spark_remote, self.spark_conf_pairs)
+        return where, _spark_options(where, access, *spark)
+
+
+# `spark_on: TablesSession` of a command that opens a Spark session on the hosts' tables
+tables_session = bundled(
+    "spark_on",
+    TablesSession,
     output_option,
     connection_option,
     output_connection_option,
@@ -285,7 +308,7 @@ def _with_session(options: SparkOptions, work: Callable[[Any], None]) -> None:
 
 @click.command("sql")
 @click.argument("query")
-@tables_session_options
+@tables_session
 @click.option(
     "--limit",
     type=click.IntRange(min=1),
@@ -302,13 +325,8 @@ def _with_session(options: SparkOptions, work: Callable[[Any], None]) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row.")
 def sql_command(
-    output: str,
+    spark_on: TablesSession,
     query: str,
-    connection_string: str | None,
-    output_connection_string: str | None,
-    spark_master: str,
-    spark_remote: str | None,
-    spark_conf_pairs: tuple[str, ...],
     limit: int,
     truncate: int,
     as_json: bool,
@@ -325,9 +343,8 @@ def sql_command(
     tables themselves, for what a view cannot do: `SELECT ... FROM {changes} VERSION AS OF 3`.
     Runs in an embedded Spark session, or on --spark-remote.
     """
-    where, access, _ = _where(output, connection_string, output_connection_string)
-    conn = connection.resolve(connection_string)
-    options = _spark_options(where, access, spark_master, spark_remote, spark_conf_pairs)
+    where, options = spark_on.settings()
+    conn = connection.resolve(spark_on.connection_string)
     always = (("changes", where.changes), ("state", where.state))
     text = query
     for name, uri in (*always, ("history", where.history)):
@@ -381,7 +398,7 @@ def _text_table(names: list[str], rows: list[dict[str, Any]], truncate: int) -> 
 
 
 @click.command("optimize")
-@tables_session_options
+@tables_session
 @click.option(
     "--vacuum",
     "vacuum_hours",
@@ -392,18 +409,12 @@ def _text_table(names: list[str], rows: list[dict[str, Any]], truncate: int) -> 
     "refuses less than 168 unless told otherwise with --spark-conf).",
 )
 def optimize_command(
-    output: str,
-    connection_string: str | None,
-    output_connection_string: str | None,
-    spark_master: str,
-    spark_remote: str | None,
-    spark_conf_pairs: tuple[str, ...],
+    spark_on: TablesSession,
     vacuum_hours: int | None,
 ) -> None:
     """Compact the small files of the tables now (OPTIMIZE; the state job also does it every
     15 minutes), and with --vacuum delete the files old versions no longer need."""
-    where, access, _ = _where(output, connection_string, output_connection_string)
-    options = _spark_options(where, access, spark_master, spark_remote, spark_conf_pairs)
+    where, options = spark_on.settings()
 
     from observers.builtin.spark.state.state_job import optimize  # noqa: PLC0415
     from observers.builtin.spark.tables import is_delta_table  # noqa: PLC0415
