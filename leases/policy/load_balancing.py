@@ -99,15 +99,14 @@ def plan_load_steals(
     if mine and mine >= mean:
         return []
     above = mean if mine < (1 - tol) * mean or not mine else (1 + tol) * mean  # who may give
+    band = _Band(mean, tol, above)
     offered: dict[HostId, list[LeaseView]] = {}
     for v in sorted(live, key=lambda v: v.token):  # the plan depends on the set, not the order
         if v.owner is not None and v.owner != me and v.lease.next_owner is None:
             offered.setdefault(v.owner, []).append(v)
     steals: list[Lease] = []
     while len(steals) < max_steal and (mine < mean or (not steals and not mine)):
-        choice = _best_move(
-            offered, loads, weights, mine=mine, mean=mean, above=above, tol=tol, rng=rng
-        )
+        choice = _best_move(offered, loads, weights, mine=mine, band=band, rng=rng)
         if choice is None:
             break
         giver, v = choice
@@ -118,26 +117,34 @@ def plan_load_steals(
     return steals
 
 
+@dataclass(frozen=True, slots=True)
+class _Band:
+    """The fair share M, the tolerance around it, and the load above which a host gives."""
+
+    mean: float
+    tol: float
+    above: float
+
+
 def _best_move(
     offered: dict[HostId, list[LeaseView]],
     loads: dict[HostId, float],
     weights: dict[LeaseToken, float],
     *,
     mine: float,
-    mean: float,
-    above: float,
-    tol: float,
+    band: _Band,
     rng: random.Random,
 ) -> tuple[HostId, LeaseView] | None:
-    """From the most loaded host carrying more than `above` that has one, the lease that brings
-    the pair closest together while both stay inside the inner band; None when none has one."""
+    """From the most loaded host carrying more than `band.above` that has one, the lease that
+    brings the pair closest together while both stay inside the inner band; None when none has
+    one."""
     givers = sorted(
-        (h for h, load in loads.items() if load > above and offered.get(h)),
+        (h for h, load in loads.items() if load > band.above and offered.get(h)),
         key=lambda h: (-loads[h], h),
     )
     for giver in givers:
         have = loads[giver]
-        fits = [v for v in offered[giver] if _fits(weights[v.token], have, mine, mean, tol)]
+        fits = [v for v in offered[giver] if _fits(weights[v.token], have, mine, band)]
         if fits:
             gap = min(abs(have - mine - 2 * weights[v.token]) for v in fits)
             best = [v for v in fits if abs(have - mine - 2 * weights[v.token]) == gap]
@@ -145,10 +152,11 @@ def _best_move(
     return None
 
 
-def _fits(w: float, have: float, mine: float, mean: float, tol: float) -> bool:
+def _fits(w: float, have: float, mine: float, band: _Band) -> bool:
     """Whether a lease of weight `w` may go from a host carrying `have` to one carrying `mine`:
     the pair ends closer, the giver inside the inner band, and the taker too, unless it holds
     nothing or the giver stays above (1 + tolerance) M without the lease."""
+    mean, tol = band.mean, band.tol
     if not (w < have - mine and have - w >= (1 - tol / 2) * mean):
         return False
     return not mine or mine + w <= (1 + tol / 2) * mean or have - w > (1 + tol) * mean

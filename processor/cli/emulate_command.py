@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -101,7 +100,7 @@ def emulate_command(
     from processor.emulator.service import open_service, reset_account  # noqa: PLC0415
 
     try:
-        config = _config(**workload)
+        config = _config(workload)
     except ValueError as e:
         fail(str(e), 2)
     conn = connection.resolve(connection_string)
@@ -129,40 +128,19 @@ def emulate_command(
     raise SystemExit(run_async(run))
 
 
-def _config(
-    *,
-    seed: int,
-    start_time: datetime | None,
-    segments: int,
-    events_per_segment: int,
-    shards: str,
-    schema_version: str,
-    block_events: str,
-    chunk_size: int,
-    containers: int,
-    blobs_per_container: int,
-    control_every: int,
-    concurrency: int,
-    leave_last_publishing: bool,
-    feed_only: bool,
-) -> EmulatorConfig:
-    """The emulator's settings from the options. Errors: `ValueError` naming the bad one."""
+def _config(workload: dict[str, Any]) -> EmulatorConfig:
+    """The emulator's settings from the workload's options: five take another form, the others
+    (seed, start time, segments, events per segment, containers, blobs per container, control
+    records, concurrency, feed only) go as given. Errors: `ValueError` naming the bad one."""
     from processor.emulator.emulator import EmulatorConfig  # noqa: PLC0415
 
-    lo, _, hi = block_events.partition("-")
+    given = dict(workload)
+    lo, _, hi = given.pop("block_events").partition("-")
     return EmulatorConfig(
-        seed=seed,
-        start_time=start_time,
-        segments=segments,
-        events_per_segment=events_per_segment,
-        shards=tuple(int(s) for s in shards.split(",")),
-        schema_version=int(schema_version),
+        shards=tuple(int(s) for s in given.pop("shards").split(",")),
+        schema_version=int(given.pop("schema_version")),
         block_events=(int(lo), int(hi or lo)),
-        chunk_bytes=chunk_size,
-        containers=containers,
-        blobs_per_container=blobs_per_container,
-        control_every=control_every,
-        concurrency=concurrency,
-        finalize_last=not leave_last_publishing,
-        feed_only=feed_only,
+        chunk_bytes=given.pop("chunk_size"),
+        finalize_last=not given.pop("leave_last_publishing"),
+        **given,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from leases import LeaseError, LeaseMove, LeaseTable
@@ -28,24 +29,29 @@ from processor.reading.position_book import PositionBook
 from processor.waiting import wait_any
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointWiring:
+    """What the checkpointers of a host share: the lease table they write to, the book that
+    tells the segment barrier, the clock, the per-lease counters, the timings, and the host's
+    stop and caught-up signals."""
+
+    store: LeaseTable
+    book: PositionBook
+    clock: Clock
+    progress: LeaseRecorder
+    timings: Timings
+    stop: asyncio.Event
+    caught_up: asyncio.Event | None
+
+
 class Checkpointer:
     def __init__(
-        self,
-        held: HeldLease,
-        ledger: CheckpointLedger,
-        log: Any,
-        *,
-        store: LeaseTable,
-        book: PositionBook,
-        clock: Clock,
-        progress: LeaseRecorder,
-        timings: Timings,
-        stop: asyncio.Event,
-        caught_up: asyncio.Event | None,
+        self, held: HeldLease, ledger: CheckpointLedger, log: Any, host: CheckpointWiring
     ) -> None:
         self.held, self.ledger, self.log = held, ledger, log
-        self._store, self._book, self._clock, self._progress = store, book, clock, progress
-        self._timings, self._stop, self._caught_up = timings, stop, caught_up
+        self._store, self._book, self._clock = host.store, host.book, host.clock
+        self._progress, self._timings = host.progress, host.timings
+        self._stop, self._caught_up = host.stop, host.caught_up
         self.is_caught_up_recorded = held.lease.caught_up
         self.is_finished_recorded = False  # caught up for good (a done scan, an end time reached)
         self.confirmed = asyncio.Event()  # the observer checkpointed a mark
@@ -150,10 +156,7 @@ def checkpointer_for(
 ) -> Checkpointer:
     """The checkpointer of a worker of the host `env` describes."""
     deps, signals = env.deps, env.signals
-    return Checkpointer(
-        held,
-        ledger,
-        log,
+    host = CheckpointWiring(
         store=deps.store,
         book=deps.book,
         clock=deps.clock,
@@ -162,6 +165,7 @@ def checkpointer_for(
         stop=signals.stop,
         caught_up=signals.caught_up,
     )
+    return Checkpointer(held, ledger, log, host)
 
 
 def after_batch(

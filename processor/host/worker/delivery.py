@@ -36,7 +36,7 @@ from processor.clock import Clock
 from processor.host.health.lease_recorder import LeaseRecorder
 from processor.host.host_config import DeliveryPolicy, OnObserverError
 from processor.host.leasing.held_lease import HeldLease
-from processor.host.worker.dead_letter_folder import DeadLetterFolder
+from processor.host.worker.dead_letter_folder import DeadLetter, DeadLetterFolder
 from processor.host.worker.worker_env import WorkerEnded, WorkerEnv
 from processor.plugins.observer_calls import ObserverCalls
 from processor.reading.lease_batch import LeaseBatch
@@ -204,8 +204,7 @@ class Delivery:
         held, folder = self.held, self.dead_letters
         assert folder is not None, "dead-letter needs a folder"
         try:
-            path = await asyncio.to_thread(
-                folder.write,
+            letter = DeadLetter(
                 processor=self.processor,
                 lease=held.token,
                 epoch=held.epoch,
@@ -216,6 +215,7 @@ class Delivery:
                 at=self.clock.wall(),
                 records=events.dicts(),
             )
+            path = await asyncio.to_thread(folder.write, letter)
         except OSError as e:
             raise WorkerEnded(CloseReason.OBSERVER_ERROR, f"{error}; dead letter: {e}") from e
         self.progress.dead_lettered(held.token)

@@ -6,20 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from leases import LeaseMove
 from processor.changefeed.catalog import FeedCatalog
 from processor.changefeed.errors import MissingChunkError
 from processor.host.health.lease_recorder import LeaseRecorder
-from processor.host.leasing.held_lease import HeldLease
 from processor.host.worker.checkpointer import Checkpointer
 from processor.reading.lease_reader import Reader
 from processor.reading.retention_gaps import position_after_gap
 
 
 async def step_over_gap(
-    held: HeldLease,
     reader: Reader,
     error: MissingChunkError,
     *,
@@ -27,12 +24,12 @@ async def step_over_gap(
     checkpoints: Checkpointer,
     progress: LeaseRecorder,
     wall: Callable[[], datetime],
-    log: Any,
 ) -> None:
-    """Move the lease and its reader past the gap `error` found. Checkpointed only once every
-    batch before it is confirmed, so nothing delivered before the gap is skipped with it."""
+    """Move the lease `checkpoints` writes, and its reader, past the gap `error` found.
+    Checkpointed only once every batch before it is confirmed, so nothing delivered before the
+    gap is skipped with it."""
     before = reader.position
-    after = await position_after_gap(catalog, held.token, before, error)
+    after = await position_after_gap(catalog, checkpoints.held.token, before, error)
     if not before.is_before(after):
         raise error  # nowhere to go: park rather than loop
     await checkpoints.all_confirmed()
@@ -44,7 +41,7 @@ async def step_over_gap(
         reason="retention gap",
         error=str(error),
     )
-    log.error("lease.gap", missing=error.path, before=gap.before, after=gap.after)
+    checkpoints.log.error("lease.gap", missing=error.path, before=gap.before, after=gap.after)
     progress.gap_stepped()
     checkpoints.ledger.advanced(after)
     await checkpoints.write(after, caught_up=False, gap=gap)

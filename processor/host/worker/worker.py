@@ -175,14 +175,12 @@ class Worker:
                 raise  # parked in front of the gap, like other bad data
             deps = self.env.deps
             await step_over_gap(
-                self.held,
                 reader,
                 e,
                 catalog=deps.catalog,
                 checkpoints=checkpoints,
                 progress=deps.progress,
                 wall=deps.clock.wall,
-                log=self.log,
             )
         return None
 

@@ -14,7 +14,7 @@ from observers import CloseReason, LeaseLostError
 from processor.host.health.host_progress import HostProgress
 from processor.host.leasing.held_lease import HeldLease
 from processor.host.worker.checkpoint_ledger import CheckpointLedger
-from processor.host.worker.checkpointer import Checkpointer
+from processor.host.worker.checkpointer import Checkpointer, CheckpointWiring
 from processor.host.worker.worker_env import WorkerEnded
 from processor.reading.lease_position import LeasePosition
 from processor.reading.position_book import PositionBook
@@ -49,13 +49,15 @@ async def held_checkpointer(
         HeldLease(lease, clock=clock, fence_after_s=timings.fence_after_s),
         CheckpointLedger.at(at(0)),
         structlog.get_logger("test"),
-        store=store,
-        book=book,
-        clock=clock,
-        progress=HostProgress().leases,
-        timings=timings,
-        stop=stop,
-        caught_up=caught_up,
+        CheckpointWiring(
+            store=store,
+            book=book,
+            clock=clock,
+            progress=HostProgress().leases,
+            timings=timings,
+            stop=stop,
+            caught_up=caught_up,
+        ),
     )
     return checkpointer, store, book, stop
 
