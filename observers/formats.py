@@ -138,7 +138,7 @@ def ydb(event: ChangeEvent) -> dict[str, Any]:
     )
 
 
-def _ydb(  # noqa: PLR0917 - a row of columns, by position
+def _ydb(
     container: str, blob: str, op: str, properties: dict[str, Any], event_ms: int, sequencer: str
 ) -> dict[str, Any]:
     doc: dict[str, Any] = {"key": [container, blob]}

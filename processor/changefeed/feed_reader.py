@@ -21,7 +21,7 @@ from processor.changefeed.errors import FeedCorrupt, FeedError, MissingChunkErro
 from processor.changefeed.position import FeedPosition, ShardPosition
 from processor.changefeed.selection import EventFilter, consumable_segments
 from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS, ShardBatch
-from processor.changefeed.shard_reader import ShardRead, ShardReader
+from processor.changefeed.shard_reader import ShardRead, ShardReader, ShardReading
 from processor.changefeed.storage.feed_storage import FeedStorage
 from processor.changefeed.storage.layout import DEFAULT_READ_SIZE, SEGMENTS_JSON
 from processor.changefeed.storage.manifests import (
@@ -70,14 +70,12 @@ class FeedReader:
         event_filter: EventFilter | None = None,
         read_size: int = DEFAULT_READ_SIZE,
         batch_events: int = DEFAULT_BATCH_EVENTS,
-        with_json: bool = False,  # each window's JSON made where it is decoded (see ShardReader)
+        with_json: bool = False,  # each window's JSON made where it is decoded (`ShardReading`)
     ) -> None:
         self._storage = storage
-        self._with_json = with_json
         self.position = position or FeedPosition()
         self._filter = event_filter or EventFilter()
-        self._read_size = read_size
-        self._batch_events = batch_events
+        self._reading = ShardReading(self._filter, read_size, batch_events, with_json)
         self._readers: dict[str, ShardReader] = {}
         self._readers_segment: str | None = None
         # the next segment's readers, listed and with their first bytes (`_prefetch`)
@@ -176,10 +174,7 @@ class FeedReader:
                 position=self.position.shards.get(prefix, ShardPosition())
                 if self.position.segment == segment.path
                 else ShardPosition(),
-                event_filter=self._filter,
-                read_size=self._read_size,
-                batch_events=self._batch_events,
-                with_json=self._with_json,
+                how=self._reading,
             )
             for prefix in segment.shard_prefixes
         }

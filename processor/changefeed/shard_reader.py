@@ -63,6 +63,19 @@ def first_missing_chunk(before: str | None, after: str) -> int | None:
         return None  # not a chunk name we know how to number: nothing to compare
 
 
+@dataclass(frozen=True, slots=True)
+class ShardReading:
+    """How a shard is read: which records it keeps (None: every one, `Control` too), the largest
+    ranged GET, the most events a batch holds, and whether each window's JSON lines are made in
+    its decode's thread, keeping nothing else of its records (`cfp read` prints them from the
+    loop)."""
+
+    event_filter: EventFilter | None = None
+    read_size: int = DEFAULT_READ_SIZE
+    batch_events: int = DEFAULT_BATCH_EVENTS
+    with_json: bool = False
+
+
 class ShardReader:
     """One shard prefix of one segment.
 
@@ -78,24 +91,20 @@ class ShardReader:
         segment: str,
         prefix: str,
         position: ShardPosition | None = None,
-        event_filter: EventFilter | None = None,
-        read_size: int = DEFAULT_READ_SIZE,
-        batch_events: int = DEFAULT_BATCH_EVENTS,
-        with_json: bool = False,
+        how: ShardReading | None = None,
     ) -> None:
+        how = how or ShardReading()
         self._storage = storage
-        # make each window's JSON lines in its decode's thread and keep nothing else of its
-        # records (`cfp read` prints them from the loop)
-        self._with_json = with_json
+        self._with_json = how.with_json
         self.segment = segment
         self.prefix = prefix
         self.position = position or ShardPosition()
         if self.position.chunk is not None and chunk_shard_prefix(self.position.chunk) != prefix:
             raise PositionError(self.position.chunk, 0, f"position is not in shard {prefix}")
-        self._filter = event_filter or EventFilter(include_control=True)
-        self._batch_events = batch_events
+        self._filter = how.event_filter or EventFilter(include_control=True)
+        self._batch_events = how.batch_events
         self._window: Window | None = None
-        self._fetcher = WindowFetcher(storage, read_size=read_size)
+        self._fetcher = WindowFetcher(storage, read_size=how.read_size)
         self._group: asyncio.TaskGroup | None = None
         self._chunks: list[BlobInfo] | None = None
         # `_chunks` was listed after the segment was finalized: the shard's last word, which

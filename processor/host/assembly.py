@@ -41,7 +41,7 @@ from processor.host.running.job_runner import JobRunner
 from processor.host.running.worker_supervisor import WorkerSupervisor
 from processor.host.worker.feed_watcher import CATALOG_AGE_POLLS, FeedWatcher
 from processor.host.worker.worker import ReaderFactory, run_worker
-from processor.host.worker.worker_env import WorkerEnv
+from processor.host.worker.worker_env import HostServices, WorkerEnv
 from processor.plugins.observer_calls import observer_pool
 from processor.plugins.observer_loading import ObserverChoice, load_observer_factory
 from processor.reading.processor_identity import claim_identity
@@ -136,11 +136,9 @@ def assemble(
     catalog = FeedCatalog(clients.storage, refresh_s=t.poll_s * CATALOG_AGE_POLLS, clock=clock)
     watcher = FeedWatcher(catalog, every_s=t.poll_s)
     pool = observer_pool(config.delivery.threads)
-    env = WorkerEnv.for_host(
-        config, store=store, catalog=catalog, factory=factory, clock=clock,
-        leases=progress.leases, feed_changed=watcher.changed, observer_pool=pool,
-        dead_letter_dir=dead_letter_dir(config.delivery, factory),
-    )  # fmt: skip
+    services = HostServices(store, catalog, factory, clock, progress.leases, pool,
+        dead_letter_dir(config.delivery, factory))  # fmt: skip
+    env = WorkerEnv.for_host(config, services, feed_changed=watcher.changed)
 
     async def work(held: HeldLease) -> CloseReason:
         return await run_worker(held, env, make_reader=make_reader)

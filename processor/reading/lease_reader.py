@@ -19,7 +19,7 @@ from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.errors import FeedCorrupt
 from processor.changefeed.selection import EventFilter
 from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS
-from processor.changefeed.shard_reader import ShardReader
+from processor.changefeed.shard_reader import ShardReader, ShardReading
 from processor.changefeed.storage.layout import segment_time, shard_name
 from processor.reading.barrier import readable_segments
 from processor.reading.lease_batch import LeaseBatch
@@ -132,8 +132,7 @@ class LeaseReader:
                 segment=pos.segment,
                 prefix=prefix,
                 position=pos.shard,
-                event_filter=self._filter,
-                batch_events=self._batch_events,
+                how=ShardReading(self._filter, batch_events=self._batch_events),
             )
         result = await self._reader.read(is_finalized=manifest.is_finalized, read_ahead=read_ahead)
         if result.batch is not None:

@@ -5,6 +5,7 @@ its columns and JSON (about five times its bytes, for each window decoded)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +24,17 @@ from processor.changefeed.decoding.columnar import (
 PIECE_BYTES = 2 << 20
 
 
+@dataclass(frozen=True, slots=True)
+class Pieces:
+    """How a window is decoded a piece at a time: about `bytes` of whole blocks, by `native`."""
+
+    bytes: int = PIECE_BYTES
+    native: NativeDecoder = NATIVE
+
+
+DEFAULT_PIECES = Pieces()
+
+
 def decode_lines(
     buf: bytes,
     *,
@@ -31,14 +43,14 @@ def decode_lines(
     header: ChunkHeader,
     chunk: str,
     rows: Callable[[pa.Table], np.ndarray | None],
-    native: NativeDecoder = NATIVE,
-    piece_bytes: int = PIECE_BYTES,
+    pieces_of: Pieces = DEFAULT_PIECES,
 ) -> DecodedWindow:
     """`decode_window`, the records `rows` marks kept (None: every one), then `lines_only`: a
-    piece of about `piece_bytes` of whole blocks at a time. A damaged block ends the window
+    piece of about `pieces_of.bytes` of whole blocks at a time. A damaged block ends the window
     there, as it ends a window decoded whole."""
     pieces = []
-    for piece in _pieces(blocks, piece_bytes):
+    native = pieces_of.native
+    for piece in _pieces(blocks, pieces_of.bytes):
         decoded = decode_window(
             buf, base=base, blocks=piece, header=header, chunk=chunk, native=native
         )

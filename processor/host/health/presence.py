@@ -39,7 +39,6 @@ class Presence:
         leases: LeaseRecorder,
         clock: Clock,
         expiry_s: float,
-        endpoint: str = "",
         outage: Callable[[], str] = lambda: "",
     ) -> None:
         self._store = store
@@ -48,7 +47,7 @@ class Presence:
         self._leases = leases
         self._clock = clock
         self._expiry_s = expiry_s
-        self.endpoint = endpoint
+        self.endpoint = ""  # set by `run`: where the host serves /status
         self._outage = outage  # what the observer cannot write to now ("": nothing)
         self.note = ""  # set by the host: why it holds nothing yet
         self._changed = asyncio.Event()

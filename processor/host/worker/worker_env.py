@@ -40,6 +40,21 @@ class WorkerDeps:
 
 
 @dataclass(frozen=True, slots=True)
+class HostServices:
+    """What a host makes once for its workers (`WorkerEnv.for_host` makes their `WorkerDeps`
+    of it): the lease table, the feed, the observer factory, the clock, the per-lease
+    counters, the observer pool, and the dead-letter folder (None: none)."""
+
+    store: LeaseTable
+    catalog: FeedCatalog
+    factory: ObserverFactory
+    clock: Clock
+    leases: LeaseRecorder
+    observer_pool: Executor | None = None
+    dead_letter_dir: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerPolicy:
     """Who the worker works as, and the host's settings it follows (shared, never copied)."""
 
@@ -79,28 +94,23 @@ class WorkerEnv:
     def for_host(
         cls,
         config: HostConfig,
+        services: HostServices,
         *,
-        store: LeaseTable,
-        catalog: FeedCatalog,
-        factory: ObserverFactory,
-        clock: Clock,
-        leases: LeaseRecorder,
         feed_changed: Callable[[], asyncio.Event],
-        observer_pool: Executor | None = None,
-        dead_letter_dir: str | None = None,
     ) -> WorkerEnv:
         """What every worker of the host `config` describes shares."""
-        t, placement = config.timings, config.placement
-        book = PositionBook(store.list_leases, refresh_s=t.barrier_refresh_s, clock=clock)
+        t, placement, s = config.timings, config.placement, services
+        clock, factory, folder = s.clock, s.factory, s.dead_letter_dir
+        book = PositionBook(s.store.list_leases, refresh_s=t.barrier_refresh_s, clock=clock)
         deps = WorkerDeps(
-            store,
-            catalog,
+            s.store,
+            s.catalog,
             book,
             factory,
             clock,
-            leases,
-            dead_letters=DeadLetterFolder(dead_letter_dir) if dead_letter_dir else None,
-            observer_pool=observer_pool,
+            s.leases,
+            dead_letters=DeadLetterFolder(folder) if folder else None,
+            observer_pool=s.observer_pool,
         )
         # an observer that orders by sequencer itself (Spark) does not need the barrier
         ordered = config.reading.is_ordered and needs_segment_order(factory)

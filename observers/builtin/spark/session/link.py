@@ -87,6 +87,18 @@ class Sessions:
 Opener = Callable[[str | None], tuple[Any, Any]]  # blocking: a server (None: embedded) -> sessions
 
 
+@dataclass(frozen=True, slots=True)
+class LinkTiming:
+    """The link's clocks and pace: wall time (an outage's start), monotonic time, how it
+    sleeps between tries, and how often it looks whether its server is still there. Tests give
+    their own, to run an outage without waiting for it."""
+
+    wall: Callable[[], datetime] = lambda: datetime.now(UTC)
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    watch_every_s: float = WATCH_EVERY_S
+
+
 class SparkLink:
     def __init__(
         self,
@@ -96,17 +108,15 @@ class SparkLink:
         calls: Executor,
         opener: Opener | None = None,
         sessions: Sessions | None = None,  # tests of the sink: sessions given, never reopened
-        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
-        monotonic: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        watch_every_s: float = WATCH_EVERY_S,
+        timing: LinkTiming | None = None,
     ) -> None:
+        timing = timing or LinkTiming()
         self.order = host_order(options.remotes, host)
         self._calls = calls
         self._opener = opener or _opener(options)
         self._sessions = sessions
-        self._wall, self._monotonic, self._sleep = wall, monotonic, sleep
-        self._watch_every_s = watch_every_s
+        self._wall, self._monotonic, self._sleep = timing.wall, timing.monotonic, timing.sleep
+        self._watch_every_s = timing.watch_every_s
         self._outage: Outage | None = None
         self.up = asyncio.Event()  # set while the sessions answer
         self.down = asyncio.Event()  # set while they do not

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from processor.changefeed.decoding.avro_chunk import parse_header, scan_blocks
-from processor.changefeed.shard_reader import ShardReader
+from processor.changefeed.shard_reader import ShardReader, ShardReading
 from processor.changefeed.storage.feed_storage import BlobInfo
 from tests.unit.processor.changefeed.test_shard_reader_threads import (
     PREFIX,
@@ -36,9 +36,8 @@ class CountingStorage(BytesStorage):
 
 async def windows_read(storage: BytesStorage, read_size: int, *, finalized: bool) -> list[int]:
     """The end offset of every batch, a batch a window (batches larger than any window)."""
-    reader = ShardReader(
-        storage, segment="s", prefix=PREFIX, read_size=read_size, batch_events=10_000
-    )
+    reading = ShardReading(read_size=read_size, batch_events=10_000)
+    reader = ShardReader(storage, segment="s", prefix=PREFIX, how=reading)
     ends = []
     while (read := await reader.read(is_finalized=finalized)).batch is not None:
         ends.append(read.batch.end.block_offset)
@@ -72,7 +71,7 @@ async def test_windows_end_where_a_get_of_read_size_from_their_first_block_ends(
 
 async def test_a_shard_still_written_is_listed_again_and_its_new_blocks_found() -> None:
     storage = CountingStorage(chunk_bytes(3, 5))
-    reader = ShardReader(storage, segment="s", prefix=PREFIX, batch_events=100)
+    reader = ShardReader(storage, segment="s", prefix=PREFIX, how=ShardReading(batch_events=100))
     first = await reader.read(is_finalized=False)
     assert first.batch is not None and len(first.batch) == 15
     caught_up = await reader.read(is_finalized=False)

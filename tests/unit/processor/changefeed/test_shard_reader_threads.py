@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from processor.changefeed import shard_reader
-from processor.changefeed.shard_reader import ShardReader
+from processor.changefeed.shard_reader import ShardReader, ShardReading
 from processor.changefeed.storage.feed_storage import BlobInfo, FeedStorage
 from processor.emulator.avro_encoding import RecordEncoder, encode_block, encode_header
 from tests import patience
@@ -96,8 +96,7 @@ async def test_a_read_cancelled_while_decoding_is_read_again_from_its_position(
         BytesStorage(chunk_bytes(4, 5)),
         segment="s",
         prefix=PREFIX,
-        batch_events=5,
-        read_size=one_block,  # a window a block
+        how=ShardReading(batch_events=5, read_size=one_block),  # a window a block
     )
     first = await reader.read(is_finalized=True)
     assert first.batch is not None

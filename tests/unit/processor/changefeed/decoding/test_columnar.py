@@ -30,7 +30,7 @@ from processor.changefeed.decoding.columnar import (
     decode_window,
     record_json,
 )
-from processor.changefeed.decoding.window_lines import decode_lines
+from processor.changefeed.decoding.window_lines import Pieces, decode_lines
 from processor.changefeed.errors import UndecodableBlockError
 from processor.changefeed.windows import Window
 from processor.emulator.avro_encoding import (
@@ -381,7 +381,7 @@ def test_a_window_hands_out_its_batches_json_lines_kept_whole_or_as_lines_only(
 
         decoded = decode_lines(
             chunk, base=0, blocks=scan.blocks, header=header, chunk="c",
-            rows=rows, native=native, piece_bytes=piece_bytes,
+            rows=rows, pieces_of=Pieces(piece_bytes, native),
         )  # fmt: skip
     else:
         decoded = decode_window(

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from processor.changefeed.decoding.avro_chunk import BlockSpan, parse_header, scan_blocks
 from processor.changefeed.decoding.columnar import NativeDecoder
-from processor.changefeed.decoding.window_lines import _pieces, decode_lines
+from processor.changefeed.decoding.window_lines import Pieces, _pieces, decode_lines
 from tests.unit.processor.changefeed.decoding.test_columnar import (
     damaged,
     fastavro_records,
@@ -40,7 +40,7 @@ def test_a_damaged_block_in_a_later_piece_ends_the_window_there() -> None:
     blocks = scan_blocks(data[header.size :], base=header.size, sync=header.sync, chunk="c").blocks
     decoded = decode_lines(
         data, base=0, blocks=blocks, header=header, chunk="c", rows=lambda _: None,
-        native=NativeDecoder(min_records=1), piece_bytes=1,  # a block a piece
+        pieces_of=Pieces(1, NativeDecoder(min_records=1)),  # a block a piece
     )  # fmt: skip
     assert decoded.error is not None and decoded.error.offset == offset
     assert decoded.blocks == blocks[:1]

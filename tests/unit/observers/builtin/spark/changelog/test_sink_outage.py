@@ -20,7 +20,7 @@ from observers.builtin.spark.changelog.change_log import Hold, Written
 from observers.builtin.spark.changelog.fence import LeaseFence
 from observers.builtin.spark.changelog.sink import SparkSink
 from observers.builtin.spark.observer import SparkObserver
-from observers.builtin.spark.session.link import SparkLink, SparkUnavailable
+from observers.builtin.spark.session.link import LinkTiming, SparkLink, SparkUnavailable
 from observers.builtin.spark.session.output import parse_output
 from observers.builtin.spark.session.session import SparkOptions
 from observers.host_side import delivering, host_context
@@ -62,9 +62,8 @@ async def sink(
     )
     hand = Hand()
     pool = ThreadPoolExecutor(4)
-    link = SparkLink(
-        options, host="h1", calls=pool, opener=fleet.open, wall=hand.wall, sleep=hand.sleep
-    )
+    timing = LinkTiming(wall=hand.wall, sleep=hand.sleep)
+    link = SparkLink(options, host="h1", calls=pool, opener=fleet.open, timing=timing)
     await link.open()
     try:
         async with SparkSink(options, writer=log, link=link) as s:

@@ -18,6 +18,7 @@ from pyspark.errors.exceptions.connect import AnalysisException, SparkConnectGrp
 from observers.builtin.spark.session.link import (
     RECONNECT_MAX_WAIT_S,
     START_PATIENCE_S,
+    LinkTiming,
     Sessions,
     SparkLink,
     SparkUnavailable,
@@ -121,10 +122,7 @@ def make_link(
         host=HOST,
         calls=pool,
         opener=fleet.open,
-        wall=hand.wall,
-        monotonic=hand.monotonic,
-        sleep=hand.sleep,
-        watch_every_s=watch_every_s,
+        timing=LinkTiming(hand.wall, hand.monotonic, hand.sleep, watch_every_s),
     )
 
 
