@@ -21,7 +21,7 @@ from processor.connection import ENV_VAR
 from processor.emulator.azurite import ROOT
 from processor.reading.lease_position import LeasePosition
 from tests import patience
-from tests.helpers import run_cfp
+from tests.helpers import get_text, metric, run_cfp
 
 LEASE_TABLE = "cfptestleases"
 OUR_CODE = ("/processor/", "/observers/", "/leases/")
@@ -132,24 +132,36 @@ class Cluster:
         lines.sort(key=lambda d: (d["t"], d["host"], d["_line"]))
         return lines
 
-    async def logged(self, name: str, event: str, **fields: object) -> float:
-        """Wait until host `name` has logged `event` (with these `fields`, if any); the
+    async def logged(self, name: str, event: str, *, since: int = 0, **fields: object) -> float:
+        """Wait until host `name` has logged `event` (with these `fields`, if any) among its log
+        lines after the first `since` (a host started again appends to the same log); the
         monotonic time it was seen."""
 
         def matches(e: dict[str, Any]) -> bool:
             return e.get("event") == event and all(e.get(k) == v for k, v in fields.items())
 
         deadline = patience.deadline()
-        while not any(matches(e) for e in self.log_events(name)):
+        while not any(matches(e) for e in self.log_events(name)[since:]):
             assert time.monotonic() < deadline, f"{name} never logged {event} {fields or ''}"
             await asyncio.sleep(0.05)
         return time.monotonic()
 
-    async def endpoint(self, name: str) -> str:
-        """The base URL of host `name`'s HTTP endpoints (it logs `http.listening`)."""
-        await self.logged(name, "http.listening")
+    async def endpoint(self, name: str, *, since: int = 0) -> str:
+        """The base URL of host `name`'s HTTP endpoints (it logs `http.listening`), of the run
+        that logged after its first `since` log lines."""
+        await self.logged(name, "http.listening", since=since)
         return next(
-            str(e["url"]) for e in self.log_events(name) if e.get("event") == "http.listening"
+            str(e["url"])
+            for e in self.log_events(name)[since:]
+            if e.get("event") == "http.listening"
+        )
+
+    async def ticks(self, name: str, *, since: int = 0) -> int:
+        """How many balancing ticks host `name` (its run after its first `since` log lines) has
+        made: one lease-table listing each."""
+        url = await self.endpoint(name, since=since)
+        return round(
+            metric(await asyncio.to_thread(get_text, f"{url}/metrics"), "cfp_lease_listings_total")
         )
 
     def diagnose(self, *, within_s: float = 5.0) -> str:

@@ -263,7 +263,15 @@ async def test_pause_holds_leases_idle_across_restarts_until_resume(
             return all(x["owner"] for x in status["leases"])
 
         await until(all_held, "every lease held while paused")
-        await asyncio.sleep(1.0)  # a batch in hand when the pause was seen may still finish
+        window: list[int] = []  # deliveries so far, and h1's ticks when that count was first seen
+
+        async def batches_in_hand_done() -> bool:  # no delivery while h1 made two ticks
+            n, t = len(cluster.deliveries()), await cluster.ticks("h1")
+            if not window or window[0] != n:
+                window[:] = [n, t]
+            return t >= window[1] + 2
+
+        await until(batches_in_hand_done, "the batches in hand at the pause delivered")
         before = len(cluster.deliveries())
         owned = {(x["lease"], x["owner"], x["epoch"]) for x in status["leases"]}
         assert status["paused"] is True and status["pauseReason"] == "upgrade"
@@ -272,9 +280,19 @@ async def test_pause_holds_leases_idle_across_restarts_until_resume(
         # a host restarted while paused starts paused (the switch is in the lease table)
         cluster.signal("h2", signal.SIGTERM)
         assert await asyncio.to_thread(cluster.wait, "h2") == 0
+        first_run = len(cluster.log_events("h2"))
         cluster.start("h2")
-        await cluster.logged("h2", "processor.paused")
-        await asyncio.sleep(3.5)  # longer than the expiry: nothing moves, nothing is delivered
+        await cluster.logged("h2", "processor.paused", since=first_run)
+        # past the expiry (3 s): h1's ticks come at least 0.8 s apart (or at a lease's expiry),
+        # so five span it and the tick after it; the new h2 balances (paused) too. Nothing
+        # moves, nothing is delivered.
+        h1_at = await cluster.ticks("h1")
+
+        async def an_expiry_later() -> bool:
+            restarted = await cluster.ticks("h2", since=first_run)
+            return await cluster.ticks("h1") >= h1_at + 5 and restarted >= 2
+
+        await until(an_expiry_later, "h1 and the restarted h2 ticking past the expiry")
         assert len(cluster.deliveries()) == before
         shown = await asyncio.to_thread(run_cfp, cluster.conn, "status", "--json", *manage)
         after = {(x["lease"], x["owner"], x["epoch"]) for x in json.loads(shown.stdout)["leases"]}

@@ -112,8 +112,7 @@ async def settled(cluster: Cluster, table: Table, hosts: set[str], *, quiet: int
 
 async def ticks(cluster: Cluster, name: str) -> int:
     """How many balancing ticks host `name` has made (one lease-table listing each)."""
-    text = await asyncio.to_thread(get_text, f"{await cluster.endpoint(name)}/metrics")
-    return round(metric(text, "cfp_lease_listings_total"))
+    return await cluster.ticks(name)
 
 
 Mark = dict[str, int]  # where each host's log was at some moment of a test: what came after
@@ -496,7 +495,15 @@ async def test_a_paused_host_delivers_nothing_of_the_leases_it_lost(
     held = {(r.token, r.epoch) for r in await table.leases() if r.owner == "h2"}
     cluster.signal("h2", signal.SIGSTOP)
     await table.until(lambda rows: is_balanced(rows, {"h1", "h3"}), what="h2's leases taken")
-    await asyncio.sleep(EXPIRY_S)  # h2 stays frozen well past the expiry
+    # h2 stays frozen well past the expiry: while h1 and h3 make an expiry's worth of ticks more
+    taken_at = {name: await ticks(cluster, name) for name in ("h1", "h3")}
+    more = round(EXPIRY_S / ACQUIRE_S) + 1
+
+    async def an_expiry_later() -> bool:
+        now = {n: await ticks(cluster, n) for n in taken_at}
+        return all(now[n] >= t + more for n, t in taken_at.items())
+
+    await until(an_expiry_later, "h1 and h3 ticking an expiry past the takeover")
     resumed_ns = time.time_ns()
     cluster.signal("h2", signal.SIGCONT)
     await table.until(all_caught_up, what="every lease caught up")

@@ -83,7 +83,11 @@ async def test_backfill_first_then_the_feed_and_nothing_lost(account: str, tmp_p
                 await table.until(scan_done, what="the scan done")
                 leases = await table.leases()
                 changed_during_scan = sum(emulator.summary.events.values())
-                await asyncio.sleep(2)  # the workload runs on: changes after the scan too
+
+                async def changes_after_the_scan() -> bool:  # the workload runs on, 40 a second
+                    return sum(emulator.summary.events.values()) >= changed_during_scan + 40
+
+                await until(changes_after_the_scan, "changes after the scan", every_s=0.2)
                 stop.set()
                 await live
                 expected = await account_blobs(account)

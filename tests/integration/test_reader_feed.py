@@ -110,7 +110,7 @@ async def test_last_consumable_hides_later_segments_and_follow_picks_them_up(
 
     try:
         await wait_for(40)
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # fixed on purpose: 2.5 polls of 0.2 s (cfp read marks no poll)
         assert len(lines) == 40  # nothing past lastConsumable
         await set_last_consumable(account, DEFAULT_START + 2 * H)
         await wait_for(120)

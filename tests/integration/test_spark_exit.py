@@ -64,7 +64,8 @@ def test_the_jvm_ends_with_its_host_when_the_account_is_gone_after_an_outage(
         azurite.stop()
         child.stdin.write("\n")
         child.stdin.flush()
-        time.sleep(8)  # the outage, while the write retries
+        # the outage ABFS retries through (its failure metrics are what kept the JVM alive)
+        time.sleep(8)  # fixed on purpose: the outage's length is the scenario
         azurite.start()  # the same ports and data
         assert child.stdout.readline().strip() == "written"
         azurite.stop()

@@ -172,7 +172,7 @@ async def test_every_byte_delayed(cluster: Cluster, world: World, table: Table) 
     await _start_and_wait_for_a_third(cluster, world)
     for proxy in (world.blob, world.table):
         proxy.delay(0.4, 6.0)
-    await asyncio.sleep(6.0)
+    await asyncio.sleep(6.0)  # fixed on purpose: the fault's window (proxy.delay's 6 s)
     assert len(cluster.running()) == 2, "a host exited while storage was slow"
     await _finish(cluster, world, table)
 

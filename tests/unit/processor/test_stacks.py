@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 
 from processor.stacks import awaits, log_stacks_on_signal
+from tests import patience
 
 
 async def _inner(gate: asyncio.Event) -> None:
@@ -43,7 +44,7 @@ async def test_sigusr1_logs_the_tasks_and_threads() -> None:
         with structlog.testing.capture_logs() as logs:
             os.kill(os.getpid(), signal.SIGUSR1)
             # the handler runs on one of the loop's next turns; nothing to wait on but the log
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(patience.left_s()):
                 while not any(e["event"] == "host.stacks" for e in logs):  # noqa: ASYNC110
                     await asyncio.sleep(0)
     finally:

@@ -14,6 +14,7 @@ from leases.errors import LeaseStoreMisconfigured, LeaseStoreUnavailable
 from leases.store.table_calls import SIDE_BY_SIDE, TableCalls, _translate
 from leases.store.table_lease_rows import lease_partition, partition_keys
 from leases.store.table_settings import check_names
+from tests import patience
 
 
 def test_the_lease_store_names_its_endpoint_too() -> None:
@@ -69,7 +70,7 @@ def test_a_listing_queries_its_partitions_side_by_side_in_order() -> None:
             nonlocal in_flight, most
             in_flight += 1
             most = max(most, in_flight)
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(patience.left_s()):
                 await barrier.wait()
             in_flight -= 1
             return pk
@@ -123,7 +124,13 @@ def test_a_listing_cancelled_ends_cancelled_whatever_its_queries_raise_on_the_wa
     the caller asked to stop, so it gets its CancelledError, not that failure."""
     calls = _calls()
 
+    started: list[bool] = []
+    both = asyncio.Event()  # both queries under way
+
     async def fails_when_cut_short() -> None:
+        started.append(True)
+        if len(started) == 2:
+            both.set()
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -133,7 +140,7 @@ def test_a_listing_cancelled_ends_cancelled_whatever_its_queries_raise_on_the_wa
         task = asyncio.create_task(
             calls.run_side_by_side("listing leases of p", [fails_when_cut_short] * 2)
         )
-        await asyncio.sleep(0.01)
+        await both.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

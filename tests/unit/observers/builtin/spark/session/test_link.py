@@ -78,7 +78,7 @@ class Hand:
         return self.now
 
     async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.005)  # fixed on purpose: the fake clock lets the threads run a moment
         self.sleeps.append(seconds)
         self.now += seconds
 
