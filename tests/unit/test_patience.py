@@ -146,13 +146,19 @@ def fixed_sleeps(path: Path, root: Path = ROOT) -> list[str]:
     return found
 
 
-def test_no_test_sleeps_a_fixed_time_for_nothing_to_happen() -> None:
+def _test_files() -> list[Path]:
+    """Every source file of the tests the checks read."""
     paths = [
         p
         for p in sorted((ROOT / "tests").rglob("*.py"))
         if not p.relative_to(ROOT).as_posix().startswith(EXEMPT)
     ]
-    assert [w for p in paths for w in fixed_sleeps(p)] == []
+    assert len(paths) > 80
+    return paths
+
+
+def test_no_test_sleeps_a_fixed_time_for_nothing_to_happen() -> None:
+    assert [w for p in _test_files() for w in fixed_sleeps(p)] == []
 
 
 def test_the_check_finds_a_fixed_sleep_but_not_a_polls_pace(tmp_path: Path) -> None:
@@ -181,13 +187,7 @@ def test_the_check_finds_a_fixed_sleep_but_not_a_polls_pace(tmp_path: Path) -> N
 
 
 def test_no_test_waits_a_fixed_number_of_seconds() -> None:
-    paths = [
-        p
-        for p in sorted((ROOT / "tests").rglob("*.py"))
-        if not p.relative_to(ROOT).as_posix().startswith(EXEMPT)
-    ]
-    assert len(paths) > 80
-    assert [w for p in paths for w in fixed_waits(p)] == []
+    assert [w for p in _test_files() for w in fixed_waits(p)] == []
 
 
 def test_the_check_finds_each_kind_of_fixed_wait(tmp_path: Path) -> None:
