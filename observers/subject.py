@@ -13,8 +13,10 @@ if TYPE_CHECKING:
 
 SUBJECT_HEAD = "/blobServices/default/containers/"
 BLOBS = "/blobs/"
-_ANY = r"(?s)^/blobServices/default/containers/(?P<container>.*?)(?:/blobs/(?P<blob>.*))?$"
-_BLOB = r"(?s)^/blobServices/default/containers/(?P<container>.*?)/blobs/(?P<blob>.*)$"
+# RE2: the container ends at the first `/blobs/`; the blob part optional, or required
+_CONTAINER = rf"(?s)^{SUBJECT_HEAD}(?P<container>.*?)"
+_ANY = rf"{_CONTAINER}(?:{BLOBS}(?P<blob>.*))?$"
+_BLOB = rf"{_CONTAINER}{BLOBS}(?P<blob>.*)$"
 
 
 def split_subject(subject: object) -> tuple[str, str | None] | None:

@@ -7,6 +7,7 @@ source of the tests, with a planted wait of each kind."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,30 +56,37 @@ def _is_monotonic(node: ast.expr) -> bool:
     )
 
 
+def _read(path: Path, root: Path) -> tuple[ast.Module, str, Callable[[int], bool]]:
+    """A test file's tree, its name as reported, and whether a line says `ON_PURPOSE` why."""
+    source = path.read_text()
+    lines = source.splitlines()
+    return (
+        ast.parse(source),
+        path.relative_to(root).as_posix(),
+        lambda lineno: ON_PURPOSE in lines[lineno - 1],
+    )
+
+
 def fixed_waits(path: Path, root: Path = ROOT) -> list[str]:
     """`file:line` of every call given a fixed timeout (`timeout=60`, `within_s=WAIT_S`) and of
     every deadline made from the clock plus seconds (`time.monotonic() + 120`), but those
     marked `ON_PURPOSE` with why."""
-    source = path.read_text()
-    lines = source.splitlines()
-    where = path.relative_to(root).as_posix()
+    tree, where, on_purpose = _read(path, root)
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             found += [
                 f"{where}:{k.lineno} {k.arg}="
                 for k in node.keywords
-                if k.arg in WAIT_KEYWORDS
-                and _is_literal(k.value)
-                and ON_PURPOSE not in lines[k.lineno - 1]
+                if k.arg in WAIT_KEYWORDS and _is_literal(k.value) and not on_purpose(k.lineno)
             ]
-            if _positional_wait(node) and ON_PURPOSE not in lines[node.lineno - 1]:
+            if _positional_wait(node) and not on_purpose(node.lineno):
                 found.append(f"{where}:{node.lineno} {_name(node.func)}(..., seconds)")
         elif (
             isinstance(node, ast.BinOp)
             and isinstance(node.op, ast.Add)
             and _is_monotonic(node.left)
-            and ON_PURPOSE not in lines[node.lineno - 1]
+            and not on_purpose(node.lineno)
         ):
             found.append(f"{where}:{node.lineno} monotonic() +")
     return found
@@ -120,9 +128,7 @@ def fixed_sleeps(path: Path, root: Path = ROOT) -> list[str]:
     """`file:line` of every `asyncio.sleep(s)` or `time.sleep(s)` of a fixed `s` above zero that
     is not the pace of a polling loop: a sleep that stands for "nothing happened", unless its
     line says why the time is the property (`ON_PURPOSE`)."""
-    source = path.read_text()
-    lines = source.splitlines()
-    where = path.relative_to(root).as_posix()
+    tree, where, on_purpose = _read(path, root)
     found: list[str] = []
 
     def visit(node: ast.AST, local: frozenset[str], polling: bool) -> None:
@@ -137,12 +143,12 @@ def fixed_sleeps(path: Path, root: Path = ROOT) -> list[str]:
                 and _is_literal(child.args[0], local)
                 and not (isinstance(child.args[0], ast.Constant) and child.args[0].value == 0)
                 and not polling
-                and ON_PURPOSE not in lines[child.lineno - 1]
+                and not on_purpose(child.lineno)
             ):
                 found.append(f"{where}:{child.lineno} sleep(seconds)")
             visit(child, local, polling or _polls(child))
 
-    visit(ast.parse(source), frozenset(), False)
+    visit(tree, frozenset(), False)
     return found
 
 

@@ -142,7 +142,7 @@ class Balancer:
         self.store, self.catalog = store, catalog
         self.supervisor, self.book = parts.supervisor, parts.book
         self.me, self.timings, self.clock = rules.me, timings, clock
-        self._peers = PeerLiveness(rules.me, window_s=timings.expiry_s)
+        self._peers = PeerLiveness(self.me, window_s=timings.expiry_s)
         self.creator = parts.creator or LeaseCreator(store, catalog, clock)
         self.limits = rules.limits
         self.rng = rng or random.Random()
@@ -153,13 +153,13 @@ class Balancer:
         self.on_caught_up = signals.stop.set if rules.until_caught_up else None
         self.on_tick = parts.on_tick
         self.by_load = rules.by_load
-        me = rules.me
+        me = self.me
         self._listing = TableListing(store, me, expiry_s=timings.expiry_s, counts=self.progress)
         self.paused = False  # as of the last tick
         self._parked: list[Lease] = []
         self._idle_because = ""
         self._answered_at: float | None = None  # a tick's end, or its listing when the feed failed
-        self._taker = LeaseTaker(store, parts.supervisor, me=me, clock=clock, counts=self.progress)
+        self._taker = LeaseTaker(store, self.supervisor, me=me, clock=clock, counts=self.progress)
         self._stop = asyncio.Event()  # set when the host stops: a tick in flight takes nothing
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -1,8 +1,9 @@
 """A lease's life on this host, every write that decides who owns it: acquired (`taking`),
 renewed (`renewer`, with its read rate in `read_rate`), stolen (`stealing`: ask, hand over,
-take), released (`release`), all through the one snapshot each held lease keeps (`held_lease`).
-The balancer, the workers and the job runners use these; nothing else writes a lease's owner.
-When they look at the table again is one pure rule, `leases.policy.timings:Timings.next_look`.
+take), released (`release`). Once held, every write goes through the one snapshot each held
+lease keeps (`held_lease`). The balancer, the workers and the job runners use these; nothing
+else on a host writes a lease's owner. When they look at the table again is one pure rule,
+`leases.policy.timings:Timings.next_look`.
 """
 
 from typing import TYPE_CHECKING

@@ -1,6 +1,8 @@
 """Releasing a held lease: the owner's last write, shielded from cancellation and bounded in
-time. Every release of a worker's lease, of a singleton job's and of a hand-over (step 2 of a steal,
-stealing.py) goes through `let_go`, so none can hang a stopping host or be cut in half by it.
+time. Every release of a lease a worker or a singleton job holds, a hand-over's too (step 2 of a
+steal, stealing.py), goes through `let_go`, so none can hang a stopping host or be cut in half by
+it. (A lease acquired that no worker will run is let go at once by the balancer's own tick,
+`LeaseTaker`, in taking.py: nothing holds it yet.)
 
 A release keeps the continuation (and any hand-over request). One that the store refuses, or
 that does not answer within the time given, leaves the lease to expire: it is never lost, only
