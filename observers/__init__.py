@@ -9,14 +9,16 @@ its `op` and `read_method` columns, and `BadEventError` what a record that canno
 them raises. `LeaseLostError`, `ReplayRequired` and `Unavailable` are what an observer may raise;
 `SingletonJob` and `JobRun` are work one host at a time does. What an observer may declare
 beyond `process_arrow` or `process_changes` is a protocol each: on the observer, what concerns
-its lease (`Opens`, `Closes`, `ChecksItsOwnPoints`, `KnowsWhatItHolds`); on the factory, what
-holds for the whole host (`OrdersItself`, `OffersJobs`, `TakesOptions`, `KeepsDeadLetters`,
-`ReportsHealth`: an `Outage` of what it writes to, in a `SinkHealth`; `EnteredOncePerHost`); on
-a job, `WaitsBeforeItsFirstRun`. The functions beside them (`checkpoints_after_each_batch`,
-`needs_segment_order`, `singleton_jobs`, `first_run_after_s`, `dead_letter_dir`, `sink_health`,
-`takes_arrow`, `takes_changes`) are how the host asks. A plugin's options are an `Options`
-dataclass; `PluginHost` is what a factory that takes options is told of its host, and
-`StorageAccess` how it reaches a storage account (`options`).
+its lease (`Opens`, `Closes`, `ChecksItsOwnPoints`, `KnowsWhatItHolds`) and whether it takes
+hints, provisional batches of Blob Storage events ahead of the feed (`TakesHints`); on the
+factory, what holds for the whole host (`OrdersItself`, `OffersJobs`, `TakesOptions`,
+`KeepsDeadLetters`, `ReportsHealth`: an `Outage` of what it writes to, in a `SinkHealth`;
+`EnteredOncePerHost`); on a job, `WaitsBeforeItsFirstRun`. The functions beside them
+(`checkpoints_after_each_batch`, `needs_segment_order`, `singleton_jobs`, `first_run_after_s`,
+`dead_letter_dir`, `sink_health`, `takes_arrow`, `takes_changes`, `takes_hints`) are how the
+host asks. A plugin's options are an `Options` dataclass; `PluginHost` is what a factory that
+takes options is told of its host, and `StorageAccess` how it reaches a storage account
+(`options`).
 `Format` names the JSON shapes of an event. The built-in observers (`log`, `jsonl`, `spark`)
 live in `observers.builtin`; the host finds and calls observers through `processor.plugins`.
 Nothing here knows about Azure Tables.
@@ -52,6 +54,7 @@ from observers.protocol import (
     ReportsHealth,
     SingletonJob,
     SinkHealth,
+    TakesHints,
     TakesOptions,
     WaitsBeforeItsFirstRun,
     checkpoints_after_each_batch,
@@ -62,6 +65,7 @@ from observers.protocol import (
     sink_health,
     takes_arrow,
     takes_changes,
+    takes_hints,
 )
 
 if TYPE_CHECKING:
@@ -111,6 +115,7 @@ __all__ = [
     "SingletonJob",
     "SinkHealth",
     "StorageAccess",
+    "TakesHints",
     "TakesOptions",
     "Unavailable",
     "WaitsBeforeItsFirstRun",
@@ -122,4 +127,5 @@ __all__ = [
     "sink_health",
     "takes_arrow",
     "takes_changes",
+    "takes_hints",
 ]

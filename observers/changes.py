@@ -154,7 +154,8 @@ def _rows(
     columns["position"] = positions
     columns["raw"] = raw
     columns.update(_origin_columns(origin, n))
-    columns.update(_envelope_columns(columns, n))
+    hints = origin.provisional if isinstance(origin, Origin) else False
+    columns.update(_envelope_columns(columns, n, hints=hints))
     return pa.Table.from_arrays(
         [columns[name] for name in CHANGES_SCHEMA.names], schema=CHANGES_SCHEMA
     )
@@ -179,14 +180,17 @@ def _origin_columns(origin: Origin | Sequence[Origin], n: int) -> dict[str, pa.A
     }
 
 
-def _envelope_columns(columns: Mapping[str, pa.Array], n: int) -> dict[str, pa.Array]:
-    """The envelope's own columns, as `ChangeEvent.envelope()` gives them, column-wise."""
+def _envelope_columns(
+    columns: Mapping[str, pa.Array], n: int, *, hints: bool = False
+) -> dict[str, pa.Array]:
+    """The envelope's own columns, as `ChangeEvent.envelope()` gives them, column-wise (a
+    batch of `hints` reads them all as hints)."""
     event_type = columns["event_type"]
     backfill = pc.equal(event_type, _text_scalar(BACKFILL_EVENT))
     method = pc.if_else(
         backfill,
         _text_scalar(ReadMethod.BACKFILL.value),
-        _text_scalar(ReadMethod.CHANGE_FEED.value),
+        _text_scalar((ReadMethod.HINT if hints else ReadMethod.CHANGE_FEED).value),
     )
     deleted = pc.is_in(event_type, value_set=pa.array(sorted(DELETE_EVENTS), _STRING))
     rank = pc.if_else(backfill, _text_scalar("0"), _text_scalar("1"))

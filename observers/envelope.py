@@ -18,6 +18,8 @@ from typing import Any
 class ReadMethod(StrEnum):
     CHANGE_FEED = "change-feed"
     BACKFILL = "backfill"
+    HINT = "hint"
+    """A Blob Storage event from Event Grid, ahead of its feed record: provisional."""
 
 
 class Op(StrEnum):
@@ -30,6 +32,9 @@ BACKFILL_EVENT = "BlobBackfill"
 """The `eventType` of the records the initial scan makes, one per blob listed."""
 SCAN_SEGMENT_PREFIX = "scan/"
 """A backfill event's `segment` is this and the scan's start time (ISO 8601)."""
+HINT_SEGMENT_PREFIX = "hint/"
+"""A hint's `segment` is this and the time its host received it (ISO 8601): hints belong to
+no segment of the feed."""
 
 PROPERTY_FIELDS: Mapping[str, str] = {  # property -> field of the record's `data`
     "etag": "etag",
@@ -43,7 +48,7 @@ PROPERTY_FIELDS: Mapping[str, str] = {  # property -> field of the record's `dat
 """The blob properties an event may carry, under the names the change log and the state table
 use; `api` is a property of the event, not of the blob, so it is not here."""
 
-_RANK = {ReadMethod.BACKFILL: "0", ReadMethod.CHANGE_FEED: "1"}
+_RANK = {ReadMethod.BACKFILL: "0", ReadMethod.CHANGE_FEED: "1", ReadMethod.HINT: "1"}
 
 
 def blob_properties(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,8 +72,8 @@ def op_of(event_type: str) -> Op:
 
 def sort_keys(read_method: ReadMethod, sequencer: str, uuid: str) -> tuple[str, str, str]:
     """Keys that order the events of one blob: a backfill first, then the change feed's events
-    by sequencer (which the service makes comparable as strings for one blob name, across
-    segments); the uuid only breaks ties between copies of one event."""
+    and hints by sequencer (which the service makes comparable as strings for one blob name,
+    across segments); the uuid only breaks ties between copies of one event."""
     return (_RANK[read_method], sequencer, uuid)
 
 

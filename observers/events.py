@@ -70,7 +70,9 @@ class ChangeEvent:
 
     @property
     def read_method(self) -> ReadMethod:
-        """Backfill for the initial scan's events, else the change feed."""
+        """Backfill for the initial scan's events, hint for a hint's, else the change feed."""
+        if self.origin is not None and self.origin.provisional:
+            return ReadMethod.HINT
         return ReadMethod.BACKFILL if self.event_type == BACKFILL_EVENT else ReadMethod.CHANGE_FEED
 
     @property
@@ -161,6 +163,12 @@ class ArrowBatch:
 
     def __len__(self) -> int:
         return len(self.positions)
+
+    @property
+    def provisional(self) -> bool:
+        """A batch of hints (`TakesHints`): events the feed has not confirmed, at least once
+        and in no order; their positions are "" (they have none in the feed)."""
+        return self.origin.provisional
 
     def after(self, position: str) -> ArrowBatch:
         """The events above `position`, as a batch of their own (slices, nothing copied): the

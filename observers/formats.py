@@ -153,7 +153,7 @@ def _ydb(
 
 def format_lines(batch: ArrowBatch, fmt: Format) -> bytes:
     """The batch's events as JSON lines in `fmt`, from its columns: what `render` gives each
-    event, a line each."""
+    event, a line each; a hint's document also says `"provisional": true`."""
     if fmt is Format.NATIVE:
         return b"".join(f"{text}\n".encode() for text in batch.json().to_pylist())
     c = _Columns(batch.changes())
@@ -189,6 +189,8 @@ def format_lines(batch: ArrowBatch, fmt: Format) -> bytes:
             strict=True,
         ))  # fmt: skip
     dump = orjson.dumps
+    if batch.provisional:
+        documents = ({**d, "provisional": True} for d in documents)
     return b"".join(dump(d, option=orjson.OPT_APPEND_NEWLINE) for d in documents)
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "ReportsHealth",
     "SingletonJob",
     "SinkHealth",
+    "TakesHints",
     "TakesOptions",
     "WaitsBeforeItsFirstRun",
     "checkpoints_after_each_batch",
@@ -54,6 +55,7 @@ __all__ = [
     "sink_health",
     "takes_arrow",
     "takes_changes",
+    "takes_hints",
 ]
 
 
@@ -266,6 +268,22 @@ class KnowsWhatItHolds(Protocol):
 
 
 @runtime_checkable
+class TakesHints(Protocol):
+    """An observer that takes hints (`cfp run --hints-queue`): Blob Storage events from Event
+    Grid, seconds after their changes and minutes before the feed records them.
+
+    The host makes one observer of this kind for its hints, besides its leases' (its context's
+    lease is "hints", and checkpoints through it are ignored), opens it, and calls
+    `process_hints(ctx, batch)` with batches whose `provisional` is true: the change log's
+    columns, `read_method` "hint", `position` "". A hint comes at least once, in no order, late
+    or never, and may not be what the feed later records; the feed still delivers every event
+    it holds, whatever the hints did. Returning means the hints are safe (their queue messages
+    are deleted); raising means not accepted: they come back from the queue."""
+
+    def process_hints(self, ctx: PartitionContext, batch: ArrowBatch) -> Awaitable[None] | None: ...
+
+
+@runtime_checkable
 class OrdersItself(Protocol):
     """A factory whose observers put events in order themselves (by sequencer): the host may
     then drop the segment barrier (`needs_segment_order = False`; the Spark observer)."""
@@ -360,6 +378,11 @@ def first_run_after_s(job: object) -> float:
 def takes_arrow(observer: object) -> bool:
     """Whether the host hands `observer` its batches as Arrow columns (`process_arrow`)."""
     return isinstance(observer, ArrowObserver) and callable(observer.process_arrow)
+
+
+def takes_hints(observer: object) -> bool:
+    """Whether `observer` takes hints (`process_hints`)."""
+    return isinstance(observer, TakesHints) and callable(observer.process_hints)
 
 
 def takes_changes(observer: object) -> bool:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from azure.data.tables.aio import TableClient
     from azure.identity.aio import DefaultAzureCredential
     from azure.storage.blob.aio import BlobServiceClient
+    from azure.storage.queue.aio import QueueClient
 
     from leases import TableLeaseStore
     from observers.options import StorageAccess
@@ -41,11 +42,15 @@ ENV_VAR = "CFP_CONNECTION_STRING"
 
 
 def azurite_connection_string(
-    host: str = "127.0.0.1", blob_port: int = 10000, table_port: int = 10002
+    host: str = "127.0.0.1",
+    blob_port: int = 10000,
+    table_port: int = 10002,
+    queue_port: int = 10001,
 ) -> str:
     return (
         f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
         f"BlobEndpoint=http://{host}:{blob_port}/{AZURITE_ACCOUNT};"
+        f"QueueEndpoint=http://{host}:{queue_port}/{AZURITE_ACCOUNT};"
         f"TableEndpoint=http://{host}:{table_port}/{AZURITE_ACCOUNT};"
     )
 
@@ -73,6 +78,7 @@ class ConnectionInfo:
     account: str
     blob_endpoint: str
     table_endpoint: str = ""
+    queue_endpoint: str = ""
     has_secret: bool = True  # a key or SAS; without one, Entra ID (DefaultAzureCredential)
 
     def describe(self) -> str:
@@ -110,15 +116,20 @@ def parse(conn_str: str) -> ConnectionInfo:
         path = urlsplit(endpoint).path.strip("/")
         host = urlsplit(endpoint).hostname or ""
         account = path.split("/", 1)[0] if path else host.split(".", 1)[0]
-    table = parts.get("tableendpoint", "") or (
-        endpoint.replace(".blob.", ".table.", 1)
-        if ".blob." in endpoint
-        else f"{protocol}://{account}.table.{suffix}"
+    table, queue = (
+        parts.get(f"{service}endpoint", "")
+        or (
+            endpoint.replace(".blob.", f".{service}.", 1)
+            if ".blob." in endpoint
+            else f"{protocol}://{account}.{service}.{suffix}"
+        )
+        for service in ("table", "queue")
     )
     return ConnectionInfo(
         account=account,
         blob_endpoint=endpoint.rstrip("/"),
         table_endpoint=table.rstrip("/"),
+        queue_endpoint=queue.rstrip("/"),
         has_secret=bool(parts.get("accountkey") or parts.get("sharedaccesssignature")),
     )
 
@@ -177,6 +188,19 @@ def table_client(conn_str: str, table: str, **kwargs: Any) -> TableClient:
         return TableClient.from_connection_string(conn_str, table_name=table, **kwargs)
     return TableClient(
         info.table_endpoint, table_name=table, credential=token_credential(), **kwargs
+    )
+
+
+def queue_client(conn_str: str, queue: str, **kwargs: Any) -> QueueClient:
+    """A Queue client for `queue`: with the string's key or SAS, else with Entra ID. It
+    neither encodes nor decodes message text: hints decode their bodies themselves."""
+    from azure.storage.queue.aio import QueueClient  # noqa: PLC0415
+
+    info = parse(conn_str)
+    if info.has_secret:
+        return QueueClient.from_connection_string(conn_str, queue_name=queue, **kwargs)
+    return QueueClient(
+        info.queue_endpoint, queue_name=queue, credential=token_credential(), **kwargs
     )
 
 

@@ -5,6 +5,7 @@ land in the middle of the work. Configured through the environment of each host 
 CFP_TEST_OUT (the directory), CFP_TEST_BATCH_DELAY_S (sleep per batch), CFP_TEST_SLOW_LEASES
 (comma-separated lease tokens that sleep CFP_TEST_SLOW_DELAY_S instead), or CFP_TEST_SLOW_FILE (a
 file holding such a list, read again before every batch: a test may change it as hosts run).
+It takes hints too, and CFP_TEST_HINT_DELAY_S makes it sit on each batch of them that long.
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ class PacedJsonl:
             with open(self._slow_file, encoding="utf-8") as f:
                 slow = set(filter(None, f.read().strip().split(",")))
         time.sleep(self._slow_delay_s if ctx.lease_token in slow else self._delay_s)
+
+    def process_hints(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
+        """Hints as `jsonl` writes them; with CFP_TEST_HINT_DELAY_S, it says it holds a batch
+        (`test.hints_held`) and then sleeps that long before writing it."""
+        if self._out is None:
+            self._out = JsonlObserver(JsonlOptions(Path(os.environ["CFP_TEST_OUT"])))
+        if delay_s := float(os.environ.get("CFP_TEST_HINT_DELAY_S", "0")):
+            ctx.log.info("test.hints_held", hints=len(batch))
+            time.sleep(delay_s)
+        self._out.process_hints(ctx, batch)
 
 
 class SlowToOpen:

@@ -5,7 +5,8 @@ flushed before `process_arrow` returns, so the checkpoint that follows never run
 file. With `--format native` (the default) a line says who delivered the event (`host`, `lease`,
 `epoch`, and `t`, the wall time of delivery in nanoseconds, for reading deliveries of several
 hosts back in order), a summary, and the record itself under `event`; with `envelope`, `debezium`
-or `ydb` a line is exactly that format's document.
+or `ydb` a line is exactly that format's document. A hint (`cfp run --hints-queue`) is a line
+like any other, with `"provisional": true`.
 """
 
 from __future__ import annotations
@@ -57,6 +58,14 @@ class JsonlObserver:
     def process_arrow(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
         """Lines from the batch's columns: each record's JSON is embedded as it is, never made
         into a dict and back."""
+        self._lines(ctx, batch)
+
+    def process_hints(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
+        """Hints as lines of their own, each with `"provisional": true` (and `lease` "hints",
+        `position` ""): the feed's line for the same change comes later, or never."""
+        self._lines(ctx, batch)
+
+    def _lines(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
         if self.options.format is not Format.NATIVE:
             self._write(ctx, format_lines(batch, self.options.format))
             return
@@ -73,7 +82,13 @@ class JsonlObserver:
             batch.json().to_pylist(),
             strict=True,
         )
-        head = {"host": ctx.host_name, "lease": ctx.lease_token, "epoch": ctx.epoch}
+        head: dict[str, object] = {
+            "host": ctx.host_name,
+            "lease": ctx.lease_token,
+            "epoch": ctx.epoch,
+        }
+        if batch.provisional:
+            head["provisional"] = True
         lines = b"".join(
             orjson.dumps(
                 {

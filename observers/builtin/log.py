@@ -1,9 +1,11 @@
-"""`--observer log`: one structured log line per batch; for trying things out."""
+"""`--observer log`: one structured log line per batch (and per batch of hints, with
+`--hints-queue`); for trying things out."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from observers.events import ArrowBatch
 from observers.protocol import ChangeEvent, CloseReason, PartitionContext
 
 
@@ -18,6 +20,17 @@ class LogObserver:
                 events=len(events),
                 first=events[0].event_time.isoformat(),
                 last=events[-1].event_time.isoformat(),
+            )
+
+    async def process_hints(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
+        if len(batch):
+            rows = batch.changes()
+            blobs = zip(rows["container"].to_pylist(), rows["blob"].to_pylist(), strict=True)
+            ctx.log.info(
+                "observer.hints",
+                hints=len(batch),
+                blobs=len(set(blobs)),
+                newest=max(rows["event_time"].to_pylist()).isoformat(),
             )
 
     async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:

@@ -78,11 +78,14 @@ class Azurite:
     location: Path
     blob_port: int = 0
     table_port: int = 0
+    queue_port: int = 0
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def connection_string(self) -> str:
-        return azurite_connection_string(blob_port=self.blob_port, table_port=self.table_port)
+        return azurite_connection_string(
+            blob_port=self.blob_port, table_port=self.table_port, queue_port=self.queue_port
+        )
 
     def start(self) -> Azurite:
         if not AZURITE_BIN.exists():
@@ -92,7 +95,7 @@ class Azurite:
         self.location.mkdir(parents=True, exist_ok=True)
         self.blob_port = self.blob_port or free_port()
         self.table_port = self.table_port or free_port()
-        queue_port = free_port()
+        self.queue_port = self.queue_port or free_port()
         log = open(self.location / "azurite.log", "ab")  # noqa: SIM115 - lives with the process
         self.process = subprocess.Popen(
             [
@@ -110,7 +113,7 @@ class Azurite:
                 "--queueHost",
                 "127.0.0.1",
                 "--queuePort",
-                str(queue_port),
+                str(self.queue_port),
                 "--tableHost",
                 "127.0.0.1",
                 "--tablePort",
@@ -123,7 +126,7 @@ class Azurite:
         # generous: Node starts slowly beside several JVMs on two cores, and a restart loads
         # the account's metadata first
         try:
-            for port in (self.blob_port, self.table_port):
+            for port in (self.blob_port, self.table_port, self.queue_port):
                 wait_for_port(port, START_TIMEOUT_S, self.process)
         except RuntimeError as e:
             raise RuntimeError(f"Azurite did not start: {e} (its log: {log.name})") from e

@@ -37,6 +37,7 @@ from processor.host.host import Host, HostParts
 from processor.host.host_config import DeliveryPolicy, HostConfig, OnObserverError, Placement
 from processor.host.leasing.held_lease import HeldLease
 from processor.host.leasing.renewer import Renewer
+from processor.host.running.hint_runner import HintRunner, HintSource
 from processor.host.running.job_runner import JobRunner
 from processor.host.running.worker_supervisor import WorkerSupervisor
 from processor.host.worker.feed_watcher import CATALOG_AGE_POLLS, FeedWatcher
@@ -163,8 +164,23 @@ def assemble(
     parts = HostParts(
         config=config, env=env, lifecycle=lifecycle, progress=progress, watcher=watcher,
         supervisor=supervisor, balancer=balancer, ticks=ticks, presence=presence, jobs=jobs,
-        renewer=renewer)  # fmt: skip
+        renewer=renewer, hints=_hints(config, env, progress, clock))  # fmt: skip
     return AssembledHost(config, Host(parts), clients, pool)
+
+
+def _hints(
+    config: HostConfig, env: WorkerEnv, progress: HostProgress, clock: Clock
+) -> HintRunner | None:
+    """With `--hints-queue`: the runner of the host's hints, checked against the feed's account."""
+    if config.hints is None:
+        return None
+    placement = config.placement
+    source = HintSource(
+        connection.parse(placement.connection_string).account,
+        placement.processor_name,
+        placement.host_name,
+    )
+    return HintRunner(config.hints, source, env.new_observer, progress.hints, clock)
 
 
 def outage_text(factory: ObserverFactory) -> str:

@@ -8,6 +8,7 @@ Host.run                  TaskGroup: a crash here stops the host (its container 
 ├── sample_lag            bytes left per owned lease, for /status and /metrics
 ├── JobRunner.run         per singleton job of the observer (Spark's state job): run it while
 │                         holding its lease
+├── HintRunner.run        with --hints-queue: the queue's hints into an observer of their own
 └── WorkerSupervisor.run  one task per owned lease: read, deliver, checkpoint, release
 ```
 
@@ -18,7 +19,8 @@ permanently when `run` raises. `Presence` writes it to the host's row for `cfp s
 
 Shutdown (`stop()`, SIGTERM, SIGINT, or caught up with `--until-caught-up`): balancing stops,
 each worker finishes the batch in hand, checkpoints, closes its observer and releases its lease
-(continuation kept); then each job runner lets go of its job's lease (after one final run with
+(continuation kept); the hints' reader stops receiving and settles what it holds; then each
+job runner lets go of its job's lease (after one final run with
 `--until-caught-up`); the renewer keeps renewing until all that is done. Then the host returns.
 """
 
@@ -43,6 +45,7 @@ from processor.host.health.presence import Presence
 from processor.host.host_config import HostConfig
 from processor.host.leasing.renewer import Renewer
 from processor.host.running.drain_budget import DrainBudget
+from processor.host.running.hint_runner import HintRunner
 from processor.host.running.job_runner import JobRunner
 from processor.host.running.worker_supervisor import WorkerSupervisor
 from processor.host.worker.feed_watcher import FeedWatcher
@@ -71,6 +74,7 @@ class HostParts:
     presence: Presence
     jobs: list[JobRunner]
     renewer: Renewer
+    hints: HintRunner | None = None  # --hints-queue
 
 
 class Host:
@@ -88,6 +92,7 @@ class Host:
         self.presence = parts.presence
         self.jobs = parts.jobs
         self.renewer = parts.renewer
+        self.hints = parts.hints
         self._observer_factory = deps.observer_factory
         self._stop = signals.stop  # set to drain: balancing stops, workers finish
         self.drain = signals.drain  # what a stop signal still waits for, how long
@@ -190,6 +195,7 @@ class Host:
             balancing = tg.create_task(self.balancer.run(self._stop))
             tg.create_task(self.watcher.run(self._stop))
             jobs = [tg.create_task(job.run(self._stop)) for job in self.jobs]
+            hinting = tg.create_task(self.hints.run(self._stop)) if self.hints else None
             tg.create_task(
                 sample_lag(
                     self.progress.leases,
@@ -207,6 +213,8 @@ class Host:
             await balancing
             self.supervisor.close()
             await supervising  # every worker has checkpointed, closed (or was cut) and released
+            if hinting is not None:  # what it holds and has not settled comes back to another
+                await self.drain.within("the hints", hinting)
             await self.drain.within("the jobs' runs", asyncio.gather(*jobs))
             for job in self.jobs:
                 await job.finish(final=self.config.until_caught_up, drain=self.drain)

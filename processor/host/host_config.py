@@ -16,6 +16,7 @@ from leases.policy.timings import DEFAULT_STUCK_AFTER_S, Timings
 from leases.store.table_settings import DEFAULT_LEASE_PARTITIONS
 from processor.changefeed.change_filter import ChangeFilter
 from processor.changefeed.shard_batch import DEFAULT_BATCH_EVENTS
+from processor.hints.settings import HintQueue
 from processor.plugins.observer_calls import DEFAULT_OBSERVER_THREADS
 from processor.plugins.observer_loading import ObserverChoice
 from processor.reading.processor_identity import ProcessorIdentity
@@ -103,3 +104,4 @@ class HostConfig:
     new_leases: NewLeases = field(default_factory=NewLeases)
     by_load: LoadRule | None = None  # --balance-by load (None: by count)
     until_caught_up: bool = False
+    hints: HintQueue | None = None  # --hints-queue

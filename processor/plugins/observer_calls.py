@@ -24,9 +24,11 @@ from observers import (
     Opens,
     PartitionContext,
     PluginLoadError,
+    TakesHints,
     checkpoints_after_each_batch,
     takes_arrow,
     takes_changes,
+    takes_hints,
 )
 
 DEFAULT_OBSERVER_THREADS = 16
@@ -107,6 +109,10 @@ class ObserverCalls:
         self._held_through = _adapt(
             observer.held_through if isinstance(observer, KnowsWhatItHolds) else None, pool
         )
+        self.takes_hints = takes_hints(observer)
+        self._hints = _adapt(
+            observer.process_hints if isinstance(observer, TakesHints) else None, pool
+        )
 
     async def open(self, ctx: PartitionContext) -> None:
         await self._open(ctx)
@@ -140,6 +146,10 @@ class ObserverCalls:
             await self._process(ctx, given)
         else:
             await in_pool(self._pool, _checked_call, still_ours, self._process, ctx, given)
+
+    async def hints(self, ctx: PartitionContext, batch: ArrowBatch) -> None:
+        """Hand a provisional batch to `process_hints` (`TakesHints`; nothing without it)."""
+        await self._hints(ctx, batch)
 
     async def close(self, ctx: PartitionContext, reason: CloseReason) -> None:
         await self._close(ctx, reason)

@@ -2,6 +2,7 @@
 the layers below it, so that the tree shows the architecture and keeps showing it.
 
     cli ──► host ──────► reading ──► changefeed ──► plumbing (processor/*.py) ──► leases, observers
+     │       ├─► hints (a queue's Blob Storage events) ─────► plumbing ──────► observers
      │       └─► plugins ─────────────────────────────────────────────────────► observers.builtin
      ├────► admin ─────► reading
      ├────► emulator ──► changefeed
@@ -45,6 +46,7 @@ LAYERS = {
     "processor.changefeed.storage": "changefeed.storage",
     "processor.changefeed.decoding": "changefeed.decoding",
     "processor.reading": "reading",
+    "processor.hints": "hints",
     "processor.plugins": "plugins",
     "processor.emulator": "emulator",
     "processor.streaming": "streaming",
@@ -60,7 +62,7 @@ LAYERS = {
 }
 LEASES = {"leases", "leases.base", "leases.store", "leases.policy"}
 CHANGEFEED = {"changefeed", "changefeed.errors", "changefeed.storage", "changefeed.decoding"}
-BELOW_HOST = {"reading", "plugins", "plumbing", "observers"} | CHANGEFEED | LEASES
+BELOW_HOST = {"reading", "plugins", "hints", "plumbing", "observers"} | CHANGEFEED | LEASES
 HOST_PARTS = [
     "host.config",
     "host.health",
@@ -90,6 +92,7 @@ ALLOWED: dict[str, set[str]] = {
         "observers",  # the contract's words for an event: its subject, the backfill type
     },
     "emulator": CHANGEFEED | {"plumbing"},
+    "hints": {"plumbing", "observers"},
     "reading": CHANGEFEED | LEASES | {"plumbing", "observers"},
     "plugins": {"plumbing", "observers", "observers.builtin"},
     "admin": CHANGEFEED | LEASES | {"reading", "plumbing", "observers"},

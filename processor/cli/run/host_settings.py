@@ -16,6 +16,13 @@ from leases.policy.timings import Timings, derive_timings
 from observers.formats import Format
 from processor import connection
 from processor.changefeed.change_filter import ChangeFilter
+from processor.hints.settings import (
+    DEFAULT_MAX_DELIVERIES,
+    DEFAULT_POLL_INTERVAL_S,
+    DEFAULT_VISIBILITY_TIMEOUT_S,
+    QUEUE_NAME,
+    HintQueue,
+)
 from processor.host.host_config import (
     DeliveryPolicy,
     HostConfig,
@@ -74,6 +81,11 @@ class RunOptions:
     http_on: bool
     http_host: str
     http_port: int
+    hints_queue: str | None = None
+    hints_connection_string: str | None = None
+    hints_visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT_S
+    hints_poll_interval: float = DEFAULT_POLL_INTERVAL_S
+    hints_max_deliveries: int = DEFAULT_MAX_DELIVERIES
 
 
 def host_config(o: RunOptions, *, conn: str, now: datetime, default_host: HostId) -> HostConfig:
@@ -110,6 +122,26 @@ def host_config(o: RunOptions, *, conn: str, now: datetime, default_host: HostId
         new_leases=NewLeases(start, o.initial_scan, o.scan_partitions),
         by_load=LoadRule(o.load_tolerance) if o.balance_by == "load" else None,
         until_caught_up=o.until_caught_up,
+        hints=_hints(o, conn),
+    )
+
+
+def _hints(o: RunOptions, conn: str) -> HintQueue | None:
+    """`--hints-queue` and its settings (None: no hints). Errors: `ConfigError` for a name
+    that is no queue's."""
+    if not o.hints_queue:
+        return None
+    if not QUEUE_NAME.match(o.hints_queue):
+        raise ConfigError(
+            f"--hints-queue {o.hints_queue!r} is not a queue name: 3-63 lowercase letters, "
+            "digits and single hyphens, beginning and ending with a letter or digit"
+        )
+    return HintQueue(
+        name=o.hints_queue,
+        connection_string=connection.resolve_other(o.hints_connection_string, conn),
+        visibility_timeout_s=o.hints_visibility_timeout,
+        poll_interval_s=o.hints_poll_interval,
+        max_deliveries=o.hints_max_deliveries,
     )
 
 

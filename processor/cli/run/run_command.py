@@ -21,6 +21,7 @@ from processor.cli.common import (
 from processor.cli.run.host_settings import host_config
 from processor.cli.run.run_options import (
     DELIVERY_OPTIONS,
+    HINT_OPTIONS,
     HTTP_OPTIONS,
     LEASE_OPTIONS,
     READING_OPTIONS,
@@ -38,6 +39,7 @@ RUN_OPTIONS: dict[str, Options] = {
     "Leases and timing": LEASE_OPTIONS,
     "Reading and filters": READING_OPTIONS,
     "Delivery": DELIVERY_OPTIONS,
+    "Hints": HINT_OPTIONS,
     "Spark (--observer spark)": SPARK_OPTIONS,
     "Endpoints": HTTP_OPTIONS,
 }

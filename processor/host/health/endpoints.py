@@ -65,6 +65,17 @@ class HostHealth:
             return False, f"the balancing loop has not completed a tick for {age:.0f}s"
         return True, state.value
 
+    def freshness(self) -> dict[str, Any]:
+        """How old the events were when their observer accepted them, by source (the last
+        few thousand of each: percentiles in seconds), and when the last hint came."""
+        ages, hints = self.progress.ages, self.progress.hints
+        last = hints.last_hint_at
+        return {
+            "feed": ages.recent("feed"),
+            "hint": ages.recent("hint"),
+            "lastHintAt": None if last is None else last.isoformat(),
+        }
+
     def readiness(self) -> tuple[bool, str]:
         state = self.lifecycle.state
         if state not in (HostState.RUNNING, HostState.PAUSED):
@@ -91,6 +102,7 @@ class HostHealth:
             "lagBytes": lag_bytes,
             "lagEvents": lag_events,
             "leases": leases.to_json(),
+            "freshness": self.freshness(),
             **self.extra,
             **_sink_doc(self.sink()),
         }

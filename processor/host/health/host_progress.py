@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from leases.policy.timings import DEFAULT_STUCK_AFTER_S
 from observers import SinkHealth
 from processor.changefeed.decoding.columnar import NATIVE
+from processor.host.health.freshness import EventAges, HintRecorder
 from processor.host.health.lease_recorder import LeaseRecorder
 from processor.host.health.lifecycle import HostState
 
@@ -69,8 +70,9 @@ class JobRecorder:
 
 class HostProgress:
     """The host's registry and its recorders: `leases` for the workers, `balancing` for the
-    balancer, `jobs` for the job runners, `state` for the lifecycle; the clients' own counts
-    are read when scraped."""
+    balancer, `jobs` for the job runners, `hints` for the hints queue's reader, `state` for the
+    lifecycle; `ages` is how fresh the delivered events were; the clients' own counts are read
+    when scraped."""
 
     def __init__(
         self,
@@ -82,9 +84,15 @@ class HostProgress:
         sink: Callable[[], SinkHealth | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry()
+        self.ages = EventAges()
+        self.registry.register(self.ages)
         self.leases = LeaseRecorder(
-            self.registry, wall=wall or (lambda: datetime.now(UTC)), stuck_after_s=stuck_after_s
+            self.registry,
+            wall=wall or (lambda: datetime.now(UTC)),
+            stuck_after_s=stuck_after_s,
+            ages=self.ages,
         )
+        self.hints = HintRecorder(self.registry, self.ages)
         self.balancing = BalancingRecorder(self.registry)
         self.jobs = JobRecorder(self.registry)
         self.state = Enum(

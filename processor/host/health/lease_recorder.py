@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 
 from leases import LeaseToken
 from observers import CloseReason
+from processor.host.health.freshness import EventAges
 from processor.host.health.lease_progress import LeaseProgress
 
 CHECKPOINT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -23,9 +24,15 @@ class LeaseRecorder:
     """Every lease this host works on now, and the counters of all it ever held."""
 
     def __init__(
-        self, registry: CollectorRegistry, *, wall: Callable[[], datetime], stuck_after_s: float
+        self,
+        registry: CollectorRegistry,
+        *,
+        wall: Callable[[], datetime],
+        stuck_after_s: float,
+        ages: EventAges | None = None,
     ) -> None:
         self._wall = wall
+        self.ages = ages or EventAges()  # how old the delivered events were (the host's own)
         self.stuck_after_s = stuck_after_s
         self.entries: dict[LeaseToken, LeaseProgress] = {}
         self.total_events = 0  # over every lease this host ever held (leases come and go)

@@ -33,6 +33,7 @@ from observers import ArrowBatch, CloseReason, Origin, PartitionContext, ReplayR
 from observers.host_side import delivering
 from processor.changefeed.selection import parse_event_time
 from processor.clock import Clock
+from processor.host.health.freshness import feed_ages
 from processor.host.health.lease_recorder import LeaseRecorder
 from processor.host.host_config import DeliveryPolicy, OnObserverError
 from processor.host.leasing.held_lease import HeldLease
@@ -119,6 +120,7 @@ class Delivery:
             return NotDelivered.DEAD_LETTERED
         self.batches += 1
         self.events += len(events)
+        progress.ages.observe("feed", feed_ages(events, clock.wall()))
         last_time = _last_event_time(events)
         progress.delivered(
             held.token,
