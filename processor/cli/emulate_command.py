@@ -11,6 +11,7 @@ import click
 from processor import connection
 from processor.changefeed.errors import FeedError
 from processor.cli.common import ByteSize, IsoTime, connection_option, fail, run_async, say_error
+from processor.cli.emulate_live import LiveRun, hint_publisher, live_run
 
 if TYPE_CHECKING:
     from processor.emulator.emulator import EmulatorConfig
@@ -53,44 +54,15 @@ if TYPE_CHECKING:
 )
 @click.option("--concurrency", type=click.IntRange(min=1, max=256), default=32, show_default=True)
 @click.option("--leave-last-publishing", is_flag=True, help="Do not finalize the last segment.")
-@click.option("--live", is_flag=True, help="Keep appending in real time until interrupted.")
-@click.option(
-    "--finish",
-    is_flag=True,
-    help="Live: finalize the open segment on stop (everything written becomes consumable).",
-)
-@click.option(
-    "--rate",
-    type=click.FloatRange(min=0.1),
-    default=20.0,
-    show_default=True,
-    help="Live: operations per second.",
-)
-@click.option(
-    "--segment-seconds",
-    type=click.FloatRange(min=1),
-    default=60.0,
-    show_default=True,
-    help="Live: real seconds one virtual hourly segment lasts.",
-)
-@click.option(
-    "--duration", type=click.FloatRange(min=0), help="Live: stop after this many seconds."
-)
 @click.option("--reset", is_flag=True, help="Delete the emulated containers and the feed first.")
 @click.option(
     "--feed-only",
     is_flag=True,
     help="Write the change feed alone, with made-up ETags; no blob is touched (4x faster).",
 )
+@live_run
 def emulate_command(
-    connection_string: str | None,
-    live: bool,
-    finish: bool,
-    rate: float,
-    segment_seconds: float,
-    duration: float | None,
-    reset: bool,
-    **workload: Any,
+    connection_string: str | None, reset: bool, live: LiveRun, **workload: Any
 ) -> None:
     """Perform real blob operations against Azurite and write their change feed.
 
@@ -103,26 +75,39 @@ def emulate_command(
         config = _config(workload)
     except ValueError as e:
         fail(str(e), 2)
+    live.check()
     conn = connection.resolve(connection_string)
 
     async def run(stop: asyncio.Event) -> int:
         try:
-            async with open_service(conn) as service:
-                emulator = Emulator(service, config)
+            async with (
+                open_service(conn) as service,
+                hint_publisher(conn, live, config.seed) as publisher,
+            ):
+                emulator = Emulator(
+                    service, config, hints=publisher, publish_delay_s=live.publish_delay
+                )
                 if reset:
                     await reset_account(service, emulator.containers)
-                if not live:
+                if not live.live:
                     summary = await emulator.run_batch()
                 else:
-                    if duration is not None:
-                        asyncio.get_running_loop().call_later(duration, stop.set)
+                    if live.duration is not None:
+                        asyncio.get_running_loop().call_later(live.duration, stop.set)
                     summary = await emulator.run_live(
-                        stop, rate_per_s=rate, segment_seconds=segment_seconds, finish=finish
+                        stop,
+                        rate_per_s=live.rate,
+                        segment_seconds=live.segment_seconds,
+                        finish=live.finish,
+                        wall_clock=live.wall_clock,
                     )
         except FeedError as e:
             say_error(e)
             return 1
-        click.echo(json.dumps(summary.to_json(), indent=2))
+        doc = summary.to_json()
+        if publisher is not None:
+            doc["hints"] = publisher.to_json()
+        click.echo(json.dumps(doc, indent=2))
         return 0
 
     raise SystemExit(run_async(run))

@@ -32,7 +32,8 @@ from processor.changefeed.storage.layout import (
 )
 from processor.connection import is_loopback_endpoint
 from processor.emulator.account_blobs import AccountBlobs
-from processor.emulator.feed_writer import FeedWriter
+from processor.emulator.hint_publisher import HintPublisher
+from processor.emulator.live_writer import LiveFeedWriter
 from processor.emulator.records import RecordFactory
 from processor.emulator.schemas import SUPPORTED_VERSIONS
 from processor.emulator.workload import Op, Workload
@@ -104,7 +105,16 @@ class Emulator:
     the step methods (`begin_segment`, `perform`, `flush`, `finalize_segment`) from tests.
     """
 
-    def __init__(self, service: BlobServiceClient, config: EmulatorConfig) -> None:
+    def __init__(
+        self,
+        service: BlobServiceClient,
+        config: EmulatorConfig,
+        *,
+        hints: HintPublisher | None = None,
+        publish_delay_s: float = 0.0,
+    ) -> None:
+        """`hints`: where each operation's Blob Storage event goes; `publish_delay_s`: how long
+        after its operation a record reaches the feed (`LiveFeedWriter`)."""
         endpoint = service.url
         if not is_loopback_endpoint(endpoint):
             raise UnsafeEndpoint(
@@ -114,11 +124,13 @@ class Emulator:
         self._service = service
         self.config = config
         self._rng = random.Random(config.seed)
-        self.writer = FeedWriter(
+        self.writer = LiveFeedWriter(
             service.get_container_client(CONTAINER),
             rng=self._rng,
             block_events=config.block_events,
             chunk_bytes=config.chunk_bytes,
+            hints=hints,
+            delay_s=publish_delay_s,
         )
         self.records = RecordFactory(
             version=config.schema_version,
@@ -177,8 +189,9 @@ class Emulator:
         )
         self.summary.segments.append(f"{begin:%Y-%m-%dT%H:%MZ} shards={shards}")
 
-    async def perform(self, count: int, *, times: Sequence[datetime]) -> None:
-        """Perform `count` operations; operation i gets event time `times[i]`."""
+    async def perform(self, count: int, *, times: Sequence[datetime] | None) -> None:
+        """Perform `count` operations; operation i gets event time `times[i]` (None: the wall
+        clock's when storage answered it)."""
         assert self.workload is not None, "call setup() first"
         ops = [self.workload.next_op() for _ in range(count)]
         window: list[Op] = []
@@ -186,19 +199,20 @@ class Emulator:
         start = 0
         for i, op in enumerate(ops):
             if op.key in keys or len(window) >= self.config.concurrency:
-                await self._run_window(window, times[start:i])
+                await self._run_window(window, None if times is None else times[start:i])
                 window, keys, start = [], set(), i
             window.append(op)
             keys.add(op.key)
         if window:
-            await self._run_window(window, times[start:])
+            await self._run_window(window, None if times is None else times[start:])
 
-    async def _run_window(self, ops: list[Op], times: Sequence[datetime]) -> None:
+    async def _run_window(self, ops: list[Op], times: Sequence[datetime] | None) -> None:
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(self._blobs.apply(op, counter=self._counter)) for op in ops]
         seg = self.writer.segment
         assert seg is not None
-        for op, task, at in zip(ops, tasks, times, strict=True):
+        now = datetime.now(UTC)
+        for op, task, at in zip(ops, tasks, times or [now] * len(ops), strict=True):
             self._counter += 1
             record = self.records.blob_event(op, task.result(), at=at, counter=self._counter)
             await self.writer.add(shard_of(op.container, op.name, len(seg.shards)), record)
@@ -253,8 +267,11 @@ class Emulator:
         segment_seconds: float,
         flush_every_s: float = 1.0,
         finish: bool = False,
+        wall_clock: bool = False,
     ) -> EmulationSummary:
-        """Append in real time until `stop` is set; one virtual hour lasts `segment_seconds`.
+        """Append in real time until `stop` is set; one virtual hour lasts `segment_seconds`,
+        or, on the `wall_clock`, a segment is a real hour and an event's time is when it
+        happened (as Azure's: what hints and freshness are measured against).
 
         The newest segment stays `Publishing`; each segment is finalized (and `lastConsumable`
         moved) when its time is up. On stop, queued records are flushed and the open segment is
@@ -262,26 +279,30 @@ class Emulator:
         everything written is consumable: a demo or a test that wants to catch up fully).
         """
         begin = await self.setup()
-        if self.config.start_time is None:
+        if self.config.start_time is None or wall_clock:
             now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
             begin = max(begin, now)
+        if wall_clock:
+            segment_seconds = SEGMENT_INTERVAL.total_seconds()
         per_tick = max(1, round(rate_per_s * flush_every_s))
         while not stop.is_set():
             await self.begin_segment(begin)
             seg_start = time.monotonic()
+            if wall_clock:  # the hour began before this run did
+                seg_start -= max(0.0, (datetime.now(UTC) - begin).total_seconds())
             while not stop.is_set():
                 elapsed = time.monotonic() - seg_start
                 if elapsed >= segment_seconds:
                     break
                 at = begin + SEGMENT_INTERVAL * (elapsed / segment_seconds)
-                await self.perform(per_tick, times=[at] * per_tick)
+                await self.perform(per_tick, times=None if wall_clock else [at] * per_tick)
                 await self.flush()
                 rest = flush_every_s - (time.monotonic() - seg_start - elapsed)
                 if rest > 0:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), timeout=rest)
             if stop.is_set():
-                await self.flush()
+                await self.writer.drain()  # what was held back too: the service publishes it
                 if finish:
                     await self.finalize_segment(begin + SEGMENT_INTERVAL - timedelta(seconds=1))
                 break

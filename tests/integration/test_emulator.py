@@ -1,18 +1,28 @@
-"""The emulator: real operations, schema versions, determinism, live mode, loopback only."""
+"""The emulator: real operations, schema versions, determinism, live mode, hints into a queue,
+a feed that appears late, loopback only."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections import Counter
+from datetime import UTC, datetime
 
 import pytest
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
-from processor.changefeed.selection import EventFilter
+from processor import connection
+from processor.changefeed.selection import EventFilter, parse_event_time
 from processor.changefeed.storage.layout import CONTAINER, SEGMENTS_JSON
 from processor.changefeed.storage.manifests import parse_feed_manifest, parse_segment_manifest
+from processor.connection import AZURITE_ACCOUNT
+from processor.emulator.emulator import Emulator, EmulatorConfig
+from processor.emulator.grid_events import GRID_EVENT_TYPES
+from processor.emulator.live_writer import LiveFeedWriter
 from processor.emulator.schemas import data_fields, event_types
+from processor.emulator.service import open_service
+from processor.hints.messages import Hint, read_message
 from tests.helpers import emulate, read_all, run_cfp
 
 
@@ -191,3 +201,51 @@ def test_emulate_summary_is_json(account: str) -> None:
     summary = json.loads(result.stdout)
     assert sum(summary["events"].values()) == 30
     assert summary["segments"] == ["2026-01-01T00:00Z shards=2"]
+
+
+async def _queue_texts(account: str, queue: str) -> list[str]:
+    """Every message of `queue`, taken off it."""
+    texts: list[str] = []
+    async with connection.queue_client(account, queue) as q:
+        while batch := [m async for m in q.receive_messages(max_messages=32, messages_per_page=32)]:
+            texts += [m.content for m in batch]
+            for m in batch:
+                await q.delete_message(m)
+    return texts
+
+
+async def test_live_hints_are_each_operations_event_in_the_queue(account: str) -> None:
+    """`--hints-queue`: one Event Grid message per operation Event Grid publishes an event for,
+    read back as the hint of its feed record; event times are the wall clock's."""
+    queue = f"emu-{uuid.uuid4().hex[:10]}"
+    started = datetime.now(UTC)
+    result = await asyncio.to_thread(
+        run_cfp, account, "emulate", "--live", "--rate", "40", "--duration", "3",
+        "--hints-queue", queue, "--hints-schema", "cloudevents", "--finish",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    records, _ = await read_all(account)
+    hints = [read_message(t, account=AZURITE_ACCOUNT) for t in await _queue_texts(account, queue)]
+    assert all(isinstance(h, Hint) for h in hints)
+    published = [r for r in records if r["eventType"] in GRID_EVENT_TYPES]
+    assert sorted(h.record["id"] for h in hints if isinstance(h, Hint)) == sorted(
+        str(r["id"]) for r in published
+    )
+    assert all(started <= parse_event_time(str(r["eventTime"])) for r in records)
+    assert json.loads(result.stdout)["hints"]["messages"] == len(hints)
+
+
+async def test_a_publish_delay_holds_the_records_back_until_due(account: str) -> None:
+    async with open_service(account) as service:
+        emulator = Emulator(service, EmulatorConfig(seed=5), publish_delay_s=3600)
+        await emulator.setup()
+        await emulator.begin_segment(datetime.now(UTC).replace(minute=0, second=0, microsecond=0))
+        await emulator.perform(20, times=None)
+        await emulator.flush()
+        writer = emulator.writer
+        assert isinstance(writer, LiveFeedWriter)
+        assert (writer.held, writer.records_written) == (20, 0)  # made, not yet in the feed
+        await writer.drain()
+        assert (writer.held, writer.records_written) == (0, 20)
+        await emulator.finalize_segment(datetime.now(UTC))
+    assert len((await read_all(account))[0]) == 20
