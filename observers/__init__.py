@@ -12,8 +12,9 @@ beyond `process_arrow` or `process_changes` is a protocol each: on the observer,
 its lease (`Opens`, `Closes`, `ChecksItsOwnPoints`, `KnowsWhatItHolds`) and whether it takes
 hints, provisional batches of Blob Storage events ahead of the feed (`TakesHints`); on the
 factory, what holds for the whole host (`OrdersItself`, `OffersJobs`, `TakesOptions`,
-`KeepsDeadLetters`, `ReportsHealth`: an `Outage` of what it writes to, in a `SinkHealth`;
-`EnteredOncePerHost`); on a job, `WaitsBeforeItsFirstRun`. The functions beside them
+`KeepsDeadLetters`, `ReportsHealth`: an `Outage` of what it writes to and the
+`UnconfirmedHints` it holds, in a `SinkHealth`; `EnteredOncePerHost`); on a job,
+`WaitsBeforeItsFirstRun`. The functions beside them
 (`checkpoints_after_each_batch`, `needs_segment_order`, `singleton_jobs`, `first_run_after_s`,
 `dead_letter_dir`, `sink_health`, `takes_arrow`, `takes_changes`, `takes_hints`) are how the
 host asks. A plugin's options are an `Options` dataclass; `PluginHost` is what a factory that
@@ -56,6 +57,7 @@ from observers.protocol import (
     SinkHealth,
     TakesHints,
     TakesOptions,
+    UnconfirmedHints,
     WaitsBeforeItsFirstRun,
     checkpoints_after_each_batch,
     dead_letter_dir,
@@ -118,6 +120,7 @@ __all__ = [
     "TakesHints",
     "TakesOptions",
     "Unavailable",
+    "UnconfirmedHints",
     "WaitsBeforeItsFirstRun",
     "checkpoints_after_each_batch",
     "dead_letter_dir",

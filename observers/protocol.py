@@ -46,6 +46,7 @@ __all__ = [
     "SinkHealth",
     "TakesHints",
     "TakesOptions",
+    "UnconfirmedHints",
     "WaitsBeforeItsFirstRun",
     "checkpoints_after_each_batch",
     "dead_letter_dir",
@@ -349,12 +350,24 @@ class Outage:
 
 
 @dataclass(frozen=True, slots=True)
+class UnconfirmedHints:
+    """What hints left in a sink that keeps them apart (the Spark state table): rows still
+    provisional, and those of them older than the sink's deadline for the feed to confirm them
+    (`--hints-confirm-within`), as last counted."""
+
+    provisional: int
+    overdue: int
+
+
+@dataclass(frozen=True, slots=True)
 class SinkHealth:
-    """How the destination of a factory's observers is doing: an outage, if any, and figures
-    that `/status` shows as they are (JSON values)."""
+    """How the destination of a factory's observers is doing: an outage, if any, figures that
+    `/status` shows as they are (JSON values), and the hints it holds unconfirmed (None: it
+    does not say; exported as `cfp_hints_unconfirmed`)."""
 
     outage: Outage | None = None
     details: Mapping[str, object] = field(default_factory=dict)
+    unconfirmed: UnconfirmedHints | None = None
 
 
 @runtime_checkable

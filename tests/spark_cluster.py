@@ -107,10 +107,11 @@ async def spark_cluster(
         c.kill_all()
 
 
-def delta_rs_column(cluster: SparkCluster, column: str) -> Counter[str]:
-    """The values of a change log column as the `deltalake` package (delta-rs) reads them."""
+def delta_rs_column(cluster: SparkCluster, column: str, uri: str | None = None) -> Counter[str]:
+    """The values of a change log column (or of the table at `uri`) as the `deltalake`
+    package (delta-rs) reads them."""
     options = delta_rs_options(cluster.output, storage_access(cluster.conn))
-    table = DeltaTable(cluster.output.changes, storage_options=options or None)
+    table = DeltaTable(uri or cluster.output.changes, storage_options=options or None)
     found = QueryBuilder().register("changes", table).execute(f"SELECT {column} FROM changes")
     return Counter(pa.table(found).column(column).cast(pa.string()).to_pylist())
 

@@ -90,15 +90,27 @@ def compare(state: Iterable[Blob], account: Iterable[Blob]) -> Comparison:
     return Comparison(len(mine), len(theirs), differences)
 
 
-STATE_QUERY = "SELECT container, blob, deleted, etag, content_length, content_type FROM state"
+STATE_QUERY = "SELECT container, blob, deleted, etag, content_length, content_type{} FROM state"
+PROVISIONAL = ", coalesce(provisional, false) AS provisional"
 
 
-def read_state(uri: str, storage_options: Mapping[str, str]) -> tuple[list[Blob], int]:
-    """The live blobs of the Delta state table at `uri` (its newest version), and how many
-    tombstones it holds (blocking)."""
+@dataclass(frozen=True, slots=True)
+class StateRead:
+    """What the state table holds: its live blobs, its tombstones, and its provisional rows
+    (those whose newest change is a hint the feed has not confirmed; 0 without hints)."""
+
+    blobs: list[Blob]
+    tombstones: int
+    provisional: int = 0
+
+
+def read_state(uri: str, storage_options: Mapping[str, str]) -> StateRead:
+    """The state table at `uri`, its newest version (blocking)."""
     try:
         state = DeltaTable(uri, storage_options=dict(storage_options) or None)
-        reader = QueryBuilder().register("state", state).execute(STATE_QUERY)
+        hinted = "provisional" in {f.name for f in state.schema().fields}
+        query = STATE_QUERY.format(PROVISIONAL if hinted else "")
+        reader = QueryBuilder().register("state", state).execute(query)
         table = pa.table(reader)
     except TableNotFoundError as e:
         raise VerifyError(f"{uri}: no state table here (is --output the hosts' --output?)") from e
@@ -113,7 +125,8 @@ def read_state(uri: str, storage_options: Mapping[str, str]) -> tuple[list[Blob]
         Blob(r["container"], r["blob"], r["etag"] or "", r["content_length"], r["content_type"])
         for r in live.to_pylist()
     ]
-    return blobs, table.num_rows - live.num_rows
+    provisional = pc.sum(table["provisional"]).as_py() or 0 if hinted else 0
+    return StateRead(blobs, table.num_rows - live.num_rows, int(provisional))
 
 
 def _plain(kind: pa.DataType) -> pa.DataType:

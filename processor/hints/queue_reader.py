@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,6 +30,7 @@ from processor.waiting import wait_any
 
 PAGE = 32  # the most messages one receive returns
 DELETES_AT_ONCE = 16
+PAGES_AT_ONCE = 8  # pages whose hints are with the sink at once (a sink may write them together)
 
 
 class HintSink(Protocol):
@@ -81,19 +83,31 @@ class QueueReader:
         self.log = structlog.get_logger("cfp.hints").bind(queue=settings.name)
         self._deleting: set[asyncio.Task[None]] = set()
         self._deletes = asyncio.Semaphore(DELETES_AT_ONCE)
+        self._handing: set[asyncio.Task[None]] = set()  # pages' hints with the sink
+        self._pages = asyncio.Semaphore(PAGES_AT_ONCE)
         self._poison_ready = False
         self._refusals = 0  # pages in a row the sink did not accept
+        self.totals: Counter[str] = Counter()  # what became of the messages, logged at the end
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Receive, settle, repeat, until `stop`; then let the deletes under way finish."""
+        """Receive, settle, repeat, until `stop`; then let what is under way finish (at most a
+        visibility timeout: after it, what is not settled comes back to another host anyway)."""
         try:
             while not stop.is_set():
                 received = await self._page_with_retries(stop)
                 if received < PAGE or self._refusals:
                     await wait_any(stop, timeout_s=self._pause())
         finally:
-            if self._deleting:
-                await asyncio.wait(self._deleting, timeout=self.settings.visibility_timeout_s)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.settings.visibility_timeout_s):
+                    await self.settled()
+            self.log.info("hints.stopped", **self.totals)
+
+    async def settled(self) -> None:
+        """Once the pages received so far are settled: their hints with the sink, their
+        messages deleted (or left to come back)."""
+        while self._handing or self._deleting:
+            await asyncio.gather(*self._handing, *self._deleting, return_exceptions=True)
 
     def _pause(self) -> float:
         """The wait before the next receive: the poll interval, longer while the sink refuses."""
@@ -139,6 +153,7 @@ class QueueReader:
         if not messages:
             return 0
         self.counts.received(len(messages))
+        self.totals["received"] += len(messages)
         received_at = self.clock.wall()
         hints: list[tuple[Any, Hint]] = []
         settled: list[Any] = []
@@ -148,14 +163,26 @@ class QueueReader:
                 hints.append((message, read))
             elif isinstance(read, Ignored):
                 self.counts.ignored()
+                self.totals["ignored"] += 1
                 settled.append(message)
             elif await self._poison(message, read):
                 settled.append(message)
-        if hints and await self._deliver([h for _, h in hints], received_at):
-            settled.extend(m for m, _ in hints)
         for message in settled:
             self._delete_later(message)
+        if hints:  # the next page is received while the sink takes these (a few at once)
+            await self._pages.acquire()
+            task = asyncio.create_task(self._hand_over(hints, received_at))
+            self._handing.add(task)
+            task.add_done_callback(self._handing.discard)
         return len(messages)
+
+    async def _hand_over(self, hints: list[tuple[Any, Hint]], received_at: datetime) -> None:
+        try:
+            if await self._deliver([h for _, h in hints], received_at):
+                for message, _ in hints:
+                    self._delete_later(message)
+        finally:
+            self._pages.release()
 
     def _read(self, message: Any) -> Hint | Ignored | Poison:
         read = read_message(str(message.content or ""), account=self.account)
@@ -176,6 +203,7 @@ class QueueReader:
             self.log.warning("hints.not_accepted", hints=len(hints), error=repr(e))
             return False
         self._refusals = 0
+        self.totals["delivered"] += len(hints)
         self.counts.hints_delivered([h.event_time for h in hints], self.clock.wall())
         return True
 
@@ -206,6 +234,7 @@ class QueueReader:
             self.log.warning("hints.poison_failed", message_id=came.message_id, error=repr(e))
             return False
         self.counts.poisoned(poison.reason)
+        self.totals["poison"] += 1
         return True
 
     def _delete_later(self, message: Any) -> None:

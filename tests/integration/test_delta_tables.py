@@ -1,7 +1,8 @@
 """The Delta tables with embedded Spark on a local folder (the default, one command away): the
 state MERGE gives the plain model's rows whatever the order, cut and replays of the changes; the
 state job records what it applied, skips a stale run, and reads the whole change log when the
-commits it needs were vacuumed; real hosts, each with its own embedded Spark, give the same
+commits it needs were vacuumed; with hints, the MERGEs give the hint model's state and the state
+job folds the hints once; real hosts, each with its own embedded Spark, give the same
 guarantees as on Spark Connect (test_spark.py). The change log's own writes are tested in
 test_fenced_change_log.py.
 
@@ -33,6 +34,7 @@ from observers.builtin.spark.changelog.fence import LeaseFence
 from observers.builtin.spark.session.output import Output, parse_output
 from observers.builtin.spark.session.session import SparkOptions, new_session
 from observers.builtin.spark.sql import table_ref
+from observers.builtin.spark.state.hint_run import HintsKept, Unconfirmed
 from observers.builtin.spark.state.history import as_versions, every_version
 from observers.builtin.spark.state.history_run import Replaced, apply_history
 from observers.builtin.spark.state.state_job import (
@@ -41,13 +43,26 @@ from observers.builtin.spark.state.state_job import (
     newest_version,
     optimize,
 )
-from observers.builtin.spark.state.state_table import merge_statement, newest_per_blob
+from observers.builtin.spark.state.state_table import (
+    FEED_CANDIDATE_EXTRA,
+    HINT_CANDIDATE_EXTRA,
+    hint_merge_statement,
+    hinted_events,
+    merge_statement,
+    newest_per_blob,
+)
 from observers.builtin.spark.tables import create_tables
 from observers.changes import records_table
 from observers.origin import Origin
 from processor.admin.history_check import HistoryCheck, check_history
 from processor.admin.verify import read_state
 from tests.helpers import Feed, run_cfp
+from tests.hint_model import Change, hint_rows
+from tests.hint_model import Scenario as HintScenario
+from tests.hint_model import feed_rows as hint_feed_rows
+from tests.hint_model import run as hint_run
+from tests.hint_model import scenarios as hint_scenarios
+from tests.hint_model import seen as hint_seen
 from tests.jvms import install_archive, maps_file
 from tests.spark_cluster import (
     SparkCluster,
@@ -259,7 +274,8 @@ def test_the_state_and_history_merges_give_the_models_whatever_the_order_cut_and
     [again_history] = written.rows
     assert (again["num_updated_rows"], again["num_inserted_rows"]) == (0, 0)
     assert (again_history["num_updated_rows"], again_history["num_inserted_rows"]) == (0, 0)
-    live, tombstones = read_state(output.state, {})  # delta-rs, deletion vectors and all
+    read = read_state(output.state, {})  # delta-rs, deletion vectors and all
+    live, tombstones = read.blobs, read.tombstones
     assert len(live) + tombstones == len(expected)
     assert {(b.container, b.name) for b in live} == {
         k for k, v in expected.items() if not v["deleted"]
@@ -363,6 +379,110 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
     assert_tables(feed)
 
     # (`cfp optimize` compacts the three tables: tests/integration/test_spark.py, on Spark Connect)
+
+
+def _hint_passes(spark: Any, output: Output, passes: list[tuple[pa.Table, pa.Table]]) -> None:
+    """Each pass as a state job run with hints makes it: the feed's rows merged, then the
+    hints' (creates and deletes only), each under its guard."""
+    for n, (fed, hinted) in enumerate(passes):
+        spark.createDataFrame(fed).createOrReplaceTempView(f"cfp_t_feed{n}")
+        spark.sql(
+            newest_per_blob(f"cfp_t_feed{n}", extra=FEED_CANDIDATE_EXTRA)
+        ).createOrReplaceTempView(f"cfp_t_fsrc{n}")
+        spark.sql(merge_statement(output.state, f"cfp_t_fsrc{n}", hints=True)).collect()
+        spark.createDataFrame(hinted).createOrReplaceTempView(f"cfp_t_hints{n}")
+        spark.sql(hinted_events(f"cfp_t_hints{n}")).createOrReplaceTempView(f"cfp_t_taken{n}")
+        spark.sql(
+            newest_per_blob(f"cfp_t_taken{n}", extra=HINT_CANDIDATE_EXTRA)
+        ).createOrReplaceTempView(f"cfp_t_hsrc{n}")
+        spark.sql(hint_merge_statement(output.state, f"cfp_t_hsrc{n}")).collect()
+
+
+@settings(
+    max_examples=2,  # Spark MERGEs: each example costs tens of seconds here
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.lists(hint_scenarios, min_size=24, max_size=24))
+def test_the_state_merges_with_hints_give_the_models_state(
+    tmp_path: Path, delta_spark: Any, batch: list[HintScenario]
+) -> None:
+    """Twenty-four scenarios at once on blobs of their own (containers prefixed with their
+    number), one feed MERGE and one hints MERGE per pass serving them all: hints dropped,
+    repeated, late, out of order, unconfirmed, some with sequencers the feed's cannot be
+    compared with. Once the feed is in, the state is the model's: the feed's own, but for a
+    blob whose unconfirmed hint is newer, shown provisional. Replaying every hint changes no
+    row; delta-rs counts the provisional rows."""
+    output = parse_output(str(tmp_path / f"tables-{uuid.uuid4().hex}"))
+    create_tables(delta_spark, output, history=False, hints=True)
+    passes: list[tuple[list[pa.Table], list[pa.Table]]] = [([], []) for _ in range(4)]
+    for n, s in enumerate(batch):
+        for k, (feed_part, hint_part) in enumerate(s.passes):
+            passes[k][0].append(hint_feed_rows(feed_part, f"s{n}-"))
+            passes[k][1].append(hint_rows(hint_part, f"s{n}-"))
+    _hint_passes(
+        delta_spark,
+        output,
+        [(pa.concat_tables(f), pa.concat_tables(h)) for f, h in passes if f or h],
+    )
+    state = state_rows(delta_spark, output.state)
+    for n, s in enumerate(batch):
+        assert hint_seen(state, f"s{n}-") == hint_run(s.passes) == s.expected(), n
+    every_hint = pa.concat_tables([hint_rows(s.hints, f"s{n}-") for n, s in enumerate(batch)])
+    delta_spark.createDataFrame(every_hint).createOrReplaceTempView("cfp_t_again")
+    delta_spark.sql(hinted_events("cfp_t_again")).createOrReplaceTempView("cfp_t_again_taken")
+    delta_spark.sql(
+        newest_per_blob("cfp_t_again_taken", extra=HINT_CANDIDATE_EXTRA)
+    ).createOrReplaceTempView("cfp_t_again_src")
+    [again] = delta_spark.sql(hint_merge_statement(output.state, "cfp_t_again_src")).collect()
+    assert (again["num_updated_rows"], again["num_inserted_rows"]) == (0, 0)
+    assert read_state(output.state, {}).provisional == sum(r["provisional"] for r in state)
+
+
+def test_the_state_job_folds_hints_once_and_a_stale_run_changes_nothing(
+    tmp_path: Path, delta_spark: Any
+) -> None:
+    """With hints: a run applies the feed's new rows, then the hints appended since its last
+    run, recording each table's version; a hint confirmed by the feed stops being provisional;
+    a zombie's stale hints MERGE is skipped; the provisional rows are counted."""
+    output = parse_output(str(tmp_path / "tables"))
+    create_tables(delta_spark, output, history=False, hints=True)
+    options = SparkOptions(output, master="local[2]")
+    log, fence = ChangeLog(output.changes), LeaseFence("00", "t/00", 1, synced=True, checked=True)
+
+    def job() -> StateJob:
+        return StateJob(
+            new_session(delta_spark, options), changes=output.changes, state_table=output.state,
+            optimize_every_s=3600, hints=HintsKept(output.hints, confirm_within_s=0.0),
+        )  # fmt: skip
+
+    def hint(changes: list[Change]) -> None:
+        delta_spark.createDataFrame(hint_rows(changes, "")).write.format("delta").mode(
+            "append"
+        ).save(output.hints)
+
+    created, deleted = Change(0, 5, "created", 3), Change(1, 8, "deleted", 0)
+    hint([created, deleted, created])  # hints version 1, ahead of the feed
+    first = job().run_once()
+    assert first.hints is not None and first.hints.applied == 1
+    assert (first.hints.inserted, first.unconfirmed) == (2, Unconfirmed(2, 2))
+    state = {r["blob"]: r for r in state_rows(delta_spark, output.state)}
+    assert state["a.txt"]["provisional"] and state["dir/b c"]["deleted"]
+    zombie = job()
+    assert zombie.hints is not None and zombie.hints.applied() == 1
+    log.write(delta_spark, fence, hint_feed_rows([Change(0, 2, "props", 1), created], ""))
+    second = job().run_once()  # the feed confirms the create; its older record changes nothing
+    assert second.applied == 1 and second.hints is not None and second.hints.applied == 1
+    state = {r["blob"]: r for r in state_rows(delta_spark, output.state)}
+    assert not state["a.txt"]["provisional"] and state["a.txt"]["sequencer"] == created.sequencer
+    assert state["dir/b c"]["provisional"]  # never confirmed
+    hint([Change(0, 3, "deleted", 0)])  # late: older than the row
+    third = job().run_once()
+    assert third.hints is not None and (third.hints.applied, third.hints.updated) == (2, 0)
+    stale = zombie.hints._merge(0, 1, 2)  # a zombie's run of hints version 1
+    assert stale.skipped
+    assert read_state(output.state, {}).provisional == 1
 
 
 def test_a_sas_reaches_the_tables_on_azurite_through_abfs(

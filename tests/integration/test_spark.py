@@ -13,6 +13,7 @@ import json
 import math
 import signal
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
@@ -25,12 +26,14 @@ from azure.storage.blob.aio import BlobServiceClient
 from deltalake import DeltaTable, QueryBuilder
 
 from leases import Lease
+from processor import connection
 from processor.changefeed.storage.layout import segment_path
 from processor.emulator.emulator import Emulator, EmulatorConfig
+from processor.emulator.grid_events import grid_event, queue_text
 from processor.reading.lease_position import LeasePosition
 from tests import patience
 from tests.cluster import Cluster, Table
-from tests.helpers import Feed, get_text, metric, run_cfp
+from tests.helpers import Feed, get_text, metric, read_all, run_cfp
 from tests.jvms import install_archive, jvm_pids, maps_file
 from tests.spark_cluster import (
     EXPIRY_S,
@@ -348,3 +351,35 @@ async def test_an_initial_scan_during_changes_ends_with_the_state_equal(
     assert_state_equals_the_account(cluster)
     methods = delta_rs_column(cluster, "read_method")
     assert methods["backfill"] > 0 and methods["change-feed"] > 0
+
+
+async def test_hints_each_three_times_change_no_event_and_leave_nothing_provisional(
+    cluster: SparkCluster, feed: Feed, request: pytest.FixtureRequest
+) -> None:
+    """Two hosts with `--hints-queue`, the queue holding the Event Grid event of every feed
+    record it has one for, each three times, ahead of the feed: the change log still holds
+    each feed event once (hints never enter it), the hints table holds every copy, and once
+    caught up the state equals the account with no row left provisional."""
+    queue = f"hints-{uuid.uuid4().hex[:12]}"
+    records, _ = await read_all(feed.conn)
+    events = [e for e in (grid_event(r) for r in records) if e is not None]
+    async with connection.queue_client(feed.conn, queue) as q:
+        await q.create_queue()
+        await asyncio.gather(*(q.send_message(queue_text(e)) for e in events for _ in range(3)))
+    hints = ("--hints-queue", queue, "--no-history", "--hints-poll-interval", "0.2")
+    for name in ("h1", "h2"):
+        cluster.start(name, "--until-caught-up", *hints)
+    assert {n: cluster.wait(n) for n in ("h1", "h2")} == {"h1": 0, "h2": 0}
+    assert_exactly_once(cluster, feed, request)
+    accepted = sum(
+        e.get("delivered", 0)
+        for n in ("h1", "h2")
+        for e in cluster.log_events(n)
+        if e.get("event") == "hints.stopped"
+    )
+    hinted = delta_rs_column(cluster, "id", cluster.output.hints)
+    assert accepted > 0 and accepted == sum(hinted.values()), (accepted, sum(hinted.values()))
+    assert set(hinted) <= {e["id"] for e in events}
+    done = run_cfp(cluster.conn, "verify", "--output", cluster.uri, "--json")
+    doc = json.loads(done.stdout)
+    assert (doc["equal"], doc["provisional"]) == (True, 0), done.stdout + done.stderr

@@ -18,6 +18,8 @@ DEFAULT_WARM_UP_ROWS = 0
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_MAX_WAIT_S = 1.0
 DEFAULT_STATE_EVERY_S = 10.0
+DEFAULT_HINTS_STATE_EVERY_S = 2.0
+DEFAULT_HINTS_CONFIRM_WITHIN_S = 15 * 60.0
 
 
 def _help(text: str) -> dict[str, str]:
@@ -50,4 +52,16 @@ class SparkSettings:
     )
     spark_warm_up_rows: int = field(
         default=DEFAULT_WARM_UP_ROWS, metadata=_help("made-up rows written before the first")
+    )
+    hints: bool = field(
+        default=False,
+        metadata=_help("keep OUTPUT/hints and fold it into the state (cfp run --hints-queue)"),
+    )
+    hints_state_interval: float = field(
+        default=DEFAULT_HINTS_STATE_EVERY_S,
+        metadata=_help("with hints: seconds between runs of the state job"),
+    )
+    hints_confirm_within: float = field(
+        default=DEFAULT_HINTS_CONFIRM_WITHIN_S,
+        metadata=_help("with hints: seconds after which an unconfirmed hint is overdue"),
     )

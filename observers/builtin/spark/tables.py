@@ -25,7 +25,7 @@ from observers.builtin.spark.commits import conflict_retrying, is_conflict
 from observers.builtin.spark.session.output import Output
 from observers.builtin.spark.sql import sql_string, table_ref
 from observers.builtin.spark.state.history import HISTORY_SCHEMA, open_copies_removed
-from observers.builtin.spark.state.state_table import STATE_SCHEMA
+from observers.builtin.spark.state.state_table import HINT_COLUMNS, STATE_SCHEMA
 from observers.builtin.spark.waits import logged_wait
 from observers.changes import CHANGES_SCHEMA
 from observers.errors import PluginLoadError
@@ -45,6 +45,10 @@ STATE_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableDeletionVectors": "true",
     "delta.dataSkippingStatsColumns": "container,blob,event_time,sequencer",
+}
+HINTS_PROPERTIES = {
+    "delta.enableChangeDataFeed": "true",  # the state job reads the rows each append added
+    "delta.dataSkippingStatsColumns": "container,blob,sequencer,read_timestamp",
 }
 HISTORY_PROPERTIES = {
     "delta.enableDeletionVectors": "true",
@@ -120,12 +124,18 @@ def _is_old_entry(path: Path) -> bool:
 
 
 def create_tables(
-    session: Any, output: Output, *, is_local_spark: bool = True, history: bool = True
+    session: Any,
+    output: Output,
+    *,
+    is_local_spark: bool = True,
+    history: bool = True,
+    hints: bool = False,
 ) -> None:
-    """Make the tables unless they exist (blocking): the change log, the state, and the history
-    unless it is not kept. Errors: `PluginLoadError` for an old layout (looked for only when
-    Spark runs here: a local path of a Spark Connect server is on the server); Spark's own for
-    storage it cannot reach."""
+    """Make the tables unless they exist (blocking): the change log, the state, the history
+    unless it is not kept, and with `hints` the hints (the state then gets `HINT_COLUMNS` too).
+    Errors: `PluginLoadError` for an old layout (looked for only when Spark runs here: a local
+    path of a Spark Connect server is on the server); Spark's own for storage it cannot
+    reach."""
     if is_local_spark:
         check_layout(output)
     made = [
@@ -134,10 +144,31 @@ def create_tables(
     ]
     if history:
         made.append((output.history, HISTORY_SCHEMA, HISTORY_PROPERTIES, ""))
+    if hints:
+        made.append((output.hints, CHANGES_SCHEMA, HINTS_PROPERTIES, ""))
     for uri, schema, properties, partition in made:
         create_table(
             session, uri, create_statement(uri, schema, properties, partitioned_by=partition)
         )
+    if hints:
+        with_hint_columns(session, output.state)
+
+
+def with_hint_columns(session: Any, state_uri: str) -> None:
+    """The state table with `HINT_COLUMNS` (added to one made without them; idempotent)."""
+    have = {row["col_name"] for row in session.sql(f"DESCRIBE {table_ref(state_uri)}").collect()}
+    missing = [f for f in HINT_COLUMNS if f.name not in have]
+    if not missing:
+        return
+    columns = columns_ddl(pa.schema(missing))
+    for attempt in conflict_retrying():
+        with attempt:
+            try:
+                session.sql(f"ALTER TABLE {table_ref(state_uri)} ADD COLUMNS ({columns})").collect()
+            except Exception as e:
+                if "already exists" not in str(e).lower():  # another host added them first
+                    raise
+    log.info("spark.state_hint_columns_added", state=state_uri)
 
 
 def create_table(session: Any, uri: str, statement: str) -> None:

@@ -18,10 +18,10 @@ from processor.cli.common import (
     options,
     run_async,
 )
+from processor.cli.run.hint_options import HINT_OPTIONS
 from processor.cli.run.host_settings import host_config
 from processor.cli.run.run_options import (
     DELIVERY_OPTIONS,
-    HINT_OPTIONS,
     HTTP_OPTIONS,
     LEASE_OPTIONS,
     READING_OPTIONS,

@@ -36,11 +36,6 @@ from processor.cli.common import (
     spark_remote_option,
 )
 from processor.cli.run.host_settings import RunOptions
-from processor.hints.settings import (
-    DEFAULT_MAX_DELIVERIES,
-    DEFAULT_POLL_INTERVAL_S,
-    DEFAULT_VISIBILITY_TIMEOUT_S,
-)
 from processor.host.host_config import (
     DEFAULT_DRAIN_S,
     DEFAULT_HTTP_HOST,
@@ -356,47 +351,6 @@ HTTP_OPTIONS: Options = (
         "gives way to a free port when taken; a port set by flag or variable does not.",
     ),
 )
-# hints: Blob Storage events from the queue an Event Grid subscription writes to
-HINT_OPTIONS: Options = (
-    click.option(
-        "--hints-queue",
-        envvar="CFP_HINTS_QUEUE",
-        help="Read hints from this Storage queue: the Blob Storage events an Event Grid "
-        "subscription delivers there, handed to the observer (process_hints) seconds after "
-        "their changes, before the feed confirms them. Bad messages go to NAME-poison.",
-    ),
-    click.option(
-        "--hints-connection-string",
-        envvar="CFP_HINTS_CONNECTION_STRING",
-        help="The hints queue's account (default: the feed's, --connection-string).",
-    ),
-    click.option(
-        "--hints-visibility-timeout",
-        envvar="CFP_HINTS_VISIBILITY_TIMEOUT",
-        type=click.IntRange(min=1, max=7 * 24 * 3600),
-        default=DEFAULT_VISIBILITY_TIMEOUT_S,
-        show_default=True,
-        help="Seconds a received message stays hidden from the other hosts; one not settled by "
-        "then (its host died) comes back.",
-    ),
-    click.option(
-        "--hints-poll-interval",
-        envvar="CFP_HINTS_POLL_INTERVAL",
-        type=click.FloatRange(min=0.05),
-        default=DEFAULT_POLL_INTERVAL_S,
-        show_default=True,
-        help="Seconds between receives while the queue is empty.",
-    ),
-    click.option(
-        "--hints-max-deliveries",
-        envvar="CFP_HINTS_MAX_DELIVERIES",
-        type=click.IntRange(min=1),
-        default=DEFAULT_MAX_DELIVERIES,
-        show_default=True,
-        help="A hint the observer has not accepted in this many deliveries goes to NAME-poison.",
-    ),
-)
-
 # The Spark observer's options, as flags of `cfp run` of their own (SPARK_OPTIONS): each flag's
 # parameter -> its key among the observer's options (`observers/builtin/spark/settings.py`).
 SPARK_FLAGS = {
@@ -410,6 +364,8 @@ SPARK_FLAGS = {
     "spark_max_rows": "spark_max_rows",
     "spark_max_wait": "spark_max_wait",
     "spark_warm_up_rows": "spark_warm_up_rows",
+    "hints_confirm_within": "hints_confirm_within",
+    "hints_state_interval": "hints_state_interval",
 }
 
 
@@ -420,7 +376,8 @@ def run_options(params: dict[str, Any], given: Callable[[str], bool]) -> RunOpti
     spark = _spark_options(params, given)
     o = RunOptions(**params)
     if o.observer == "spark":
-        o = dataclasses.replace(o, observer_options=(*spark, *o.observer_options))
+        hints = ("hints=true",) if o.hints_queue else ()
+        o = dataclasses.replace(o, observer_options=(*spark, *hints, *o.observer_options))
     return o
 
 

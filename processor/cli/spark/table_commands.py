@@ -41,7 +41,7 @@ from processor.streaming.registration import offer as offer_source
 
 if TYPE_CHECKING:
     from processor.admin.history_check import HistoryCheck
-    from processor.admin.verify import Comparison
+    from processor.admin.verify import Comparison, StateRead
 
 # pyarrow, deltalake and the Delta tables' code load inside the commands that use them
 
@@ -156,7 +156,7 @@ def verify_command(
     async def main(stop: asyncio.Event) -> int:
         options = delta_rs_options(where, access)
         try:
-            state, tombstones = await asyncio.to_thread(read_state, where.state, options)
+            state = await asyncio.to_thread(read_state, where.state, options)
             account = await list_account(conn, leave_out={left_out} if left_out else set())
             history = await asyncio.to_thread(
                 check_history, where.history, where.state, options, applied=applied_version
@@ -164,13 +164,13 @@ def verify_command(
         except (VerifyError, ValueError) as e:  # ValueError: a malformed connection string
             say_error(e)
             return 1
-        result = compare(state, account)
+        result = compare(state.blobs, account)
         if as_json:
-            doc = _verify_doc(result, tombstones, where.state, left_out)
+            doc = _verify_doc(result, state, where.state, left_out)
             doc["history"] = _history_doc(history, where.history)
             click.echo(json.dumps(doc, indent=2))
         else:
-            _print_verify(result, tombstones, where.state, left_out, show)
+            _print_verify(result, state, where.state, left_out, show)
             _print_history(history, where.history, show)
         return 0 if result.is_equal and not history else 1
 
@@ -178,13 +178,14 @@ def verify_command(
 
 
 def _verify_doc(
-    result: Comparison, tombstones: int, table: str, left_out: str | None
+    result: Comparison, state: StateRead, table: str, left_out: str | None
 ) -> dict[str, Any]:
     return {
         "state": table,
         "equal": result.is_equal,
         "stateBlobs": result.state_blobs,
-        "tombstones": tombstones,
+        "tombstones": state.tombstones,
+        "provisional": state.provisional,
         "accountBlobs": result.account_blobs,
         "leftOut": left_out,
         "differences": [
@@ -205,10 +206,11 @@ def _history_doc(check: HistoryCheck | None, table: str) -> dict[str, Any]:
 
 
 def _print_verify(
-    result: Comparison, tombstones: int, table: str, left_out: str | None, show: int
+    result: Comparison, state: StateRead, table: str, left_out: str | None, show: int
 ) -> None:
     click.echo(
-        f"state table  {table}: {result.state_blobs:,} live blobs, {tombstones:,} tombstones"
+        f"state table  {table}: {result.state_blobs:,} live blobs, {state.tombstones:,} "
+        f"tombstones, {state.provisional:,} provisional (hints the feed has not confirmed)"
     )
     others = f", nor {left_out}: the tables' own container" if left_out else ""
     click.echo(

@@ -122,6 +122,14 @@ def _sink_doc(sink: SinkHealth | None) -> dict[str, Any]:
             "unavailableSince": outage.since.isoformat() if outage else None,
             "reason": outage.reason if outage else None,
             **sink.details,
+            **(
+                {
+                    "provisionalRows": sink.unconfirmed.provisional,
+                    "unconfirmedHints": sink.unconfirmed.overdue,
+                }
+                if sink.unconfirmed is not None
+                else {}
+            ),
         },
     }
 

@@ -151,13 +151,29 @@ class _SinkGauges(Collector):
             "When the observer's destination stopped answering (Unix time; absent while it "
             "answers).",
         )
+        provisional = GaugeMetricFamily(
+            "cfp_hints_provisional",
+            "Rows of the observer's state that hold a hint the feed has not confirmed, as the "
+            "holder of its state job last counted (absent on the other hosts, and without "
+            "hints): max by (processor).",
+        )
+        overdue = GaugeMetricFamily(
+            "cfp_hints_unconfirmed",
+            "Of those, the hints taken longer than --hints-confirm-within ago: the feed should "
+            "have confirmed them by now (max by (processor)).",
+        )
         health = self._sink()
         if health is not None:
             down.add_metric([], 0.0 if health.outage is None else 1.0)
             if health.outage is not None:
                 since.add_metric([], health.outage.since.timestamp())
+            if health.unconfirmed is not None:
+                provisional.add_metric([], health.unconfirmed.provisional)
+                overdue.add_metric([], health.unconfirmed.overdue)
         yield down
         yield since
+        yield provisional
+        yield overdue
 
 
 class _Unowned(Collector):

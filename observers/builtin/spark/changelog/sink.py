@@ -289,7 +289,13 @@ async def open_tables(link: SparkLink, options: SparkOptions) -> None:
 
     def make(opened: Sessions) -> None:
         local, history = opened.remote is None, options.keep_history
-        create_tables(opened.writer, options.output, is_local_spark=local, history=history)
+        create_tables(
+            opened.writer,
+            options.output,
+            is_local_spark=local,
+            history=history,
+            hints=options.hints,
+        )
 
     if sessions.remote is None:  # an embedded JVM: a host stopped meanwhile exits at once
         await in_daemon_thread(functools.partial(make, sessions))

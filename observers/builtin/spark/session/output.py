@@ -61,6 +61,10 @@ class Output:
     def history(self) -> str:
         return self.table("history")
 
+    @property
+    def hints(self) -> str:
+        return self.table("hints")
+
     def table(self, name: str) -> str:
         return f"{self.uri.rstrip('/')}/{name}"
 

@@ -22,6 +22,8 @@ from observers.builtin.spark.session.jars import SparkJarsError, spark_jars
 from observers.builtin.spark.session.liveness import close_quietly, limit_retries
 from observers.builtin.spark.session.output import Output, hadoop_settings
 from observers.builtin.spark.settings import (
+    DEFAULT_HINTS_CONFIRM_WITHIN_S,
+    DEFAULT_HINTS_STATE_EVERY_S,
     DEFAULT_MASTER,
     DEFAULT_MAX_ROWS,
     DEFAULT_MAX_WAIT_S,
@@ -114,6 +116,9 @@ class SparkOptions:
     warm_up_rows: int = DEFAULT_WARM_UP_ROWS  # made-up rows written three times at start (0: none)
     state_every_s: float = DEFAULT_STATE_EVERY_S  # between runs of the state job
     keep_history: bool = True  # the state job keeps OUTPUT/history too
+    hints: bool = False  # cfp run --hints-queue: OUTPUT/hints, folded into the state
+    hints_state_every_s: float = DEFAULT_HINTS_STATE_EVERY_S  # between state runs with hints
+    hints_confirm_within_s: float = DEFAULT_HINTS_CONFIRM_WITHIN_S  # a hint unconfirmed longer
     class_archive: bool = True  # an embedded JVM maps this install's class archive, if made
     app_name: str = "cfp"
     wall: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # the host's clock
@@ -130,6 +135,11 @@ class SparkOptions:
     @property
     def state(self) -> str:
         return self.output.state
+
+    @property
+    def state_interval_s(self) -> float:
+        """How often the state job runs: with hints, often enough for data within seconds."""
+        return self.hints_state_every_s if self.hints else self.state_every_s
 
     @property
     def history(self) -> str | None:

@@ -19,7 +19,10 @@ One host of the processor runs it at a time (the host holding its lease,
    records the version it applied; a run starts after the older of the two, which both allow:
    applying an event again changes neither table.
 
-Every `optimize_every_s` it also compacts the small files of the tables (`OPTIMIZE`).
+With hints (`cfp run --hints-queue`), a run then folds the hints appended since the last one into
+the state (`hint_run.py`), and every `UNCONFIRMED_EVERY_S` counts the rows hints left
+provisional. Every `optimize_every_s` it also compacts the small files of the tables
+(`OPTIMIZE`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,15 @@ import structlog
 from observers.builtin.spark.commits import conflict_retrying
 from observers.builtin.spark.sql import table_ref
 from observers.builtin.spark.state import state_table
+from observers.builtin.spark.state.added_rows import added_rows
+from observers.builtin.spark.state.hint_run import (
+    HINTS_APP_ID,
+    HintFolding,
+    HintRun,
+    HintsKept,
+    Unconfirmed,
+    hints_metadata,
+)
 from observers.builtin.spark.state.history_run import Replaced, apply_history
 from observers.builtin.spark.tables import keep_closed_versions_only
 
@@ -46,6 +58,7 @@ log = structlog.get_logger("cfp.spark.state")
 APP_ID = "cfp-state"
 HISTORY_APP_ID = "cfp-history"
 MAX_VERSIONS = 200  # change-log commits applied by one run (each holds up to a Spark write)
+UNCONFIRMED_EVERY_S = 30.0  # how often a run with hints counts the provisional rows
 HISTORY_LOOKBACK = 100  # state commits searched for the version applied, before all of them
 META_KEY = "cfpChangesVersion"
 JOB_CONF = {
@@ -86,6 +99,8 @@ class StateRun:
     optimized: bool = False
     history: str = ""  # how the history took the run: appended, merged ("": not kept, skipped)
     seconds: float = 0.0
+    hints: HintRun | None = None  # with hints: what the run took of them
+    unconfirmed: Unconfirmed | None = None  # with hints, when counted: what they left
 
     @property
     def is_caught_up(self) -> bool:
@@ -143,6 +158,7 @@ class StateJob:
         optimize_every_s: float,
         history_table: str | None = None,  # None: no history kept
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),  # the host's clock
+        hints: HintsKept | None = None,  # None: no hints
     ) -> None:
         self.session = session
         for key, value in JOB_CONF.items():
@@ -156,11 +172,20 @@ class StateJob:
         self._applied: int | None = None  # as of our last run; None: read it from the table
         self._in_step = False  # both tables held `_applied` (the history's fast path needs it)
         self._checked = False  # tables of an older cfp brought up to date (once per holder)
+        self.hints = None if hints is None else HintFolding(
+            session, hints_table=hints.table, state_table=state_table,
+            write=lambda version, statement: idempotent(
+                session, HINTS_APP_ID, version, statement, meta=hints_metadata(version)),
+        )  # fmt: skip
+        self.confirm_within_s = 0.0 if hints is None else hints.confirm_within_s
+        self._counted_at = -UNCONFIRMED_EVERY_S  # monotonic: the provisional rows' last count
 
     def forget(self) -> None:
         """Another host may have run the job since our last run: read the version applied
         from the table next time instead of remembering it."""
         self._applied = None
+        if self.hints is not None:
+            self.hints.forget()
 
     def run_once(self) -> StateRun:
         """One run (blocking). Errors: Spark's; a run that failed changed nothing."""
@@ -178,10 +203,19 @@ class StateJob:
                 self.forget()
                 raise
         self._applied = run.applied
+        if self.hints is not None:  # after the feed's rows: what they confirm is not held back
+            run = dataclasses.replace(run, hints=self.hints.run(), unconfirmed=self._count())
         optimized = self._optimize_if_due()
         return dataclasses.replace(
             run, optimized=optimized, seconds=round(time.monotonic() - started, 3)
         )
+
+    def _count(self) -> Unconfirmed | None:
+        """The rows hints left provisional, every `UNCONFIRMED_EVERY_S` (a whole table read)."""
+        if self.hints is None or time.monotonic() - self._counted_at < UNCONFIRMED_EVERY_S:
+            return None
+        self._counted_at = time.monotonic()
+        return self.hints.unconfirmed(self.confirm_within_s)
 
     @property
     def tables(self) -> list[str]:
@@ -242,28 +276,19 @@ class StateJob:
         """MERGE the rows of change-log commits (applied, end] (all up to `end` when `rebuild`) into
         the state, then the history: the state's counts (inserted, updated; None when Delta skipped
         the write as already done) and how the history took them (`StateRun.history`)."""
-        reader = self.session.read.format("delta")
-        if rebuild:
-            rows = reader.option("versionAsOf", end).load(self.changes)
-        else:
-            rows = (
-                reader.option("readChangeFeed", "true")
-                .option("startingVersion", applied + 1)
-                .option("endingVersion", end)
-                .load(self.changes)
-                .where("_change_type = 'insert'")
-            )
+        rows = added_rows(self.session, self.changes, applied, end, whole=rebuild)
         name = uuid.uuid4().hex
         changes_view, source_view = f"cfp_changes_{name}", f"cfp_state_{name}"
         rows.createOrReplaceTempView(changes_view)
-        newest = self.session.sql(state_table.newest_per_blob(changes_view))
+        hints = self.hints is not None
+        extra = state_table.FEED_CANDIDATE_EXTRA if hints else ""
+        newest = self.session.sql(state_table.newest_per_blob(changes_view, extra=extra))
         newest.createOrReplaceTempView(source_view)
         head = newest_version(self.session, self.history_table) if self.history_table else None
         how = ""
         try:
-            result = self._idempotent(
-                APP_ID, end, state_table.merge_statement(self.state_table, source_view)
-            )
+            statement = state_table.merge_statement(self.state_table, source_view, hints=hints)
+            result = self._idempotent(APP_ID, end, statement)
             if self.history_table is not None:
                 replaced, state_at = (
                     # a rebuild folds every event up to `end`; a version of a newer state past
@@ -318,22 +343,7 @@ class StateJob:
     def _idempotent(
         self, app_id: str, version: int, statement: str, *, retry: bool = True
     ) -> list[Any]:
-        """Run `statement` as write `version` of `app_id`, recorded in its commit (Delta skips
-        it, returning no rows, when that version or a later one was recorded already); a
-        commit conflict is retried unless `retry` is False."""
-        conf = self.session.conf
-        for attempt in conflict_retrying() if retry else conflict_retrying(1):
-            with attempt:
-                conf.set("spark.databricks.delta.write.txnAppId", app_id)
-                conf.set("spark.databricks.delta.write.txnVersion", str(version))
-                conf.set("spark.databricks.delta.commitInfo.userMetadata", commit_metadata(version))
-                try:
-                    return self._sql(statement)
-                finally:
-                    conf.unset("spark.databricks.delta.commitInfo.userMetadata")
-                    conf.unset("spark.databricks.delta.write.txnAppId")
-                    conf.unset("spark.databricks.delta.write.txnVersion")
-        raise AssertionError("conflict_retrying reraises")  # pragma: no cover
+        return idempotent(self.session, app_id, version, statement, retry=retry)
 
     def _optimize_if_due(self) -> bool:
         now = self._wall()
@@ -348,6 +358,37 @@ class StateJob:
 
     def _sql(self, statement: str) -> list[Any]:
         return list(self.session.sql(statement).collect())
+
+
+def idempotent(
+    session: Any,
+    app_id: str,
+    version: int,
+    statement: str,
+    *,
+    retry: bool = True,
+    meta: str | None = None,
+) -> list[Any]:
+    """Run `statement` as write `version` of `app_id`, recorded in its commit (`meta`, by
+    default the change-log version; Delta skips it, returning no rows, when that version or
+    a later one was recorded already); a commit conflict is retried unless `retry` is
+    False."""
+    conf = session.conf
+    for attempt in conflict_retrying() if retry else conflict_retrying(1):
+        with attempt:
+            conf.set("spark.databricks.delta.write.txnAppId", app_id)
+            conf.set("spark.databricks.delta.write.txnVersion", str(version))
+            conf.set(
+                "spark.databricks.delta.commitInfo.userMetadata",
+                meta or commit_metadata(version),
+            )
+            try:
+                return list(session.sql(statement).collect())
+            finally:
+                conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+                conf.unset("spark.databricks.delta.write.txnAppId")
+                conf.unset("spark.databricks.delta.write.txnVersion")
+    raise AssertionError("conflict_retrying reraises")  # pragma: no cover
 
 
 def optimize(session: Any, *tables: str) -> None:

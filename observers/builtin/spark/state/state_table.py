@@ -15,6 +15,14 @@ records without a blob (Control, restore point markers) are not rows.
 `newest_per_blob` folds a set of change log rows into one candidate row per blob (Spark SQL, one
 aggregation); `merge_statement` applies the candidates to the table, each column only where the
 candidate is newer than what the row holds.
+
+With hints (`cfp run --hints-queue`) the table has two more columns (`HINT_COLUMNS`): a row whose
+newest change came from a hint is `provisional` until the feed confirms it. The feed's rows
+always win over a provisional one unless the hint is newer (same sequencer length, higher
+sequencer); a hint applies only over a row it is newer than, by a sequencer of the same length
+(`hint_merge_statement`), so hints replayed, late or out of order change nothing, and a hint's
+tombstone holds against older records. Only creates and deletes are taken from hints: they say
+what a blob is; the feed brings the rest.
 """
 
 from __future__ import annotations
@@ -49,6 +57,12 @@ STATE_SCHEMA = pa.schema(
 (the other columns then hold the blob as it was deleted). `tier_sequencer` and
 `tags_sequencer` are the sequencers of the events that set `tier` and `tags`."""
 
+HINT_COLUMNS = pa.schema([pa.field("provisional", pa.bool_()), pa.field("hinted_at", TIMESTAMP)])
+"""Of a state table kept with hints: whether the row's newest change is a hint the feed has not
+confirmed (null: never, as in a table made before hints), and when the state job took it."""
+HINTED_EVENTS = ("BlobCreated", "BlobDeleted")
+"""The hints the state table takes."""
+
 RESETS = ("BlobCreated", "BlobDeleted")
 """Event types after which a blob has its default tier and no tags until told otherwise."""
 
@@ -76,15 +90,18 @@ def blob_events(source: str) -> str:
   WHERE container <> '' AND blob <> '' AND snapshot IS NULL AND event_type <> 'Control'"""
 
 
-def newest_per_blob(source: str) -> str:
-    """SQL: the change log rows of view `source` as one `STATE_SCHEMA` row per blob."""
+def newest_per_blob(source: str, *, extra: str = "") -> str:
+    """SQL: the change log rows of view `source` as one `STATE_SCHEMA` row per blob (with the
+    `extra` columns, SQL, after them)."""
     order = "struct(sequencer, event_id)"
     registers = ",\n    ".join(
         f"max_by(struct({value}, sequencer AS {seq}), "
         f"CASE WHEN resets OR {value} IS NOT NULL THEN {order} END) AS {value}_set"
         for value, seq in REGISTERS
     )
-    columns = ",\n  ".join(_folded_column(name) for name in STATE_SCHEMA.names)
+    columns = ",\n  ".join(
+        [*(_folded_column(name) for name in STATE_SCHEMA.names), *([extra] if extra else [])]
+    )
     return f"""WITH events AS (
   {blob_events(source)}
 ), folded AS (
@@ -108,15 +125,35 @@ def _folded_column(name: str) -> str:
     return name  # the key: container, blob
 
 
-def merge_statement(table_uri: str, source: str) -> str:
-    """SQL: apply the rows of view `source` (one per blob) to the state table: a new blob is
-    inserted; a known blob's columns change only where the source is newer."""
+FEED_CANDIDATE_EXTRA = "CAST(false AS BOOLEAN) AS provisional, CAST(NULL AS TIMESTAMP) AS hinted_at"
+"""`newest_per_blob`'s `extra` for the feed's rows of a table kept with hints: confirmed."""
+HINT_CANDIDATE_EXTRA = "CAST(true AS BOOLEAN) AS provisional, current_timestamp() AS hinted_at"
+
+
+def merge_statement(table_uri: str, source: str, *, hints: bool = False) -> str:
+    """SQL: apply the rows of view `source` (one per blob, from the feed) to the state table: a
+    new blob is inserted; a known blob's columns change only where the source is newer. With
+    `hints`, over a provisional row the feed wins unless the row's hint is newer than it by a
+    sequencer of the same length (an equal one confirms the hint)."""
     newer = "(s.sequencer > t.sequencer OR (s.sequencer = t.sequencer AND s.event_id > t.event_id))"
+    provisional = "coalesce(t.provisional, false)"
+    if hints:
+        newer = (
+            f"(CASE WHEN {provisional} THEN (length(s.sequencer) <> length(t.sequencer) "
+            f"OR s.sequencer >= t.sequencer) ELSE {newer} END)"
+        )
     newer_register = {
-        seq: f"(s.{seq} IS NOT NULL AND (t.{seq} IS NULL OR s.{seq} > t.{seq}))"
+        seq: f"(s.{seq} IS NOT NULL AND (t.{seq} IS NULL OR s.{seq} > t.{seq}"
+        + (f" OR ({provisional} AND length(s.{seq}) <> length(t.{seq}))" if hints else "")
+        + "))"
         for _, seq in REGISTERS
     }
     sets = [f"{name} = CASE WHEN {newer} THEN s.{name} ELSE t.{name} END" for name in NEWEST]
+    if hints:
+        sets += [
+            f"{name} = CASE WHEN {newer} THEN s.{name} ELSE t.{name} END"
+            for name in HINT_COLUMNS.names
+        ]
     for value, seq in REGISTERS:
         sets += [
             f"{name} = CASE WHEN {newer_register[seq]} THEN s.{name} ELSE t.{name} END"
@@ -130,3 +167,22 @@ def merge_statement(table_uri: str, source: str) -> str:
         f"WHEN MATCHED AND ({any_newer}) THEN UPDATE SET\n    {assignments}\n"
         "WHEN NOT MATCHED THEN INSERT *"
     )
+
+
+def hint_merge_statement(table_uri: str, source: str) -> str:
+    """SQL: apply the hints of view `source` (one candidate per blob, provisional) to the state
+    table: a new blob is inserted; a known blob is replaced only by a hint newer than its row by
+    a sequencer of the same length (sequencers of different lengths cannot be compared: the row,
+    which the feed may have written, stays)."""
+    newer = "length(s.sequencer) = length(t.sequencer) AND s.sequencer > t.sequencer"
+    return (
+        f"MERGE INTO {table_ref(table_uri)} AS t\nUSING {source} AS s\n"
+        "ON t.container = s.container AND t.blob = s.blob\n"
+        f"WHEN MATCHED AND {newer} THEN UPDATE SET *\n"
+        "WHEN NOT MATCHED THEN INSERT *"
+    )
+
+
+def hinted_events(source: str) -> str:
+    """SQL: the hint rows of view `source` the state table takes (`HINTED_EVENTS`)."""
+    return f"SELECT * FROM {source} WHERE event_type IN ({_strings(frozenset(HINTED_EVENTS))})"

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from observers.builtin.spark.state.state_table import STATE_SCHEMA
+from observers.builtin.spark.state.state_table import HINT_COLUMNS, STATE_SCHEMA
 from processor.admin.verify import Blob, VerifyError, compare, read_state
 from processor.cli.spark.table_commands import _text_table, mentions
 
@@ -58,9 +58,23 @@ def test_the_delta_state_table_is_read_live_rows_only(tmp_path: Path) -> None:
         state_row("c1", "dir/b c", deleted=True, size=6),
     ]
     write_deltalake(str(tmp_path / "state"), pa.Table.from_pylist(rows, schema=STATE_SCHEMA))
-    live, tombstones = read_state((tmp_path / "state").as_uri(), {})
+    read = read_state((tmp_path / "state").as_uri(), {})
+    live, tombstones = read.blobs, read.tombstones
     assert [(b.container, b.name, b.size, b.etag) for b in live] == [("c1", "a.txt", 5, "0x5")]
     assert tombstones == 1
+
+
+def test_a_state_kept_with_hints_says_how_many_rows_are_provisional(tmp_path: Path) -> None:
+    rows = [
+        {**state_row("c1", "a.txt", deleted=False, size=5), "provisional": True},
+        {**state_row("c1", "b", deleted=True, size=6), "provisional": True},
+        {**state_row("c1", "c", deleted=False, size=7), "provisional": None},  # before hints
+        {**state_row("c1", "d", deleted=False, size=8), "provisional": False},
+    ]
+    schema = pa.schema([*STATE_SCHEMA, *HINT_COLUMNS])
+    write_deltalake(str(tmp_path / "state"), pa.Table.from_pylist(rows, schema=schema))
+    read = read_state((tmp_path / "state").as_uri(), {})
+    assert (len(read.blobs), read.tombstones, read.provisional) == (3, 1, 2)
 
 
 def test_a_folder_without_a_state_table_is_named(tmp_path: Path) -> None:

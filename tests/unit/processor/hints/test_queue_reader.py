@@ -130,7 +130,7 @@ def _reader(queue: MemoryQueue, poison: MemoryQueue, sink: Sink, counts: Counts)
 
 
 async def _settle(reader: QueueReader) -> None:
-    await asyncio.gather(*reader._deleting)
+    await reader.settled()
 
 
 async def test_a_page_settles_hints_ignored_events_and_poison_and_deletes_them() -> None:

@@ -203,3 +203,27 @@ def test_a_connection_string_given_as_an_observer_option_is_kept_out_of_logs() -
     assert key in redact(f"the key {key}")  # not yet a known secret
     keep_secrets_out(o)
     assert key not in redact(f"the key {key}")
+
+
+def test_hints_flags_make_the_hosts_queue_and_tell_the_spark_observer() -> None:
+    c = config("--hints-queue", "blob-events", "--hints-visibility-timeout", "12")
+    assert c.hints is not None
+    assert (c.hints.name, c.hints.visibility_timeout_s) == ("blob-events", 12)
+    assert c.hints.connection_string == DEFAULT_CONNECTION_STRING  # the feed's by default
+    assert config().hints is None
+    spark = parsed("--observer", "spark", "--output", "/t", "--hints-queue", "q-1",
+                   "--hints-confirm-within", "60")  # fmt: skip
+    assert {"hints=true", "hints_confirm_within=60.0"} <= set(spark.observer_options)
+    with pytest.raises(ConfigError, match="not a queue name"):
+        config("--hints-queue", "Not_A_Queue")
+
+
+def test_the_spark_observer_with_hints_asks_for_no_history() -> None:
+    choice = config("--observer", "spark", "--output", "/t", "--hints-queue", "q-1").delivery
+    with pytest.raises(PluginLoadError, match="--no-history"):
+        load_observer_factory(choice.observer, host=HOST)
+    no_history = config(
+        "--observer", "spark", "--output", "/t", "--hints-queue", "q-1", "--no-history"
+    ).delivery
+    factory = load_observer_factory(no_history.observer, host=HOST)
+    assert factory.options.hints and factory.options.hints_state_every_s == 2.0  # type: ignore[attr-defined]

@@ -1,0 +1,71 @@
+"""Hints into `OUTPUT/hints`: blind appends of the change log's columns, no fence (a hint written
+twice is the same hint twice; the state job's sequencer guard makes a repeat change nothing), so
+that the hosts' appends never conflict. Every batch given while a commit is due goes into that
+commit: one Delta commit per `max_wait_s` per host, however many pages of the queue it holds. A
+batch returns once its commit is in (its queue messages may then be deleted), or raises what
+the commit raised (`SparkUnavailable` while a Spark Connect server is away: they come back)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pyarrow as pa
+import structlog
+
+from observers.builtin.spark.arrow_to_spark import to_frame
+from observers.builtin.spark.commits import conflict_retrying
+from observers.builtin.spark.session.link import Sessions, SparkLink
+
+log = structlog.get_logger("cfp.spark")
+
+
+class HintAppends:
+    def __init__(self, link: SparkLink, uri: str, *, max_wait_s: float) -> None:
+        self.link, self.uri, self.max_wait_s = link, uri, max_wait_s
+        self._pending: list[tuple[pa.Table, asyncio.Future[None]]] = []
+        self._due: asyncio.Task[None] | None = None
+        self._now = asyncio.Event()  # commit without waiting (a host that stops)
+        self.commits = 0
+
+    async def append(self, rows: pa.Table) -> None:
+        """Append `rows` with the next commit; returns once it is in."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((rows, done))
+        if self._due is None:
+            self._due = asyncio.create_task(self._commit_after_wait(), name="spark-hints")
+        await done
+
+    async def _commit_after_wait(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.max_wait_s):
+                await self._now.wait()
+        taken, self._pending, self._due = self._pending, [], None
+        table = pa.concat_tables([t for t, _ in taken])
+        try:
+            await self.link.call(lambda s: self._write(s, table), what="a hints write")
+        except BaseException as e:
+            for _, done in taken:
+                if not done.done():
+                    done.set_exception(e)
+            if not isinstance(e, Exception):
+                raise
+            log.warning("spark.hints_not_written", rows=table.num_rows, error=repr(e))
+            return
+        self.commits += 1
+        for _, done in taken:
+            if not done.done():
+                done.set_result(None)
+
+    def _write(self, sessions: Sessions, table: pa.Table) -> None:
+        writer = to_frame(sessions.writer, table).write.format("delta").mode("append")
+        for attempt in conflict_retrying():
+            with attempt:
+                writer.save(self.uri)
+
+    async def aclose(self) -> None:
+        """Commit what is pending now (a host that stops)."""
+        self._now.set()
+        if self._due is not None:
+            with contextlib.suppress(Exception):
+                await self._due
