@@ -42,6 +42,7 @@ class HintSink(Protocol):
 class HintCounts(Protocol):
     """What the reader reports (the host's freshness recorder)."""
 
+    def reads(self, on: bool) -> None: ...
     def received(self, messages: int) -> None: ...
     def ignored(self) -> None: ...
     def poisoned(self, reason: PoisonReason) -> None: ...
@@ -92,6 +93,7 @@ class QueueReader:
     async def run(self, stop: asyncio.Event) -> None:
         """Receive, settle, repeat, until `stop`; then let what is under way finish (at most a
         visibility timeout: after it, what is not settled comes back to another host anyway)."""
+        self.counts.reads(True)
         try:
             while not stop.is_set():
                 received = await self._page_with_retries(stop)
@@ -101,6 +103,7 @@ class QueueReader:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.settings.visibility_timeout_s):
                     await self.settled()
+            self.counts.reads(False)
             self.log.info("hints.stopped", **self.totals)
 
     async def settled(self) -> None:

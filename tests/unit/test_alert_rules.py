@@ -132,6 +132,11 @@ def any_outage_is_enough(rules: Rules) -> None:
     alert(rules, "CfpObserverUnavailable")["for"] = "0m"
 
 
+def any_job_without_hints_fires(rules: Rules) -> None:
+    expr = alert(rules, "CfpHintsStopped")["expr"]
+    alert(rules, "CfpHintsStopped")["expr"] = expr.split(" and on (job) max by")[0]
+
+
 def copy_rules(tmp_path: Path, rules: Rules) -> None:
     (tmp_path / RULES.name).write_text(yaml.safe_dump(rules, sort_keys=False))
     shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
@@ -154,6 +159,7 @@ def test_the_copied_rules_pass_before_they_are_broken(tmp_path: Path) -> None:
         ("CfpLeaseWithoutOwner", any_host_sees_it),
         ("CfpProcessorNotWriting", one_stalled_host_is_enough),
         ("CfpObserverUnavailable", any_outage_is_enough),
+        ("CfpHintsStopped", any_job_without_hints_fires),
     ],
     ids=lambda v: v if isinstance(v, str) else v.__name__,
 )

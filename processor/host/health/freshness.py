@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -151,7 +151,15 @@ class HintRecorder:
         )
         for reason in PoisonReason:
             self.poison.labels(reason.value)
+        self.reading = Gauge(
+            "cfp_hints_reading",
+            "1 while this host reads a hints queue (--hints-queue), else 0.",
+            registry=r,
+        )
         self.last_hint_at: datetime | None = None
+
+    def reads(self, on: bool) -> None:
+        self.reading.set(1 if on else 0)
 
     def received(self, messages: int) -> None:
         self.messages.inc(messages)

@@ -93,6 +93,9 @@ class Sink:
 class Counts:
     calls: list[tuple[str, object]] = field(default_factory=list)
 
+    def reads(self, on: bool) -> None:
+        self.calls.append(("reads", on))
+
     def received(self, messages: int) -> None:
         self.calls.append(("received", messages))
 
