@@ -54,7 +54,9 @@ class EventAges(Collector):
         ages = self._recent[source]
         if not ages:
             return None
-        p50, p95, p99 = np.percentile(np.fromiter(ages, np.float64), [50, 95, 99])
+        p50, p95, p99 = (
+            float(p) for p in np.percentile(np.fromiter(ages, np.float64), [50, 95, 99])
+        )
         total = int(self._counts[source].sum())
         return {"events": total, "p50": round(p50, 3), "p95": round(p95, 3), "p99": round(p99, 3)}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -51,7 +52,9 @@ def test_status_gives_percentiles_of_the_recent_ages() -> None:
     ages = EventAges()
     assert ages.recent("hint") is None
     ages.observe("hint", np.arange(1, 101, dtype=np.float64))
-    assert ages.recent("hint") == {"events": 100, "p50": 50.5, "p95": 95.05, "p99": 99.01}
+    recent = ages.recent("hint")
+    assert recent == {"events": 100, "p50": 50.5, "p95": 95.05, "p99": 99.01}
+    assert orjson.loads(orjson.dumps(recent)) == recent  # plain floats: /status is JSON
 
 
 def test_a_feed_batch_is_aged_by_its_event_times_and_a_backfill_not_at_all() -> None:
