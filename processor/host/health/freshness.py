@@ -112,8 +112,10 @@ def ages_of(
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    try:
-        stamps = pc.cast(times, pa.timestamp("us", tz="UTC"), safe=False)
+    try:  # through nanoseconds: the service writes seven fractional digits
+        stamps = pc.cast(
+            pc.cast(times, pa.timestamp("ns", tz="UTC")), pa.timestamp("us", tz="UTC"), safe=False
+        )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return np.empty(0)
     micros = pc.drop_null(stamps.cast(pa.int64())).to_numpy()
