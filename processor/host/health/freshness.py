@@ -95,8 +95,15 @@ def feed_ages(batch: ArrowBatch, now: datetime) -> np.ndarray[Any, np.dtype[np.f
         kinds = records.column("eventType")
         if _is_dictionary(kinds):  # an Avro enum, as decoded
             kinds = kinds.cast("string")
-        times = times.filter(pc.not_equal(kinds, BACKFILL_EVENT))
+        times = times.filter(pc.not_equal(kinds, _text(BACKFILL_EVENT)))
     return ages_of(times, now)
+
+
+def _text(value: str) -> pa.Scalar:
+    """A typed scalar: pyarrow imports pandas (1-2 s) to infer the type of an untyped one."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    return pa.scalar(value, pa.string())
 
 
 def _is_dictionary(column: pa.ChunkedArray | pa.Array) -> bool:
@@ -118,9 +125,15 @@ def ages_of(
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return np.empty(0)
-    micros = pc.drop_null(stamps.cast(pa.int64())).to_numpy()
+    micros = pc.drop_null(stamps.cast(pa.int64()))
+    if isinstance(micros, pa.ChunkedArray):
+        micros = micros.combine_chunks()
+    # from the buffer itself: pyarrow's to_numpy imports pandas (1-2 s), which a host never needs
+    values = np.frombuffer(
+        micros.buffers()[1], dtype=np.int64, count=len(micros), offset=micros.offset * 8
+    )
     now_us = int(now.astimezone(UTC).timestamp() * 1_000_000)
-    return np.asarray((now_us - micros.astype(np.int64)) / 1e6, dtype=np.float64)
+    return np.asarray((now_us - values) / 1e6, dtype=np.float64)
 
 
 class HintRecorder:
