@@ -26,7 +26,6 @@ class HintAppends:
         self._pending: list[tuple[pa.Table, asyncio.Future[None]]] = []
         self._due: asyncio.Task[None] | None = None
         self._now = asyncio.Event()  # commit without waiting (a host that stops)
-        self.commits = 0
 
     async def append(self, rows: pa.Table) -> None:
         """Append `rows` with the next commit; returns once it is in."""
@@ -52,7 +51,6 @@ class HintAppends:
                 raise
             log.warning("spark.hints_not_written", rows=table.num_rows, error=repr(e))
             return
-        self.commits += 1
         for _, done in taken:
             if not done.done():
                 done.set_result(None)

@@ -1,9 +1,23 @@
-"""What commits added to a Delta table: the rows the state job folds, of the change log and of
-the hints."""
+"""What commits added to a Delta table (the rows the state job folds, of the change log and of
+the hints), and what the state job's own commits recorded of themselves."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+
+def recorded_version(history: list[Any], key: str) -> int | None:
+    """The version the newest commit in `history` (rows of DESCRIBE HISTORY, newest first)
+    recorded under `key` of its `userMetadata`; None when none did."""
+    for row in history:
+        try:
+            meta = json.loads(row["userMetadata"] or "")
+        except (TypeError, ValueError):
+            continue
+        if isinstance(meta, dict) and isinstance(meta.get(key), int):
+            return int(meta[key])
+    return None
 
 
 def added_rows(session: Any, uri: str, applied: int, end: int, *, whole: bool) -> Any:

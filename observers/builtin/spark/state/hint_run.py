@@ -20,7 +20,7 @@ import structlog
 
 from observers.builtin.spark.sql import table_ref
 from observers.builtin.spark.state import state_table
-from observers.builtin.spark.state.added_rows import added_rows
+from observers.builtin.spark.state.added_rows import added_rows, recorded_version
 
 log = structlog.get_logger("cfp.spark.state")
 
@@ -60,14 +60,7 @@ def hints_metadata(version: int) -> str:
 def hints_applied(history: list[Any]) -> int | None:
     """The hints version recorded by the newest hints commit among `history` (DESCRIBE
     HISTORY rows, newest first); None when none is."""
-    for row in history:
-        try:
-            meta = json.loads(row["userMetadata"] or "")
-        except (TypeError, ValueError):
-            continue
-        if isinstance(meta, dict) and isinstance(meta.get(HINTS_META_KEY), int):
-            return int(meta[HINTS_META_KEY])
-    return None
+    return recorded_version(history, HINTS_META_KEY)
 
 
 Write = Callable[[int, str], list[Any]]

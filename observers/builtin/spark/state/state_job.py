@@ -41,7 +41,7 @@ import structlog
 from observers.builtin.spark.commits import conflict_retrying
 from observers.builtin.spark.sql import table_ref
 from observers.builtin.spark.state import state_table
-from observers.builtin.spark.state.added_rows import added_rows
+from observers.builtin.spark.state.added_rows import added_rows, recorded_version
 from observers.builtin.spark.state.hint_run import (
     HINTS_APP_ID,
     HintFolding,
@@ -114,14 +114,7 @@ def commit_metadata(version: int) -> str:
 def applied_version(history: list[Any]) -> int | None:
     """The change-log version recorded by the newest commit of this job in `history` (rows of
     DESCRIBE HISTORY, newest first); None when none of them is ours."""
-    for row in history:
-        try:
-            meta = json.loads(row["userMetadata"] or "")
-        except (TypeError, ValueError):
-            continue
-        if isinstance(meta, dict) and isinstance(meta.get(META_KEY), int):
-            return int(meta[META_KEY])
-    return None
+    return recorded_version(history, META_KEY)
 
 
 def _commits_of(history: list[Any]) -> list[tuple[int, int]]:
