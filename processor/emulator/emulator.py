@@ -274,9 +274,11 @@ class Emulator:
         happened (as Azure's: what hints and freshness are measured against).
 
         The newest segment stays `Publishing`; each segment is finalized (and `lastConsumable`
-        moved) when its time is up. On stop, queued records are flushed and the open segment is
-        left `Publishing`, as the service would leave it, or finalized with `finish` (so that
-        everything written is consumable: a demo or a test that wants to catch up fully).
+        moved) when its time is up, or, on the `wall_clock`, `lastConsumable` is moved to each
+        hour as it opens (its records are readable as they come, minutes late, as Azure's). On
+        stop, queued records are flushed and the open segment is left `Publishing`, as the
+        service would leave it, or finalized with `finish` (so that everything written is
+        consumable: a demo or a test that wants to catch up fully).
         """
         begin = await self.setup()
         if self.config.start_time is None or wall_clock:
@@ -288,8 +290,11 @@ class Emulator:
         while not stop.is_set():
             await self.begin_segment(begin)
             seg_start = time.monotonic()
-            if wall_clock:  # the hour began before this run did
-                seg_start -= max(0.0, (datetime.now(UTC) - begin).total_seconds())
+            if wall_clock:
+                # Azure's records can be read minutes after their change, not once their hour
+                # is over: the open hour is consumable from its start
+                await self.writer.set_last_consumable(begin)
+                seg_start -= max(0.0, (datetime.now(UTC) - begin).total_seconds())  # began earlier
             while not stop.is_set():
                 elapsed = time.monotonic() - seg_start
                 if elapsed >= segment_seconds:

@@ -14,7 +14,7 @@ from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from processor import connection
 from processor.changefeed.selection import EventFilter, parse_event_time
-from processor.changefeed.storage.layout import CONTAINER, SEGMENTS_JSON
+from processor.changefeed.storage.layout import CONTAINER, SEGMENTS_JSON, segment_path
 from processor.changefeed.storage.manifests import parse_feed_manifest, parse_segment_manifest
 from processor.connection import AZURITE_ACCOUNT
 from processor.emulator.emulator import Emulator, EmulatorConfig
@@ -24,6 +24,8 @@ from processor.emulator.schemas import data_fields, event_types
 from processor.emulator.service import open_service
 from processor.hints.messages import Hint, read_message
 from tests.helpers import emulate, read_all, run_cfp
+
+SEGMENT_BEGIN = "%Y-%m-%dT%H:%MZ"  # of a segment in `cfp emulate`'s summary
 
 
 @pytest.mark.parametrize("version", [1, 3, 4, 5, 6])
@@ -249,3 +251,24 @@ async def test_a_publish_delay_holds_the_records_back_until_due(account: str) ->
         assert (writer.held, writer.records_written) == (0, 20)
         await emulator.finalize_segment(datetime.now(UTC))
     assert len((await read_all(account))[0]) == 20
+
+
+async def test_a_wall_clock_run_leaves_its_publishing_hour_consumable(account: str) -> None:
+    """`--publish-delay`: the open hour's records are readable as they reach the feed (a
+    reader bound by `lastConsumable` sees them), not only once the hour is finalized."""
+    started = datetime.now(UTC)
+    result = await asyncio.to_thread(
+        run_cfp, account, "emulate", "--live", "--rate", "40", "--duration", "3",
+        "--publish-delay", "0.5",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    begin = datetime.strptime(json.loads(result.stdout)["segments"][-1].split()[0], SEGMENT_BEGIN)
+    path = segment_path(begin.replace(tzinfo=UTC))
+    async with ContainerClient.from_connection_string(account, CONTAINER) as c:
+        feed = parse_feed_manifest(await (await c.download_blob(SEGMENTS_JSON)).readall(), path="x")
+        manifest = parse_segment_manifest(await (await c.download_blob(path)).readall(), path=path)
+    assert manifest.status.value == "Publishing"
+    assert feed.last_consumable == manifest.begin
+    records, _ = await read_all(account)
+    ours = [r for r in records if parse_event_time(str(r["eventTime"])) >= started]
+    assert len(ours) == sum(json.loads(result.stdout)["events"].values())
