@@ -59,6 +59,8 @@ class HostReport:
     stuck: dict[str, str] = field(default_factory=dict)  # lease -> why it is stuck
     note: str = ""  # what it is doing when that is not obvious (why it holds nothing yet)
     outage: str = ""  # what it cannot write to, since when (its Spark Connect server lost)
+    # how old its events were when accepted, in seconds, by "SOURCE pNN" ("feed p99", "hint p50")
+    freshness: dict[str, float] = field(default_factory=dict)
 
     def silent_s(self, now: datetime) -> float:
         """Seconds since the row was written (as far as two wall clocks can tell)."""

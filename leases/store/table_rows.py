@@ -113,6 +113,7 @@ def host_row(processor: str, report: HostReport) -> dict[str, Any]:
         "Stuck": json.dumps(report.stuck, sort_keys=True) if report.stuck else "",
         "Note": report.note,
         "Outage": report.outage,
+        "Freshness": json.dumps(report.freshness, sort_keys=True) if report.freshness else "",
     }
 
 
@@ -129,16 +130,27 @@ def host_from_row(entity: dict[str, Any]) -> HostReport:
         stuck=_stuck(entity.get("Stuck")),
         note=str(entity.get("Note") or ""),
         outage=str(entity.get("Outage") or ""),
+        freshness=_freshness(entity.get("Freshness")),
     )
 
 
-def _stuck(text: object) -> dict[str, str]:
-    """A host row's stuck leases; a row written by another version may have none, or junk."""
+def _json_object(text: object) -> dict[str, object]:
+    """A JSON object column of a host row; a row written by another version may have none, or
+    junk."""
     try:
         doc = json.loads(text) if isinstance(text, str) and text else {}
     except ValueError:
         return {}
-    return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+    return {str(k): v for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
+def _stuck(text: object) -> dict[str, str]:
+    return {k: str(v) for k, v in _json_object(text).items()}
+
+
+def _freshness(text: object) -> dict[str, float]:
+    doc = _json_object(text)
+    return {k: float(v) for k, v in doc.items() if isinstance(v, int | float)}
 
 
 def state_row(processor: str, state: ProcessorState) -> dict[str, Any]:

@@ -172,6 +172,7 @@ def host_json(r: HostReport, now: datetime, owned: int) -> dict[str, object]:
         "stuck": r.stuck,
         "note": r.note or None,
         "outage": r.outage or None,
+        "freshness": r.freshness or None,
         "error": r.error or None,
         "endpoint": r.endpoint or None,
     }
@@ -180,7 +181,9 @@ def host_json(r: HostReport, now: datetime, owned: int) -> dict[str, object]:
 def render_hosts(hosts: list[HostReport], now: datetime, owned: Counter[str]) -> str:
     """One line per host row: its state as it last reported it, how long ago that was, and
     the leases the lease table says it owns."""
-    lines: list[tuple[str, ...]] = [("HOST", "STATE", "LEASES", "LAST SEEN", "ENDPOINT")]
+    lines: list[tuple[str, ...]] = [
+        ("HOST", "STATE", "LEASES", "LAST SEEN", "EVENT AGE p50/p99", "ENDPOINT")
+    ]
     for r in sorted(hosts, key=lambda r: r.name):
         silent = r.silent_s(now)
         state = r.state + (f": {r.error}" if r.error else "")
@@ -191,8 +194,24 @@ def render_hosts(hosts: list[HostReport], now: datetime, owned: Counter[str]) ->
         if silent > r.expiry_s and r.state not in ("failed permanently", "stopped"):
             state = f"silent (last said {state})"
         leases = str(owned[r.name])
-        lines.append((r.name, state, leases, f"{silent:.0f}s ago", r.endpoint or "-"))
+        seen = f"{silent:.0f}s ago"
+        lines.append((r.name, state, leases, seen, freshness_text(r.freshness), r.endpoint or "-"))
     return columns(lines)
+
+
+def freshness_text(freshness: dict[str, float]) -> str:
+    """A host's event ages as `feed 38s/68s hint 0.6s/3.4s` ("-": it has delivered nothing
+    fresh yet, or is of a cfp that does not say)."""
+
+    def age(s: float) -> str:
+        return f"{s:.1f}s" if s < 10 else _seconds(s)
+
+    parts = [
+        f"{source} {age(freshness[f'{source} p50'])}/{age(freshness[f'{source} p99'])}"
+        for source in ("feed", "hint")
+        if f"{source} p50" in freshness and f"{source} p99" in freshness
+    ]
+    return " ".join(parts) or "-"
 
 
 async def processor_status(store: LeaseStore, catalog: FeedCatalog) -> StatusReport:

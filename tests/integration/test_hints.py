@@ -146,6 +146,12 @@ async def test_hints_reach_the_observer_and_bad_messages_land_in_poison_with_the
     for line in (await asyncio.to_thread(cluster.log_events, "h1")) + cluster.log_events("h2"):
         if line.get("event") == "hints.poison":  # named, never quoted
             assert "world" not in json.dumps(line) and "garbage" not in json.dumps(line)
+
+    async def ages_in_rows() -> bool:  # `cfp status` shows how fresh each host's events were
+        hosts = (await asyncio.to_thread(cluster.status))["hosts"]
+        return any("hint p99" in (h["freshness"] or {}) for h in hosts)
+
+    await until(ages_in_rows, "a host row with its hints' ages", every_s=0.5)
     assert cluster.stop_all() == {"h1": 0, "h2": 0}
 
 

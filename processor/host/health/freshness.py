@@ -60,6 +60,16 @@ class EventAges(Collector):
         total = int(self._counts[source].sum())
         return {"events": total, "p50": round(p50, 3), "p95": round(p95, 3), "p99": round(p99, 3)}
 
+    def percentiles(self) -> dict[str, float]:
+        """What a host row says of its freshness: "SOURCE pNN" -> seconds, of the sources with
+        ages (the row is small; `/status` has the rest)."""
+        return {
+            f"{source} {p}": float(recent[p])
+            for source in SOURCES
+            if (recent := self.recent(source)) is not None
+            for p in ("p50", "p99")
+        }
+
     def collect(self) -> Iterator[HistogramMetricFamily]:
         family = HistogramMetricFamily(
             "cfp_event_age_seconds",

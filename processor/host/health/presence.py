@@ -71,6 +71,7 @@ class Presence:
             stuck={str(k): v for k, v in self._leases.stuck().items()},
             note=self.note,
             outage=self._outage(),
+            freshness=self._leases.ages.percentiles(),
         )
 
     async def run(self, stop: asyncio.Event, *, every_s: float, endpoint: str = "") -> None:

@@ -45,3 +45,27 @@ def test_a_host_whose_observer_cannot_write_says_so_in_its_line_and_its_json() -
     quiet = HostReport(HostId("h2"), "running", T0, T0, 3, 30.0)
     assert host_json(quiet, T0, 3)["outage"] is None
     assert "unavailable" not in render_hosts([quiet], T0, Counter({"h2": 3}))
+
+
+def test_a_hosts_event_ages_go_through_its_row_into_its_line_and_its_json() -> None:
+    from collections import Counter
+
+    from leases import HostId, HostReport
+    from leases.store.table_rows import host_from_row, host_row
+    from processor.admin.report import host_json, render_hosts
+
+    ages = {"feed p50": 38.2, "feed p99": 68.0, "hint p50": 0.63, "hint p99": 3.4}
+    report = HostReport(HostId("h1"), "running", T0, T0, 3, 30.0, freshness=ages)
+    assert host_from_row(host_row("p", report)).freshness == ages
+    line = render_hosts([report], T0, Counter({"h1": 3})).splitlines()[1]
+    assert "feed 38s/68s hint 0.6s/3.4s" in line
+    assert host_json(report, T0, 3)["freshness"] == ages
+    feed_only = HostReport(HostId("h2"), "running", T0, T0, 3, 30.0, freshness={
+        "feed p50": 2.0, "feed p99": 4.25,
+    })  # fmt: skip
+    assert "feed 2.0s/4.2s" in render_hosts([feed_only], T0, Counter()) and "hint" not in (
+        render_hosts([feed_only], T0, Counter())
+    )
+    quiet = HostReport(HostId("h3"), "running", T0, T0, 3, 30.0)
+    assert host_json(quiet, T0, 3)["freshness"] is None
+    assert host_from_row({**host_row("p", quiet), "Freshness": "{not json"}).freshness == {}

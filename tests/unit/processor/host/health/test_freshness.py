@@ -55,6 +55,7 @@ def test_status_gives_percentiles_of_the_recent_ages() -> None:
     recent = ages.recent("hint")
     assert recent == {"events": 100, "p50": 50.5, "p95": 95.05, "p99": 99.01}
     assert orjson.loads(orjson.dumps(recent)) == recent  # plain floats: /status is JSON
+    assert ages.percentiles() == {"hint p50": 50.5, "hint p99": 99.01}  # the host row's
 
 
 def test_a_feed_batch_is_aged_by_its_event_times_and_a_backfill_not_at_all() -> None:
