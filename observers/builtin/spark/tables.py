@@ -49,6 +49,9 @@ STATE_PROPERTIES = {
 HINTS_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",  # the state job reads the rows each append added
     "delta.dataSkippingStatsColumns": "container,blob,sequencer,read_timestamp",
+    # a commit per host every --spark-max-wait: at Delta's default of 10, a checkpoint every few
+    # seconds, each writing the whole (growing) file list
+    "delta.checkpointInterval": "100",
 }
 HISTORY_PROPERTIES = {
     "delta.enableDeletionVectors": "true",

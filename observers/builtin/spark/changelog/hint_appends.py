@@ -1,9 +1,11 @@
 """Hints into `OUTPUT/hints`: blind appends of the change log's columns, no fence (a hint written
 twice is the same hint twice; the state job's sequencer guard makes a repeat change nothing), so
 that the hosts' appends never conflict. Every batch given while a commit is due goes into that
-commit: one Delta commit per `max_wait_s` per host, however many pages of the queue it holds. A
-batch returns once its commit is in (its queue messages may then be deleted), or raises what
-the commit raised (`SparkUnavailable` while a Spark Connect server is away: they come back)."""
+commit: one Delta commit per `max_wait_s` per host, however many pages of the queue it holds, and
+never two at once (a slow commit makes the next one bigger, not another one beside it, which
+would race it for the table's next version). A batch returns once its commit is in (its queue
+messages may then be deleted), or raises what the commit raised (`SparkUnavailable` while a
+Spark Connect server is away: they come back)."""
 
 from __future__ import annotations
 
@@ -24,22 +26,36 @@ class HintAppends:
     def __init__(self, link: SparkLink, uri: str, *, max_wait_s: float) -> None:
         self.link, self.uri, self.max_wait_s = link, uri, max_wait_s
         self._pending: list[tuple[pa.Table, asyncio.Future[None]]] = []
+        self._first_at = 0.0  # when the oldest pending batch came (loop time)
         self._due: asyncio.Task[None] | None = None
         self._now = asyncio.Event()  # commit without waiting (a host that stops)
 
     async def append(self, rows: pa.Table) -> None:
         """Append `rows` with the next commit; returns once it is in."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        if not self._pending:
+            self._first_at = loop.time()
         self._pending.append((rows, done))
         if self._due is None:
-            self._due = asyncio.create_task(self._commit_after_wait(), name="spark-hints")
+            self._due = asyncio.create_task(self._commits(), name="spark-hints")
         await done
 
-    async def _commit_after_wait(self) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.max_wait_s):
-                await self._now.wait()
-        taken, self._pending, self._due = self._pending, [], None
+    async def _commits(self) -> None:
+        """One commit at a time, each `max_wait_s` after its oldest batch came, until none is
+        pending."""
+        try:
+            while self._pending:
+                wait_s = self._first_at + self.max_wait_s - asyncio.get_running_loop().time()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, wait_s)):
+                        await self._now.wait()
+                taken, self._pending = self._pending, []
+                await self._commit(taken)
+        finally:
+            self._due = None
+
+    async def _commit(self, taken: list[tuple[pa.Table, asyncio.Future[None]]]) -> None:
         table = pa.concat_tables([t for t, _ in taken])
         try:
             await self.link.call(lambda s: self._write(s, table), what="a hints write")
