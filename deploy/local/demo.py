@@ -2,11 +2,16 @@
 
 1. Azurite and a Spark Connect server start on loopback (data under `.demo/`).
 2. A live emulated workload appends real blob operations; a new hourly segment every few seconds,
-   with shard counts cycling 3, 6, 4 (so leases appear as the feed grows).
+   with shard counts cycling 3, 6, 4 (so leases appear as the feed grows). As on Azure, each
+   record reaches the feed `PUBLISH_DELAY_S` after its operation (Azure's few minutes, shortened),
+   while its Blob Storage event goes at once into an Azurite queue, as an Event Grid subscription
+   would put it there (a few dropped, a few twice).
 3. Three `cfp run` hosts with the Spark observer share the leases through the lease table and
    write the Delta change log through the one Spark Connect server, into Azurite's blob storage
    (ABFS, container `cfp-tables`); the host holding the state job's lease MERGEs the new
-   change-log commits into the current-state table every few seconds.
+   change-log commits into the current-state table every few seconds. With `--hints-queue` the
+   hosts also read the queue and the state job folds its hints in every 2 s: the state table is
+   seconds behind the operations, the change log the feed's delay.
 4. Midway, one host is killed with SIGKILL and a fourth one starts: the killed host's leases are
    taken over after one lease expiry, and the batches it had in hand are delivered again (the
    change log still holds each event once).
@@ -15,7 +20,9 @@
    query over the tables, shows the change log's history and reads an old version of it. Everything
    started is stopped; the tables stay in Azurite's data under `.demo/azurite`.
 
-The terminal shows the hosts and leases as the lease table and each host's `/status` see them.
+The terminal shows the hosts and leases as the lease table and each host's `/status` see them,
+with how fresh each is: the ages of a host's events when accepted (feed and hints), of each lease's
+newest event, and of the newest event in the change log and in the state table.
 Exit status 0 only when every event is in the change log and `cfp verify` reports EQUAL.
 """
 
@@ -24,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -33,6 +41,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Generic, TypeVar
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -43,16 +52,17 @@ import pyarrow as pa  # noqa: E402
 from azure.storage.blob.aio import BlobServiceClient  # noqa: E402
 from deltalake import DeltaTable, QueryBuilder  # noqa: E402
 from deltalake.exceptions import TableNotFoundError  # noqa: E402
-from demo_view import Rates, Snapshot, View, render, snapshots  # noqa: E402
+from demo_view import Rates, Snapshot, TablesNow, View, render, snapshots  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from leases import TableLeaseStore  # noqa: E402
 from observers.builtin.spark.session.output import delta_rs_options, parse_output  # noqa: E402
 from processor.changefeed.feed_reader import FeedReader  # noqa: E402
 from processor.changefeed.storage.feed_storage import FeedStorage  # noqa: E402
-from processor.connection import storage_access  # noqa: E402
+from processor.connection import queue_client, storage_access  # noqa: E402
 from processor.emulator.azurite import Azurite, free_port  # noqa: E402
 from processor.emulator.emulator import Emulator, EmulatorConfig  # noqa: E402
+from processor.emulator.hint_publisher import HintFaults, HintPublisher  # noqa: E402
 from processor.logs import configure_logging  # noqa: E402
 
 WORKDIR = ROOT / ".demo"
@@ -61,9 +71,13 @@ EXPIRY_S = 6.0
 WORKLOAD_S = 50.0  # the workload runs this long after the hosts start
 KILL_AT_S = 18.0  # after the hosts start, once h2 owns a lease
 DISTINCT_EVERY_S = 5.0  # how often the headline counts the change log's distinct events
+FRESHNESS_EVERY_S = 2.0  # how often the tables' newest events are looked up
 KILL_BY_S = 30.0  # ... or at the latest
 SEGMENT_S = 10.0  # real seconds per virtual hourly segment
 RATE = 60.0  # blob operations per second
+PUBLISH_DELAY_S = 20.0  # a record reaches the feed this long after its operation
+HINTS_QUEUE = "demo-hints"
+HINT_FAULTS = HintFaults(drop=0.05, duplicate=0.05)  # the feed fills gaps; repeats do nothing
 CATCH_UP_WITHIN_S = 120.0
 OUTPUT = parse_output("abfs://cfp-tables@devstoreaccount1.dfs.core.windows.net/demo")
 QUERY = (
@@ -76,26 +90,28 @@ HISTORY = (
 )
 TIME_TRAVEL = "SELECT count(*) AS events_at_version_1 FROM {changes} VERSION AS OF 1"
 CFP = str(Path(sys.executable).parent / "cfp")
+T = TypeVar("T")
 
 console = Console(highlight=False)
 if not console.is_terminal:
     console = Console(highlight=False, width=110)
 
 
-class DistinctCount:
-    """The change log's distinct events, counted again every `DISTINCT_EVERY_S` at most."""
+class Throttled(Generic[T]):
+    """The last result of a read of the tables (`deltalake`, in a thread), read again every
+    `every_s` at most; None before the first that worked (before the hosts made the tables, or
+    their container even, there is nothing to read)."""
 
-    def __init__(self, ids: Callable[[], list[str]]) -> None:
-        self._ids = ids
-        self._value: int | None = None
+    def __init__(self, read: Callable[[], T], every_s: float) -> None:
+        self._read, self._every_s = read, every_s
+        self._value: T | None = None
         self._at = float("-inf")
 
-    async def count(self) -> int | None:
-        if time.monotonic() - self._at >= DISTINCT_EVERY_S:
+    async def get(self) -> T | None:
+        if time.monotonic() - self._at >= self._every_s:
             self._at = time.monotonic()
-            # before the hosts made the tables (their container even), there is nothing to count
             with contextlib.suppress(OSError):
-                self._value = len(set(await asyncio.to_thread(self._ids)))
+                self._value = await asyncio.to_thread(self._read)
         return self._value
 
 
@@ -107,7 +123,9 @@ class Demo:
         self.spark: subprocess.Popen[bytes] | None = None
         self.hosts: dict[str, subprocess.Popen[bytes]] = {}
         self.notes: list[str] = []
-        self.distinct = DistinctCount(self.logged_ids)
+        # the change log's distinct events; its newest event and the state table's
+        self.distinct = Throttled(lambda: len(set(self.logged_ids())), DISTINCT_EVERY_S)
+        self.freshness = Throttled(self.tables_now, FRESHNESS_EVERY_S)
 
     @property
     def remote(self) -> str:
@@ -163,6 +181,7 @@ class Demo:
                 "--processor-name", PROCESSOR, "--lease-table", TABLE, "--host-name", name,
                 "--observer", "spark", "--spark-remote", self.remote,
                 "--output", OUTPUT.uri, "--state-interval", "5",
+                "--hints-queue", HINTS_QUEUE, "--no-history",
                 "--lease-expiration", str(EXPIRY_S), "--poll-interval", "1",
                 "--http-port", "0",
             ],
@@ -182,12 +201,23 @@ class Demo:
             block_events=(1, 40),
             chunk_bytes=256 << 10,
         )
-        async with BlobServiceClient.from_connection_string(
-            self.azurite.connection_string
-        ) as service:
-            summary = await Emulator(service, config).run_live(
-                stop, rate_per_s=RATE, segment_seconds=SEGMENT_S, finish=True
+        conn = self.azurite.connection_string
+        async with (
+            BlobServiceClient.from_connection_string(conn) as service,
+            queue_client(conn, HINTS_QUEUE) as queue,
+        ):
+            await queue.create_queue()
+            hints = HintPublisher(
+                queue, random.Random(7), faults=HINT_FAULTS, feed_delay_s=PUBLISH_DELAY_S
             )
+            emulator = Emulator(service, config, hints=hints, publish_delay_s=PUBLISH_DELAY_S)
+            try:  # event times from the wall clock (what freshness is measured against)
+                summary = await emulator.run_live(
+                    stop, rate_per_s=RATE, segment_seconds=SEGMENT_S, finish=True,
+                    wall_clock=True, real_hours=False,
+                )  # fmt: skip
+            finally:
+                await hints.aclose()
         return len(summary.segments)
 
     async def feed_ids(self) -> set[str]:
@@ -224,6 +254,30 @@ class Demo:
         found = QueryBuilder().register("changes", table).execute("SELECT id FROM changes")
         return pa.table(found).column("id").cast(pa.string()).to_pylist()
 
+    def tables_now(self) -> TablesNow:
+        """The newest event time in the change log and in the state table, and the state
+        table's provisional rows."""
+        options = delta_rs_options(OUTPUT, storage_access(self.azurite.connection_string))
+        query = QueryBuilder()
+        try:
+            query.register("changes", DeltaTable(OUTPUT.changes, storage_options=options))
+            state_table = DeltaTable(OUTPUT.state, storage_options=options)
+        except TableNotFoundError:
+            return TablesNow()
+        query.register("state", state_table)
+        # a state table is made first, then given its hint columns (ALTER TABLE)
+        hinted = "provisional" in {f.name for f in state_table.schema().fields}
+        provisional = "sum(CASE WHEN provisional THEN 1 ELSE 0 END)" if hinted else "0"
+        logged = pa.table(query.execute("SELECT max(event_time) AS t FROM changes"))
+        state = pa.table(query.execute(
+            f"SELECT max(event_time) AS t, {provisional} AS provisional FROM state"
+        ))  # fmt: skip
+        return TablesNow(
+            changes=logged["t"][0].as_py(),
+            state=state["t"][0].as_py(),
+            provisional=int(state["provisional"][0].as_py() or 0),
+        )
+
     def cfp(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [CFP, "--log-level", "WARNING", *args],
@@ -248,7 +302,9 @@ class Demo:
         workload = asyncio.create_task(self.workload(stop_workload))
         self.say(
             f"workload: {RATE:g} blob operations/s, a new segment every {SEGMENT_S:g}s, "
-            "shard counts 3, 6, 4"
+            f"shard counts 3, 6, 4; records in the feed {PUBLISH_DELAY_S:g}s after their "
+            f"operations, Blob Storage events in queue {HINTS_QUEUE} at once "
+            f"({HINT_FAULTS.drop:.0%} dropped, {HINT_FAULTS.duplicate:.0%} twice)"
         )
         await self.spark_ready()
         self.say("Spark Connect ready; starting 3 hosts")
@@ -289,8 +345,10 @@ class Demo:
                         self.note(f"workload done: {segments} segments, {len(feed):,} events")
                     snap = await snapshots(store, http)
                     headline = f"t+{time.monotonic() - self.started:5.1f}s"
-                    distinct = await self.distinct.count()
+                    distinct = await self.distinct.get()
+                    snap_tables = await self.freshness.get()
                     if snap is not None:
+                        snap.tables = snap_tables
                         rates.update(snap)
                         self.show(view, snap, rates, headline, distinct)
                         if (

@@ -1,8 +1,14 @@
-"""The live terminal view of `make demo`: hosts, leases, positions, lag and events/s.
+"""The live terminal view of `make demo`: hosts, leases, positions, lag, events/s and freshness.
 
 Everything shown comes from where an operator would look: the lease table (leases and the hosts'
-own rows) and each host's `/status` endpoint, found through its row. On a terminal it redraws in
-place (rich `Live`); otherwise it prints a snapshot every 30 s.
+own rows), each host's `/status` endpoint, found through its row, and the Delta tables (read
+with the `deltalake` package). On a terminal it redraws in place (rich `Live`); otherwise it
+prints a snapshot every 30 s.
+
+Freshness is an age against this machine's clock: a host's events when its observer accepted
+them (`/status` `freshness`: p50/p99 of the feed's and of the hints'), each lease's newest
+event, and the newest event in the change log (the feed's alone) and in the state table (the
+feed's and the hints'), with its provisional rows.
 """
 
 from __future__ import annotations
@@ -25,12 +31,23 @@ from leases.errors import LeaseError
 from processor.admin.report import describe_position, parse_position, size_text
 
 
+@dataclass(frozen=True)
+class TablesNow:
+    """The newest event time in the change log and in the state table (None: no rows yet), and
+    the state table's provisional rows."""
+
+    changes: datetime | None = None
+    state: datetime | None = None
+    provisional: int = 0
+
+
 @dataclass
 class Snapshot:
     at: float
     leases: list[Lease]
     hosts: list[HostReport]
     status: dict[str, dict[str, Any]]  # host name -> its /status document
+    tables: TablesNow | None = None
 
     def host_events(self) -> dict[str, int]:
         return {name: int(doc.get("events", 0)) for name, doc in self.status.items()}
@@ -101,8 +118,8 @@ def render(
     """The frame; `distinct`: events in the change log (each once), when known; `final`: every
     delivery is in the change log by now, so the deliveries beyond it were repeats."""
     hosts = Table(title="hosts", title_justify="left", expand=False)
-    for col in ("host", "state", "leases", "events/s"):
-        hosts.add_column(col, justify="right" if col in ("leases", "events/s") else "left")
+    for col in ("host", "state", "leases", "events/s", "feed age p50/p99", "hint age p50/p99"):
+        hosts.add_column(col, justify="left" if col in ("host", "state") else "right")
     now = datetime.now(UTC)
     owned = Counter(x.owner for x in snap.leases if x.owner)  # as the table says, not the host
     for h in sorted(snap.hosts, key=lambda h: h.name):
@@ -115,10 +132,13 @@ def render(
             Text(state, style=style),
             str(owned[h.name]),
             f"{rates.rates.get(h.name, 0):,.0f}",
+            *(_ages(snap.status.get(h.name, {}), source) for source in ("feed", "hint")),
         )
     leases = Table(title="leases", title_justify="left")
-    for col in ("lease", "owner", "epoch", "segment", "position", "lag", "left", "state"):
-        leases.add_column(col, justify="right" if col in ("epoch", "lag", "left") else "left")
+    right = ("epoch", "lag", "newest event", "left")
+    for col in ("lease", "owner", "epoch", "segment", "position", "lag", "newest event", "left",
+                "state"):  # fmt: skip
+        leases.add_column(col, justify="right" if col in right else "left")
     for x in sorted(snap.leases, key=lambda x: x.token):
         segment, where = describe_position(parse_position(x))
         live = snap.lease_status(x.token)
@@ -134,6 +154,7 @@ def render(
             segment,
             where,
             lag,
+            _age_of(x.last_event_time, now),
             size_text(live.get("lagBytes")) if live else "-",
             Text(state, style="green" if x.caught_up else "cyan"),
         )
@@ -145,7 +166,33 @@ def render(
     elif distinct is not None:  # a Spark host counts a delivery before its commit lands
         said += f", change log {distinct:,} distinct events so far"
     head = Text(said)
-    return Group(head, hosts, leases, *(Text(n, style="bold") for n in notes[-6:]))
+    fresh = Text(_tables_line(snap.tables, now))
+    return Group(head, fresh, hosts, leases, *(Text(n, style="bold") for n in notes[-6:]))
+
+
+def _age_of(at: datetime | None, now: datetime) -> str:
+    """How old an event time is, as `3.2s` ("-": none)."""
+    return "-" if at is None else _s(max(0.0, (now - at).total_seconds()))
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.1f}s" if seconds < 100 else f"{seconds:,.0f}s"
+
+
+def _ages(status: dict[str, Any], source: str) -> str:
+    """A host's recent events' ages when accepted, from one source, as `p50/p99`."""
+    ages = (status.get("freshness") or {}).get(source)
+    return f"{_s(ages['p50'])}/{_s(ages['p99'])}" if ages else "-"
+
+
+def _tables_line(tables: TablesNow | None, now: datetime) -> str:
+    if tables is None or tables.changes is None:
+        return "freshness: no rows in the tables yet"
+    return (
+        f"freshness: newest event in the change log {_age_of(tables.changes, now)} old (the "
+        f"feed), in the state table {_age_of(tables.state, now)} old ({tables.provisional:,} "
+        "provisional rows: hints the feed has not confirmed yet)"
+    )
 
 
 class View:

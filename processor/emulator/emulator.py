@@ -268,10 +268,13 @@ class Emulator:
         flush_every_s: float = 1.0,
         finish: bool = False,
         wall_clock: bool = False,
+        real_hours: bool | None = None,
     ) -> EmulationSummary:
         """Append in real time until `stop` is set; one virtual hour lasts `segment_seconds`,
         or, on the `wall_clock`, a segment is a real hour and an event's time is when it
-        happened (as Azure's: what hints and freshness are measured against).
+        happened (as Azure's: what hints and freshness are measured against). `real_hours`
+        False keeps virtual hours with wall-clock event times (a demo that shows fresh data
+        and a feed whose shards change within a minute).
 
         The newest segment stays `Publishing`; each segment is finalized (and `lastConsumable`
         moved) when its time is up, or, on the `wall_clock`, `lastConsumable` is moved to each
@@ -281,10 +284,11 @@ class Emulator:
         consumable: a demo or a test that wants to catch up fully).
         """
         begin = await self.setup()
-        if self.config.start_time is None or wall_clock:
+        real_hours = wall_clock if real_hours is None else real_hours
+        if self.config.start_time is None or real_hours:
             now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
             begin = max(begin, now)
-        if wall_clock:
+        if real_hours:
             segment_seconds = SEGMENT_INTERVAL.total_seconds()
         per_tick = max(1, round(rate_per_s * flush_every_s))
         while not stop.is_set():
@@ -294,7 +298,8 @@ class Emulator:
                 # Azure's records can be read minutes after their change, not once their hour
                 # is over: the open hour is consumable from its start
                 await self.writer.set_last_consumable(begin)
-                seg_start -= max(0.0, (datetime.now(UTC) - begin).total_seconds())  # began earlier
+            if real_hours:  # the hour began before this run did
+                seg_start -= max(0.0, (datetime.now(UTC) - begin).total_seconds())
             while not stop.is_set():
                 elapsed = time.monotonic() - seg_start
                 if elapsed >= segment_seconds:
