@@ -154,3 +154,23 @@ def job_stalls(
             f"job: its continuation did not move after the faults ended (t={since:.1f})"
         )
     return problems
+
+
+def sequencer_regressions(changes: Iterable[tuple[int, str, str, str]]) -> list[str]:
+    """Blobs whose state row was ever written with an older sequencer than before, from the
+    state table's changes as (commit version, container, blob, sequencer). Sequencers of
+    different lengths cannot be compared (the feed then wins, whatever they say): each is held
+    against the newest of its own length."""
+    newest: dict[tuple[str, str, int], tuple[int, str]] = {}
+    problems = []
+    for version, container, blob, seq in sorted(changes):
+        key = (container, blob, len(seq))
+        before = newest.get(key)
+        if before is not None and seq < before[1]:
+            problems.append(
+                f"state row {container}/{blob} moved back from sequencer {before[1]} (version "
+                f"{before[0]}) to {seq} (version {version})"
+            )
+        else:
+            newest[key] = (version, seq)
+    return problems

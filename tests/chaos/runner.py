@@ -16,6 +16,13 @@ with `cfp verify`, and the lease table at rest. The lease table and the state jo
 sampled every 0.25 s for the whole run. It prints a summary
 (faults, events, duplicates delivered to observers, takeover times); a failing run prints the
 seed and the fault timeline, and exits 1.
+
+With hints (the default; `--no-hints` leaves them out) the workload also writes each operation's
+Blob Storage event into an Azurite queue with every fault of a real subscription (`HINT_FAULTS`:
+dropped, twice, after the feed's record, out of order, poison beside it), and the hosts read it
+(`--hints-queue`): the state table then takes hints while the storm goes on, and must still equal
+the listing at rest with no row provisional, and no state row may ever have moved to an older
+sequencer (its change data feed, read with delta-rs).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -48,9 +56,10 @@ from observers.builtin.spark.faults import HOLD_WRITE_FILE
 from observers.builtin.spark.session.output import Output, delta_rs_options, parse_output
 from processor.changefeed.errors import FeedError
 from processor.changefeed.storage.layout import SEGMENT_INTERVAL
-from processor.connection import ENV_VAR, azurite_connection_string, storage_access
+from processor.connection import ENV_VAR, azurite_connection_string, queue_client, storage_access
 from processor.emulator.azurite import ROOT, Azurite
 from processor.emulator.emulator import Emulator, EmulatorConfig
+from processor.emulator.hint_publisher import HintFaults, HintPublisher
 from tests.chaos.invariants import (
     Delivery,
     backward_moves,
@@ -59,6 +68,7 @@ from tests.chaos.invariants import (
     late_deliveries,
     redeliveries,
     rest_problems,
+    sequencer_regressions,
 )
 from tests.chaos.proxy import FaultyProxy
 from tests.chaos.schedule import KINDS, Fault, make_schedule
@@ -72,6 +82,8 @@ TABLE = "chaosleases"
 SAMPLE_EVERY_S = 0.25
 STATE_JOB = job_token("state")
 TABLES = f"abfs://chaos-tables@devstoreaccount1.dfs.core.windows.net/{PROCESSOR}"
+HINTS_QUEUE = "chaos-hints"
+HINT_FAULTS = HintFaults(drop=0.1, duplicate=0.1, late=0.1, reorder=0.1, poison=0.02)
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,7 @@ class ChaosConfig:
     spark: str = "connect"  # thin hosts through `cfp spark-connect`; or "embedded": a JVM each
     servers: int = 2  # Spark Connect servers (with "connect"): each host uses the first answering
     state_interval_s: float = 2.0  # often, so that the faults meet the state job's reads and MERGEs
+    hints: bool = True  # hints from a queue with every fault (HINT_FAULTS), beside the feed
 
     @property
     def output(self) -> Output:
@@ -117,6 +130,7 @@ class Report:
     staged: int = 0  # duplicates by design: the zombie's deliveries it never committed
     costliest: list[str] = field(default_factory=list)  # the lease moves that redelivered most
     moves: str = ""  # how the leases changed hands
+    hints: str = ""  # what the hints queue was given and what the hosts made of it
 
     @property
     def duplicates(self) -> int:
@@ -177,6 +191,7 @@ class Report:
             ),
             f"  zombie with a write in flight: {self.zombie}",
             *([f"  Spark Connect servers: {self.servers}"] if self.servers else []),
+            *([f"  hints:               {self.hints}"] if self.hints else []),
             f"  caught up after the faults in {self.settle_s:.1f}s",
         ]
         if self.problems:
@@ -262,6 +277,8 @@ class Hosts:
               ("--spark-master", "local[1]", "--spark-conf", "spark.ui.enabled=false")),
             "--spark-warm-up-rows", "0", "--spark-max-wait", "1",
             "--state-interval", str(c.state_interval_s),
+            *(("--hints-queue", HINTS_QUEUE, "--no-history", "--hints-poll-interval", "0.5")
+              if c.hints else ()),
         ]  # fmt: skip
         self.procs[i] = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
@@ -356,34 +373,48 @@ class Workload:
         self.config = config
         self.quiet = asyncio.Lock()
         self.stop = asyncio.Event()
+        self.hints: HintPublisher | None = None
 
     async def run(self) -> None:
         c = self.config
         emu = EmulatorConfig(
             seed=c.seed, shards=c.shards, block_events=(1, 40), chunk_bytes=64 << 10
         )
+        async with (
+            BlobServiceClient.from_connection_string(self.conn) as service,
+            queue_client(self.conn, HINTS_QUEUE) as queue,
+        ):
+            if c.hints:
+                await queue.create_queue()
+                self.hints = HintPublisher(queue, random.Random(c.seed), faults=HINT_FAULTS)
+            try:
+                await self._segments(Emulator(service, emu, hints=self.hints))
+            finally:
+                if self.hints is not None:  # what it holds back (late, reordered) goes too
+                    await self.hints.aclose()
+
+    async def _segments(self, emulator: Emulator) -> None:
+        c = self.config
         per_tick = max(1, round(c.rate))
-        async with BlobServiceClient.from_connection_string(self.conn) as service:
-            emulator = Emulator(service, emu)
+        async with self.quiet:
+            begin = await emulator.setup()
+        while True:
             async with self.quiet:
-                begin = await emulator.setup()
-            while True:
+                await emulator.begin_segment(begin)
+            started = time.monotonic()
+            while not self.stop.is_set() and time.monotonic() - started < c.segment_seconds:
+                share = min(0.99, (time.monotonic() - started) / c.segment_seconds)
                 async with self.quiet:
-                    await emulator.begin_segment(begin)
-                started = time.monotonic()
-                while not self.stop.is_set() and time.monotonic() - started < c.segment_seconds:
-                    share = min(0.99, (time.monotonic() - started) / c.segment_seconds)
-                    async with self.quiet:
-                        at = begin + SEGMENT_INTERVAL * share
-                        await emulator.perform(per_tick, times=[at] * per_tick)
-                        await emulator.flush()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.stop.wait(), 1.0)
-                async with self.quiet:  # finalized even when stopping: all of it is consumable
-                    await emulator.finalize_segment(begin + SEGMENT_INTERVAL - timedelta(seconds=1))
-                begin += SEGMENT_INTERVAL
-                if self.stop.is_set():
-                    return
+                    at = begin + SEGMENT_INTERVAL * share
+                    await emulator.perform(per_tick, times=[at] * per_tick)
+                    await emulator.flush()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stop.wait(), 1.0)
+            async with self.quiet:  # finalized even when stopping: all of it is consumable
+                await emulator.finalize_segment(begin + SEGMENT_INTERVAL - timedelta(seconds=1))
+            begin += SEGMENT_INTERVAL
+            if self.stop.is_set():
+                return
 
 
 @dataclass
@@ -429,6 +460,21 @@ def takeover_times(
                     out.append((t - t0, t0, host))
                     break
     return out
+
+
+def state_changes(output: Output, conn: str) -> list[tuple[int, str, str, str]]:
+    """Every row the state table's commits wrote, as (version, container, blob, sequencer), from
+    its change data feed (delta-rs, straight from Azurite's blob port)."""
+    options = delta_rs_options(output, storage_access(conn)) or None
+    rows = pa.table(DeltaTable(output.state, storage_options=options).load_cdf(starting_version=0))
+    kinds = rows["_change_type"].cast(pa.string()).to_pylist()
+    columns = [rows[c].cast(pa.string()).to_pylist() for c in ("container", "blob", "sequencer")]
+    versions = rows["_commit_version"].to_pylist()
+    return [
+        (int(v), c, b, s)
+        for v, k, c, b, s in zip(versions, kinds, *columns, strict=True)
+        if k in ("insert", "update_postimage")
+    ]
 
 
 def change_log_ids(output: Output, conn: str) -> Counter[str]:
@@ -480,7 +526,9 @@ class Chaos:
             await asyncio.to_thread(self.servers.start)
             remote = self.servers.remotes
             self.note(f"cfp spark-connect at {remote}")
-        via_proxy = azurite_connection_string(blob_port=blob.port, table_port=table.port)
+        via_proxy = azurite_connection_string(  # the queue straight (its faults: HINT_FAULTS)
+            blob_port=blob.port, table_port=table.port, queue_port=self.azurite.queue_port
+        )
         self.hosts = Hosts(c, via_proxy, remote)
         self.workload = Workload(direct, c)
         samples = Samples()
@@ -677,13 +725,31 @@ class Chaos:
         self.report.problems += exactly_once(feed_ids, change_log_ids(output, direct))
         verify = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "processor", "verify", "--output", output.uri],
+            [sys.executable, "-m", "processor", "verify", "--output", output.uri, "--json"],
             capture_output=True, text=True, cwd=ROOT, env={**os.environ, ENV_VAR: direct},
         )  # fmt: skip
         if verify.returncode != 0:
             self.report.problems.append(f"cfp verify: {verify.stdout[-1500:]}{verify.stderr}")
+        elif c.hints and (left := json.loads(verify.stdout).get("provisional")):
+            self.report.problems.append(f"cfp verify: {left} rows still provisional at rest")
+        if c.hints:
+            self.report.problems += sequencer_regressions(state_changes(output, direct))
+            self.report.hints = self._hint_counts()
         if left := await outliving(c.workdir):
             self.report.problems.append(f"processes outlived their hosts: {left}")
+
+    def _hint_counts(self) -> str:
+        """The publisher's faults, and the hosts' totals as each logged them when it stopped."""
+        given = self.workload.hints.counts if self.workload.hints else Counter()
+        taken: Counter[str] = Counter()
+        for e in self.hosts.logged("hints.stopped"):
+            taken.update({k: int(v) for k, v in e.items() if isinstance(v, int)})
+        return (
+            f"{given['events']:,} events sent ({given['dropped']:,} dropped, "
+            f"{given['duplicated']:,} twice, {given['late']:,} late, {given['reordered']:,} out "
+            f"of order, {given['poison']:,} poison beside them); the hosts, as they logged on stopping: "
+            + ", ".join(f"{k} {n:,}" for k, n in sorted(taken.items()))
+        )
 
     def _check(self, samples: Samples) -> None:
         deliveries = self.hosts.deliveries()
@@ -778,6 +844,11 @@ def main(argv: list[str] | None = None) -> int:
         "job's reads and MERGEs too",
     )
     parser.add_argument(
+        "--no-hints",
+        action="store_true",
+        help="leave out the hints queue (and its faults) beside the feed",
+    )
+    parser.add_argument(
         "--no-zombie",
         action="store_true",
         help="leave out the host paused with its Spark write in flight before the storm",
@@ -797,6 +868,7 @@ def main(argv: list[str] | None = None) -> int:
         spark=args.spark,
         servers=args.servers,
         state_interval_s=args.state_interval,
+        hints=not args.no_hints,
     )
     print(f"chaos: seed {config.seed}, work folder {workdir}", flush=True)
     try:

@@ -21,6 +21,7 @@ from tests.chaos.invariants import (
     late_deliveries,
     redeliveries,
     rest_problems,
+    sequencer_regressions,
 )
 from tests.chaos.runner import _moves, takeover_times
 from tests.chaos.schedule import KINDS, make_schedule
@@ -185,3 +186,12 @@ def test_the_report_counts_leases_taken_again_by_the_host_that_had_them() -> Non
         "3 acquisitions: 1 taken again by the host that had them (1 waited for its earlier "
         "worker); 2 hand-overs asked for"
     )
+
+
+def test_a_state_row_moving_to_an_older_sequencer_is_caught_and_other_lengths_are_not() -> None:
+    a, b, short = "0001ab", "0001bc", "ff"
+    changes = [(3, "c", "x", b), (1, "c", "x", a), (5, "c", "x", short), (7, "c", "y", a)]
+    assert sequencer_regressions(changes) == []  # in version order: a, b, then another length
+    back = sequencer_regressions([*changes, (9, "c", "x", a), (11, "c", "x", "fff")])
+    assert len(back) == 1 and "c/x" in back[0]  # a after b, though another length came between
+    assert "0001bc (version 3) to 0001ab (version 9)" in back[0]
