@@ -15,13 +15,14 @@ import json
 import signal
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from processor import connection
+from processor.emulator.azurite import Azurite
 from processor.emulator.grid_events import grid_event, queue_text
 from processor.hints.poison import poison_queue_name
 from tests.cluster import Cluster, quick_host_args
@@ -99,6 +100,27 @@ def _feed_lines(cluster: Cluster) -> list[dict[str, Any]]:
     return [d for d in cluster.deliveries() if not d.get("provisional")]
 
 
+def _everything_settled(
+    cluster: Cluster,
+    conn: str,
+    queue: str,
+    events: list[dict[str, Any]],
+    records: list[dict[str, Any]],
+) -> Callable[[], Awaitable[bool]]:
+    """A probe: every hint and every feed record delivered, and every message settled."""
+
+    async def settled() -> bool:
+        hinted = {d["id"] for d in _hint_lines(cluster)}
+        fed = {d["id"] for d in _feed_lines(cluster)}
+        return (
+            hinted == {e["id"] for e in events}
+            and fed == {r["id"] for r in records}
+            and await _waiting(conn, queue) == 0
+        )
+
+    return settled
+
+
 async def test_hints_reach_the_observer_and_bad_messages_land_in_poison_with_their_reason(
     account: str, queue: str, cluster: Cluster
 ) -> None:
@@ -110,15 +132,7 @@ async def test_hints_reach_the_observer_and_bad_messages_land_in_poison_with_the
     cluster.start("h1")
     cluster.start("h2")
 
-    async def settled() -> bool:
-        hinted = {d["id"] for d in _hint_lines(cluster)}
-        fed = {d["id"] for d in _feed_lines(cluster)}
-        return (
-            hinted == {e["id"] for e in events}
-            and fed == {r["id"] for r in records}
-            and await _waiting(account, queue) == 0
-        )
-
+    settled = _everything_settled(cluster, account, queue, events, records)
     await until(settled, "every hint delivered and every message settled", every_s=0.3)
     hints = _hint_lines(cluster)
     assert {(d["lease"], d["position"], d["epoch"]) for d in hints} == {("hints", "", 0)}
@@ -175,3 +189,41 @@ async def test_a_host_killed_while_holding_hint_messages_loses_none(
     await until(settled, "every hint the killed host held delivered by the other", every_s=0.3)
     assert {d["host"] for d in _hint_lines(cluster)} == {"after"}
     assert cluster.stop_all()["after"] == 0
+
+
+async def test_an_azurite_restart_mid_run_loses_no_hint_and_no_record(tmp_path: Path) -> None:
+    """Azurite (queue, lease table and feed alike) stopped and started again on its ports while
+    a host reads hints: the host rides it out (its queue calls are retried), and every hint
+    sent before and after the restart is delivered, every message settled."""
+    azurite = Azurite(tmp_path / "azurite").start()
+    try:
+        conn = azurite.connection_string
+        queue = f"hints-{uuid.uuid4().hex[:12]}"
+        async with connection.queue_client(conn, queue) as q:
+            await q.create_queue()
+        records = await _records(conn)
+        events = _events(records)
+        half = len(events) // 2
+        await _send(conn, queue, [queue_text(e) for e in events[:half]])
+        args = (*quick_host_args(batch=20), "--hints-queue", queue, "--hints-poll-interval", "0.2")
+        cluster = Cluster(conn, "hintsrestart", tmp_path / "hosts", args=args)
+        try:
+            cluster.start("h1")
+
+            async def a_hint() -> bool:
+                return bool(_hint_lines(cluster))
+
+            await until(a_hint, "a first hint", every_s=0.2)
+            azurite.stop()
+            await asyncio.sleep(1)
+            await asyncio.to_thread(azurite.start)
+            await _send(conn, queue, [queue_text(e) for e in events[half:]])
+
+            settled = _everything_settled(cluster, conn, queue, events, records)
+            await until(settled, "every hint and record delivered after the restart", every_s=0.5)
+            assert cluster.running() == ["h1"]  # it never stopped
+            assert cluster.stop_all() == {"h1": 0}
+        finally:
+            cluster.kill_all()
+    finally:
+        azurite.stop()
