@@ -8,7 +8,7 @@ JARS := deploy/spark/jars/.installed
 FETCHED := deploy/spark/jars/.fetched
 AZURITE_DIR ?= .azurite
 
-.PHONY: help downloads install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect image image-test bench bench-decode bench-spark bench-cluster bench-startup bench-stream bench-state bench-changelog bench-rebalance bench-balance bench-formats bench-filter bench-profile bench-server-loss clean
+.PHONY: help downloads install lock docs demo test unit integration chaos chaos-ci lint typecheck azurite spark-connect image image-test bench bench-decode bench-spark bench-cluster bench-startup bench-stream bench-state bench-changelog bench-rebalance bench-balance bench-formats bench-filter bench-freshness bench-profile bench-server-loss clean
 
 help:
 	@echo "make demo       Azurite, Spark Connect, a live workload, 3 hosts into Spark, kill -9, verify"
@@ -33,6 +33,7 @@ help:
 	@echo "make bench-balance    the pure balancer at 1,000 hosts x 10,000 leases"
 	@echo "make bench-formats    what --format and the change log's envelope columns cost"
 	@echo "make bench-filter     what --container/--blob-prefix/... cost cfp read (90 % filtered out)"
+	@echo "make bench-freshness  operation -> observer and -> state table, with hints and without (~20 min)"
 	@echo "make bench-profile    where cfp read's time goes (py-spy, on the mixed benchmark feed)"
 
 # byte code: compiled once, after the install, on both cores (--no-compile, then compileall -j0:
@@ -206,6 +207,9 @@ bench-formats: $(VENV)/.installed
 
 bench-filter: install
 	$(PY) -m bench.filter_cost
+
+bench-freshness: install
+	$(PY) -m bench.freshness
 
 clean:
 	rm -rf $(VENV) deploy/local/node_modules deploy/spark/jars deploy/prometheus/.promtool .pytest_cache .mypy_cache .ruff_cache .bench
