@@ -58,6 +58,7 @@ from processor.connection import ENV_VAR
 from processor.emulator.azurite import ROOT, Azurite
 from tests.cluster import Cluster
 from tests.connect_servers import ConnectServer
+from tests.delta_changes import written_rows
 
 WORKDIR = ROOT / ".bench" / "freshness"
 QUEUE = "cfp-bench-hints"
@@ -117,18 +118,6 @@ def seconds(column: pa.ChunkedArray) -> np.ndarray:
     """A timestamp column as float seconds since the epoch."""
     micros = pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
     return np.asarray(micros.to_numpy(), dtype=np.float64) / 1e6
-
-
-def cdf(uri: str, *columns: str) -> pa.Table:
-    """Every row a table's commits added (inserts and post-images) with its commit's time."""
-    wanted = [*columns, "_change_type", "_commit_timestamp"]
-    rows = pa.table(DeltaTable(uri).load_cdf(starting_version=0)).select(wanted)
-    plain = pa.schema(  # delta-rs gives string views, which pyarrow's kernels do not all take
-        pa.field(f.name, pa.string()) if f.type == pa.string_view() else f for f in rows.schema
-    )
-    rows = rows.cast(plain)
-    kept = pc.is_in(rows["_change_type"], pa.array(["insert", "update_postimage"]))
-    return rows.filter(kept).drop_columns(["_change_type"])
 
 
 def earliest(rows: pa.Table) -> dict[tuple[str, str, str], float]:
@@ -202,13 +191,14 @@ class Measured:
     time, and when each reached the change log."""
 
     def __init__(self, tables: Tables, begin: float, end: float) -> None:
-        rows = cdf(tables.output.changes, *KEY, "event_type", "event_time")
+        rows = written_rows(tables.output.changes, *KEY, "event_type", "event_time")
         at = seconds(rows["event_time"])
         rows = rows.filter(pa.array((at >= begin) & (at < end)))
         self.keys = list(zip(*(rows[c].to_pylist() for c in KEY), strict=True))
         self.types = rows["event_type"].to_pylist()
         self.made = seconds(rows["event_time"])
         self.logged = seconds(rows["_commit_timestamp"])
+        self.shown = np.full(len(self.keys), np.inf)  # when the state table first showed each
 
     def ages(self, times: np.ndarray, where: np.ndarray | None = None) -> Ages:
         ages = times - self.made
@@ -289,8 +279,9 @@ async def settled(tables: Tables, begin: float, end: float) -> Measured:
     give_up = time.monotonic() + 300
     while True:
         measured = Measured(tables, begin, end)
-        per_blob = state_times(cdf(tables.output.state, *KEY))
-        missing = sum(in_state(per_blob, k) == float("inf") for k in measured.keys)
+        per_blob = state_times(written_rows(tables.output.state, *KEY))
+        measured.shown = np.array([in_state(per_blob, k) for k in measured.keys])
+        missing = int(np.isinf(measured.shown).sum())
         if not missing or time.monotonic() > give_up:
             if missing:
                 print(f"  {missing:,} operations never reached the state table", flush=True)
@@ -308,13 +299,12 @@ def measure(
     timing: tuple[float, float, float, float, float, float],
 ) -> Run:
     first_change, first_state, begin, end, host_cpu, server_cpu = timing
-    per_blob = state_times(cdf(tables.output.state, *KEY))
-    state = np.array([in_state(per_blob, k) for k in measured.keys])
+    state = measured.shown
     hinted_observer = hinted_state = None
     observer = measured.logged
     hinted = 0
     if hints:
-        hint_at = earliest(cdf(tables.output.table("hints"), *KEY))
+        hint_at = earliest(written_rows(tables.output.table("hints"), *KEY))
         came = np.array([hint_at.get(k, np.inf) for k in measured.keys])
         has_hint = np.isfinite(came)
         hinted = int(has_hint.sum())

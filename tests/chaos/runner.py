@@ -74,6 +74,7 @@ from tests.chaos.proxy import FaultyProxy
 from tests.chaos.schedule import KINDS, Fault, make_schedule
 from tests.chaos.servers import ChaosServers
 from tests.chaos.zombie import Zombie, start_with_a_zombie
+from tests.delta_changes import written_rows
 from tests.helpers import read_all
 from tests.jvms import quick_jvms
 
@@ -465,16 +466,10 @@ def takeover_times(
 def state_changes(output: Output, conn: str) -> list[tuple[int, str, str, str]]:
     """Every row the state table's commits wrote, as (version, container, blob, sequencer), from
     its change data feed (delta-rs, straight from Azurite's blob port)."""
-    options = delta_rs_options(output, storage_access(conn)) or None
-    rows = pa.table(DeltaTable(output.state, storage_options=options).load_cdf(starting_version=0))
-    kinds = rows["_change_type"].cast(pa.string()).to_pylist()
-    columns = [rows[c].cast(pa.string()).to_pylist() for c in ("container", "blob", "sequencer")]
-    versions = rows["_commit_version"].to_pylist()
-    return [
-        (int(v), c, b, s)
-        for v, k, c, b, s in zip(versions, kinds, *columns, strict=True)
-        if k in ("insert", "update_postimage")
-    ]
+    options = delta_rs_options(output, storage_access(conn))
+    rows = written_rows(output.state, "container", "blob", "sequencer", storage_options=options)
+    columns = (rows[n].to_pylist() for n in ("_commit_version", "container", "blob", "sequencer"))
+    return [(int(v), c, b, s) for v, c, b, s in zip(*columns, strict=True)]
 
 
 def change_log_ids(output: Output, conn: str) -> Counter[str]:

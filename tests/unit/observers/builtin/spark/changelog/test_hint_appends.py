@@ -12,40 +12,43 @@ import pyarrow as pa
 
 from observers.builtin.spark.changelog.hint_appends import HintAppends
 
-COMMIT_S = 0.2
 
-
-class SlowLink:
-    """Runs each call after `COMMIT_S`, counting how many run at once."""
+class GatedLink:
+    """Holds each call until `gate` is set, counting how many are in flight at once."""
 
     def __init__(self) -> None:
         self.running = self.most = 0
+        self.gate = asyncio.Event()
 
     async def call(self, fn: Callable[[Any], Any], *, what: str) -> Any:
         self.running += 1
         self.most = max(self.most, self.running)
         try:
-            await asyncio.sleep(COMMIT_S)
+            await self.gate.wait()
             return fn(None)
         finally:
             self.running -= 1
 
 
+async def _turns(n: int = 50) -> None:
+    """Let every task that can run do so, `n` times over."""
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
 async def test_batches_that_come_during_a_commit_go_into_the_next_one_never_beside_it() -> None:
-    link = SlowLink()
-    appends = HintAppends(link, "file:///nowhere/hints", max_wait_s=0.01)  # type: ignore[arg-type]
+    link = GatedLink()
+    appends = HintAppends(link, "file:///nowhere/hints", max_wait_s=0)  # type: ignore[arg-type]
     commits: list[list[int]] = []
     appends._write = lambda _, table: commits.append(table.column("n").to_pylist())  # type: ignore[method-assign]
-    returned: list[int] = []
-
-    async def one(n: int) -> None:
-        await asyncio.sleep(n * 0.02)  # a batch every 20 ms: ten come during each commit
-        await appends.append(pa.table({"n": [n]}))
-        returned.append(n)
-        assert any(n in c for c in commits)  # in a commit that is in
-
-    await asyncio.gather(*(one(n) for n in range(40)))
+    first = asyncio.create_task(appends.append(pa.table({"n": [0]})))
+    await _turns()
+    assert link.running == 1  # the first commit is in flight, held
+    later = [asyncio.create_task(appends.append(pa.table({"n": [n]}))) for n in range(1, 11)]
+    await _turns()
+    assert link.running == 1 and commits == []  # no second commit beside it
+    assert not first.done() and not any(t.done() for t in later)  # none returns before its commit
+    link.gate.set()
+    await asyncio.gather(first, *later)
+    assert commits == [[0], list(range(1, 11))]  # the ten that came meanwhile: the next commit
     assert link.most == 1
-    assert sorted(n for c in commits for n in c) == list(range(40))  # each once
-    assert len(commits) <= 40 * 0.02 / COMMIT_S + 2  # a commit per COMMIT_S, not per batch
-    assert sorted(returned) == list(range(40))
