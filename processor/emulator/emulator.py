@@ -270,19 +270,14 @@ class Emulator:
         wall_clock: bool = False,
         real_hours: bool | None = None,
     ) -> EmulationSummary:
-        """Append in real time until `stop` is set; one virtual hour lasts `segment_seconds`,
-        or, on the `wall_clock`, a segment is a real hour and an event's time is when it
-        happened (as Azure's: what hints and freshness are measured against). `real_hours`
-        False keeps virtual hours with wall-clock event times (a demo that shows fresh data
-        and a feed whose shards change within a minute).
-
-        The newest segment stays `Publishing`; each segment is finalized (and `lastConsumable`
-        moved) when its time is up, or, on the `wall_clock`, `lastConsumable` is moved to each
-        hour as it opens (its records are readable as they come, minutes late, as Azure's). On
-        stop, queued records are flushed and the open segment is left `Publishing`, as the
-        service would leave it, or finalized with `finish` (so that everything written is
-        consumable: a demo or a test that wants to catch up fully).
-        """
+        """Append in real time until `stop` is set; a virtual hour lasts `segment_seconds`, or,
+        on the `wall_clock`, a segment is a real hour and an event's time is when it happened
+        (what hints and freshness are measured against; `real_hours` False keeps virtual hours
+        with such times: a demo's shards change within a minute). A segment is finalized when
+        its time is up; on the `wall_clock`, `lastConsumable` moves to each hour as it opens
+        (Azure's records are readable minutes late, not once their hour is over). On stop,
+        queued records are flushed and the open segment is left `Publishing`, as the service
+        would, or finalized with `finish` (a demo or test that wants to catch up fully)."""
         begin = await self.setup()
         real_hours = wall_clock if real_hours is None else real_hours
         if self.config.start_time is None or real_hours:

@@ -215,7 +215,11 @@ async def test_an_azurite_restart_mid_run_loses_no_hint_and_no_record(tmp_path: 
 
             await until(a_hint, "a first hint", every_s=0.2)
             azurite.stop()
-            await asyncio.sleep(1)
+
+            async def the_outage_seen() -> bool:
+                return any(e.get("event") == "hints.queue_failed" for e in cluster.log_events("h1"))
+
+            await until(the_outage_seen, "the host's queue calls failing", every_s=0.2)
             await asyncio.to_thread(azurite.start)
             await _send(conn, queue, [queue_text(e) for e in events[half:]])
 

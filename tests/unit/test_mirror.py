@@ -128,7 +128,6 @@ TESTED_ELSEWHERE: dict[str, tuple[str, ...]] = {
     "observers/builtin/spark/state/history.py": ("tests/integration/test_delta_tables.py",),
     "observers/builtin/spark/state/history_run.py": ("tests/integration/test_delta_tables.py",),
     "observers/builtin/spark/state/added_rows.py": ("tests/integration/test_delta_tables.py",),
-    "observers/builtin/spark/changelog/hint_appends.py": ("tests/integration/test_spark.py",),
     "observers/builtin/spark/state/state_job.py": ("tests/integration/test_delta_tables.py", "tests/unit/observers/builtin/spark/test_sql.py"),
     "observers/builtin/spark/state/state_table.py": ("tests/integration/test_delta_tables.py", "tests/unit/observers/builtin/spark/test_sql.py"),
     "observers/builtin/spark/threads.py": ("tests/unit/observers/builtin/spark/changelog/test_sink.py", "tests/unit/observers/builtin/spark/session/test_link.py"),

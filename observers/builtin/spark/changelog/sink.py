@@ -299,8 +299,8 @@ async def open_tables(link: SparkLink, options: SparkOptions) -> None:
 
     if sessions.remote is None:  # an embedded JVM: a host stopped meanwhile exits at once
         await in_daemon_thread(functools.partial(make, sessions))
-    else:  # a server that hangs meanwhile is given up (`SparkLink.call`)
-        await link.call(make, what="the tables")
+    else:  # a server that hangs meanwhile is given up, a lost one waited for (`SparkLink`)
+        await link.call_patiently(make, what="the tables")
     tables_s = time.monotonic() - started - opened_s
     log.info("spark.opened", session_s=round(opened_s, 1), tables_s=round(tables_s, 1))
 

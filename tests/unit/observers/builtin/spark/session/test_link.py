@@ -293,3 +293,47 @@ async def test_a_slow_call_on_a_server_that_answers_returns_its_result(
     slow.set()
     assert await call == "written"
     assert link.is_up and link.losses == 0
+
+
+def made_on_an_open_server(calls: list[str | None]) -> Any:
+    """A host's first call (its tables): refused while its server is away, else the server."""
+
+    def call(sessions: Sessions) -> str | None:
+        calls.append(sessions.remote)
+        if not sessions.writer.server.up:
+            raise refused(sessions.remote or "")
+        return sessions.remote
+
+    return call
+
+
+async def test_a_first_call_whose_server_is_lost_is_made_again_once_one_is_back(
+    pool: ThreadPoolExecutor,
+) -> None:
+    fleet, hand = Fleet(*REMOTES), Hand()
+    link = make_link(fleet, hand, pool)
+    first = await link.open()
+    for remote in REMOTES:
+        fleet[remote].up = False
+    calls: list[str | None] = []
+    made = asyncio.create_task(
+        link.call_patiently(made_on_an_open_server(calls), what="the tables")
+    )
+    await until(lambda: hand.now > 60, "a minute of rounds of tries")
+    assert not made.done() and calls == [first.remote]  # waiting, not calling a lost server
+    fleet[ORDER[1]].up = True
+    assert await made == ORDER[1]
+    assert calls == [first.remote, ORDER[1]] and link.is_up
+
+
+async def test_a_first_call_gives_up_once_its_patience_runs_out(pool: ThreadPoolExecutor) -> None:
+    fleet, hand = Fleet(*REMOTES), Hand()
+    link = make_link(fleet, hand, pool)
+    await link.open()
+    for remote in REMOTES:
+        fleet[remote].up = False
+    calls: list[str | None] = []
+    with pytest.raises(SparkUnavailable):
+        await link.call_patiently(made_on_an_open_server(calls), what="the tables", patience_s=100)
+    assert 100 <= hand.now <= 100 + 2 * RECONNECT_MAX_WAIT_S and len(calls) == 1
+    await link.close()
