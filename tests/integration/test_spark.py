@@ -303,6 +303,45 @@ async def test_a_host_stopped_with_a_write_stuck_in_spark_lets_go_within_its_dra
     assert_exactly_once(cluster, feed, request)
 
 
+@pytest.mark.parametrize("copies", [3, 0], ids=["each-three-times", "every-one-dropped"])
+async def test_hints_repeated_or_all_dropped_change_no_event_and_leave_nothing_provisional(
+    cluster: SparkCluster, feed: Feed, request: pytest.FixtureRequest, copies: int
+) -> None:
+    """Two hosts with `--hints-queue`, the queue holding the Event Grid event of every feed
+    record it has one for, each three times, ahead of the feed (or none: every hint dropped):
+    the change log still holds each feed event once (hints never enter it), the hints table
+    holds every copy, and once caught up the state equals the account (the feed alone brings
+    it there) with no row left provisional."""
+    queue = f"hints-{uuid.uuid4().hex[:12]}"
+    records, _ = await read_all(feed.conn)
+    events = [e for e in (grid_event(r) for r in records) if e is not None]
+    async with connection.queue_client(feed.conn, queue) as q:
+        await q.create_queue()
+        await asyncio.gather(
+            *(q.send_message(queue_text(e)) for e in events for _ in range(copies))
+        )
+    hints = ("--hints-queue", queue, "--no-history", "--hints-poll-interval", "0.2")
+    for name in ("h1", "h2"):
+        cluster.start(name, "--until-caught-up", *hints)
+    assert {n: cluster.wait(n) for n in ("h1", "h2")} == {"h1": 0, "h2": 0}
+    # the account's feed as it is now: earlier tests of the module may have added to it
+    now = Feed(feed.conn, {str(r["id"]) for r in records if r["eventType"] != "Control"})
+    assert_exactly_once(cluster, now, request)
+    accepted = sum(
+        e.get("delivered", 0)
+        for n in ("h1", "h2")
+        for e in cluster.log_events(n)
+        if e.get("event") == "hints.stopped"
+    )
+    hinted = delta_rs_column(cluster, "id", cluster.output.hints)
+    assert (accepted > 0) == (copies > 0), accepted
+    assert accepted == sum(hinted.values()), (accepted, sum(hinted.values()))
+    assert set(hinted) <= {e["id"] for e in events}
+    done = run_cfp(cluster.conn, "verify", "--output", cluster.uri, "--json")
+    doc = json.loads(done.stdout)
+    assert (doc["equal"], doc["provisional"]) == (True, 0), done.stdout + done.stderr
+
+
 # Last in the module: the live workload below changes the account the tests above share.
 async def test_an_initial_scan_during_changes_ends_with_the_state_equal(
     cluster: SparkCluster, feed: Feed
@@ -351,42 +390,3 @@ async def test_an_initial_scan_during_changes_ends_with_the_state_equal(
     assert_state_equals_the_account(cluster)
     methods = delta_rs_column(cluster, "read_method")
     assert methods["backfill"] > 0 and methods["change-feed"] > 0
-
-
-@pytest.mark.parametrize("copies", [3, 0], ids=["each-three-times", "every-one-dropped"])
-async def test_hints_repeated_or_all_dropped_change_no_event_and_leave_nothing_provisional(
-    cluster: SparkCluster, feed: Feed, request: pytest.FixtureRequest, copies: int
-) -> None:
-    """Two hosts with `--hints-queue`, the queue holding the Event Grid event of every feed
-    record it has one for, each three times, ahead of the feed (or none: every hint dropped):
-    the change log still holds each feed event once (hints never enter it), the hints table
-    holds every copy, and once caught up the state equals the account (the feed alone brings
-    it there) with no row left provisional."""
-    queue = f"hints-{uuid.uuid4().hex[:12]}"
-    records, _ = await read_all(feed.conn)
-    events = [e for e in (grid_event(r) for r in records) if e is not None]
-    async with connection.queue_client(feed.conn, queue) as q:
-        await q.create_queue()
-        await asyncio.gather(
-            *(q.send_message(queue_text(e)) for e in events for _ in range(copies))
-        )
-    hints = ("--hints-queue", queue, "--no-history", "--hints-poll-interval", "0.2")
-    for name in ("h1", "h2"):
-        cluster.start(name, "--until-caught-up", *hints)
-    assert {n: cluster.wait(n) for n in ("h1", "h2")} == {"h1": 0, "h2": 0}
-    # the account's feed as it is now: earlier tests of the module may have added to it
-    now = Feed(feed.conn, {str(r["id"]) for r in records if r["eventType"] != "Control"})
-    assert_exactly_once(cluster, now, request)
-    accepted = sum(
-        e.get("delivered", 0)
-        for n in ("h1", "h2")
-        for e in cluster.log_events(n)
-        if e.get("event") == "hints.stopped"
-    )
-    hinted = delta_rs_column(cluster, "id", cluster.output.hints)
-    assert (accepted > 0) == (copies > 0), accepted
-    assert accepted == sum(hinted.values()), (accepted, sum(hinted.values()))
-    assert set(hinted) <= {e["id"] for e in events}
-    done = run_cfp(cluster.conn, "verify", "--output", cluster.uri, "--json")
-    doc = json.loads(done.stdout)
-    assert (doc["equal"], doc["provisional"]) == (True, 0), done.stdout + done.stderr
