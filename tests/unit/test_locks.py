@@ -112,8 +112,9 @@ def test_no_lock_holds_a_development_tool_but_the_development_lock() -> None:
     ("lock", "absent"),
     [
         # the core runs no Spark at all; a thin host has no JVM's PySpark, no py4j, no Delta
+        # Spark (delta-rs it has: its hints go straight into OUTPUT/hints)
         ("requirements.lock", {"pyspark", "pyspark-client", "py4j", "deltalake", "pandas"}),
-        ("requirements-connect.lock", {"pyspark", "py4j", "delta-spark", "deltalake"}),
+        ("requirements-connect.lock", {"pyspark", "py4j", "delta-spark"}),
         # pyspark and pyspark-client install the same `pyspark` package: never both
         ("requirements-spark.lock", {"pyspark-client"}),
         ("requirements-dev.lock", {"pyspark-client"}),

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import structlog
 
 from observers.builtin.spark.changelog.hint_appends import HintAppends
+from observers.builtin.spark.changelog.hint_writers import HintWriter, hint_commit, spark_commit
 from observers.builtin.spark.changelog.sink import SparkSink
 from observers.builtin.spark.session.container import ensure_container
 from observers.builtin.spark.session.install import require as require_pyspark
@@ -252,8 +253,12 @@ class SparkObserverFactory:
         self.excluded = excluded_container(options.output, options.access, options.feed)
         self.state_job = SparkStateJob(self.sink, options)
         self.jobs: list[Any] = [self.state_job]
-        self.hints = (
-            HintAppends(self.sink.link, options.output.hints, max_wait_s=options.max_wait_s)
+        self.hints = (  # through Spark until the tables exist, then maybe delta-rs
+            HintAppends(
+                spark_commit(self.sink.link, options.output.hints),
+                max_wait_s=options.max_wait_s,
+                writer=HintWriter.SPARK,
+            )
             if options.hints
             else None
         )
@@ -294,6 +299,8 @@ class SparkObserverFactory:
         await ensure_container(output, self.options.access)
         try:
             await self.sink.__aenter__()
+            if self.hints is not None:
+                self.hints.use(*await hint_commit(self.sink.link, self.options))
         except PluginLoadError:
             raise
         except Exception as e:  # Spark's: storage unreachable, refused credentials...

@@ -5,30 +5,35 @@ commit: one Delta commit per `max_wait_s` per host, however many pages of the qu
 never two at once (a slow commit makes the next one bigger, not another one beside it, which
 would race it for the table's next version). A batch returns once its commit is in (its queue
 messages may then be deleted), or raises what the commit raised (`SparkUnavailable` while a
-Spark Connect server is away: they come back)."""
+Spark Connect server is away, delta-rs's own while storage is: they come back).
+
+Where the commit goes is `hint_writers`' choice: delta-rs straight into the table, or Spark."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 import pyarrow as pa
 import structlog
 
-from observers.builtin.spark.arrow_to_spark import to_frame
-from observers.builtin.spark.commits import conflict_retrying
-from observers.builtin.spark.session.link import Sessions, SparkLink
-
 log = structlog.get_logger("cfp.spark")
+
+Commit = Callable[[pa.Table], Awaitable[None]]  # one append of rows, in once it returns
 
 
 class HintAppends:
-    def __init__(self, link: SparkLink, uri: str, *, max_wait_s: float) -> None:
-        self.link, self.uri, self.max_wait_s = link, uri, max_wait_s
+    def __init__(self, commit: Commit, *, max_wait_s: float, writer: str) -> None:
+        self.commit, self.max_wait_s, self.writer = commit, max_wait_s, writer
         self._pending: list[tuple[pa.Table, asyncio.Future[None]]] = []
         self._first_at = 0.0  # when the oldest pending batch came (loop time)
         self._due: asyncio.Task[None] | None = None
         self._now = asyncio.Event()  # commit without waiting (a host that stops)
+
+    def use(self, commit: Commit, writer: str) -> None:
+        """Commit with `commit` from now on (chosen once the tables exist)."""
+        self.commit, self.writer = commit, writer
 
     async def append(self, rows: pa.Table) -> None:
         """Append `rows` with the next commit; returns once it is in."""
@@ -58,24 +63,20 @@ class HintAppends:
     async def _commit(self, taken: list[tuple[pa.Table, asyncio.Future[None]]]) -> None:
         table = pa.concat_tables([t for t, _ in taken])
         try:
-            await self.link.call(lambda s: self._write(s, table), what="a hints write")
+            await self.commit(table)
         except BaseException as e:
             for _, done in taken:
                 if not done.done():
                     done.set_exception(e)
             if not isinstance(e, Exception):
                 raise
-            log.warning("spark.hints_not_written", rows=table.num_rows, error=repr(e))
+            log.warning(
+                "spark.hints_not_written", rows=table.num_rows, writer=self.writer, error=repr(e)
+            )
             return
         for _, done in taken:
             if not done.done():
                 done.set_result(None)
-
-    def _write(self, sessions: Sessions, table: pa.Table) -> None:
-        writer = to_frame(sessions.writer, table).write.format("delta").mode("append")
-        for attempt in conflict_retrying():
-            with attempt:
-                writer.save(self.uri)
 
     async def aclose(self) -> None:
         """Commit what is pending now (a host that stops)."""

@@ -42,7 +42,12 @@ from observers.builtin.spark.changelog.sink_stats import SinkStats
 from observers.builtin.spark.changelog.warm_up import warm_up
 from observers.builtin.spark.changelog.write_queue import Pending, WriteQueue
 from observers.builtin.spark.faults import commit_pauses, held_until
-from observers.builtin.spark.session.link import Sessions, SparkLink, SparkUnavailable
+from observers.builtin.spark.session.link import (
+    Sessions,
+    SparkLink,
+    SparkUnavailable,
+    call_patiently,
+)
 from observers.builtin.spark.session.session import SparkOptions
 from observers.builtin.spark.tables import create_tables
 from observers.builtin.spark.threads import in_daemon_thread
@@ -300,7 +305,7 @@ async def open_tables(link: SparkLink, options: SparkOptions) -> None:
     if sessions.remote is None:  # an embedded JVM: a host stopped meanwhile exits at once
         await in_daemon_thread(functools.partial(make, sessions))
     else:  # a server that hangs meanwhile is given up, a lost one waited for (`SparkLink`)
-        await link.call_patiently(make, what="the tables")
+        await call_patiently(link, make, what="the tables")
     tables_s = time.monotonic() - started - opened_s
     log.info("spark.opened", session_s=round(opened_s, 1), tables_s=round(tables_s, 1))
 

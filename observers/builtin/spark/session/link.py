@@ -185,26 +185,6 @@ class SparkLink:
                 raise SparkUnavailable(self._outage) from e
             raise
 
-    async def call_patiently(
-        self, fn: Callable[[Sessions], T], *, what: str, patience_s: float = START_PATIENCE_S
-    ) -> T:
-        """`call`, made again each time the link is back, for `patience_s` from the first try:
-        what a host must do before it starts (its tables), on a server lost meanwhile, would
-        otherwise stop the host although another server (or the same, restarted) is coming.
-        Errors: `SparkUnavailable` once patience runs out; else the call's own."""
-        deadline = self._monotonic() + patience_s
-        while True:
-            try:
-                return await self.call(fn, what=what)
-            except SparkUnavailable as e:
-                outage = e.outage
-            log.warning("spark.waiting", what=what, outage=outage.describe() if outage else None)
-            while not self.is_up:
-                left = deadline - self._monotonic()
-                if left <= 0 or self._closed:
-                    raise SparkUnavailable(self._outage)
-                await self._sleep(min(left, 0.5))  # the link's own clock (tests drive it)
-
     async def lost_by(self, sessions: Sessions, error: BaseException) -> bool:
         """Whether `error`, of a call on `sessions`, means they are lost (then the link is
         down, if it was not already): it says so, or their server no longer answers."""
@@ -386,3 +366,25 @@ def _consume(future: asyncio.Future[Any]) -> None:
     """Retrieve a given-up call's outcome, so that its error is not logged as never retrieved."""
     if not future.cancelled():
         future.exception()
+
+
+async def call_patiently(
+    link: SparkLink, fn: Callable[[Sessions], T], *, what: str, patience_s: float = START_PATIENCE_S
+) -> T:
+    """`link.call`, made again each time the link is back, for `patience_s` from the first try:
+    what a host must do before it starts (its tables), on a server lost meanwhile, would
+    otherwise stop the host although another server (or the same, restarted) is coming.
+    Errors: `SparkUnavailable` once patience runs out; else the call's own."""
+    clock, sleep = link._monotonic, link._sleep
+    deadline = clock() + patience_s
+    while True:
+        try:
+            return await link.call(fn, what=what)
+        except SparkUnavailable as e:
+            outage = e.outage
+        log.warning("spark.waiting", what=what, outage=outage.describe() if outage else None)
+        while not link.is_up:
+            left = deadline - clock()
+            if left <= 0 or link._closed:
+                raise SparkUnavailable(link.outage)
+            await sleep(min(left, 0.5))

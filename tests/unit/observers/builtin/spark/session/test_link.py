@@ -22,6 +22,7 @@ from observers.builtin.spark.session.link import (
     Sessions,
     SparkLink,
     SparkUnavailable,
+    call_patiently,
 )
 from observers.builtin.spark.session.output import parse_output
 from observers.builtin.spark.session.remotes import host_order
@@ -317,7 +318,7 @@ async def test_a_first_call_whose_server_is_lost_is_made_again_once_one_is_back(
         fleet[remote].up = False
     calls: list[str | None] = []
     made = asyncio.create_task(
-        link.call_patiently(made_on_an_open_server(calls), what="the tables")
+        call_patiently(link, made_on_an_open_server(calls), what="the tables")
     )
     await until(lambda: hand.now > 60, "a minute of rounds of tries")
     assert not made.done() and calls == [first.remote]  # waiting, not calling a lost server
@@ -334,6 +335,6 @@ async def test_a_first_call_gives_up_once_its_patience_runs_out(pool: ThreadPool
         fleet[remote].up = False
     calls: list[str | None] = []
     with pytest.raises(SparkUnavailable):
-        await link.call_patiently(made_on_an_open_server(calls), what="the tables", patience_s=100)
+        await call_patiently(link, made_on_an_open_server(calls), what="the tables", patience_s=100)
     assert 100 <= hand.now <= 100 + 2 * RECONNECT_MAX_WAIT_S and len(calls) == 1
     await link.close()
