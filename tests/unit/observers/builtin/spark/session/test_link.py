@@ -143,6 +143,18 @@ def failing(error: BaseException) -> Any:
     return call
 
 
+async def opened_then_every_server_down(
+    pool: ThreadPoolExecutor,
+) -> tuple[Fleet, Hand, SparkLink, Sessions]:
+    """A link open on its first server, then every server of the fleet gone."""
+    fleet, hand = Fleet(*REMOTES), Hand()
+    link = make_link(fleet, hand, pool)
+    first = await link.open()
+    for remote in REMOTES:
+        fleet[remote].up = False
+    return fleet, hand, link, first
+
+
 async def test_a_host_opens_the_first_server_of_its_order_that_answers(
     pool: ThreadPoolExecutor,
 ) -> None:
@@ -193,11 +205,7 @@ async def test_a_lost_server_takes_the_link_down_until_the_next_one_answers(
 async def test_while_no_server_answers_the_link_backs_off_and_is_back_when_one_does(
     pool: ThreadPoolExecutor,
 ) -> None:
-    fleet, hand = Fleet(*REMOTES), Hand()
-    link = make_link(fleet, hand, pool)
-    await link.open()
-    for remote in REMOTES:
-        fleet[remote].up = False
+    fleet, hand, link, _ = await opened_then_every_server_down(pool)
     with pytest.raises(SparkUnavailable):
         await link.call(failing(refused(ORDER[0])), what="a write")
     with pytest.raises(SparkUnavailable):  # while down, at once, without a call to Spark
@@ -311,11 +319,7 @@ def made_on_an_open_server(calls: list[str | None]) -> Any:
 async def test_a_first_call_whose_server_is_lost_is_made_again_once_one_is_back(
     pool: ThreadPoolExecutor,
 ) -> None:
-    fleet, hand = Fleet(*REMOTES), Hand()
-    link = make_link(fleet, hand, pool)
-    first = await link.open()
-    for remote in REMOTES:
-        fleet[remote].up = False
+    fleet, hand, link, first = await opened_then_every_server_down(pool)
     calls: list[str | None] = []
     made = asyncio.create_task(
         call_patiently(link, made_on_an_open_server(calls), what="the tables")
@@ -328,11 +332,7 @@ async def test_a_first_call_whose_server_is_lost_is_made_again_once_one_is_back(
 
 
 async def test_a_first_call_gives_up_once_its_patience_runs_out(pool: ThreadPoolExecutor) -> None:
-    fleet, hand = Fleet(*REMOTES), Hand()
-    link = make_link(fleet, hand, pool)
-    await link.open()
-    for remote in REMOTES:
-        fleet[remote].up = False
+    _, hand, link, _ = await opened_then_every_server_down(pool)
     calls: list[str | None] = []
     with pytest.raises(SparkUnavailable):
         await call_patiently(link, made_on_an_open_server(calls), what="the tables", patience_s=100)
