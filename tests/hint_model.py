@@ -93,15 +93,23 @@ State = dict[int, Row]
 Pass = tuple[list[Change], list[Change]]  # (feed records, hints) taken in one state job run
 
 
-def run(passes: list[Pass], *, guard: bool = True) -> State:
-    """The state after each pass's feed records, then its hints (as one state job run does)."""
+def run(passes: list[Pass], *, guard: bool = True, hints_first: bool = True) -> State:
+    """The state after each pass's hints, then its feed records (as one state job run takes
+    them; `hints_first` False: the other way round)."""
     state: State = {}
-    for feed, hints in passes:
-        for c in feed:
+
+    def feed(changes: list[Change]) -> None:
+        for c in changes:
             state[c.blob] = apply_feed(state.get(c.blob), c, guard=guard)
-        for c in hints:
+
+    def hint(changes: list[Change]) -> None:
+        for c in changes:
             if (row := apply_hint(state.get(c.blob), c, guard=guard)) is not None:
                 state[c.blob] = row
+
+    for fed, hinted in passes:
+        for step in ((hint, hinted), (feed, fed)) if hints_first else ((feed, fed), (hint, hinted)):
+            step[0](step[1])
     return state
 
 

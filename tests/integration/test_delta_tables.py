@@ -382,20 +382,20 @@ def test_the_state_job_records_what_it_applied_and_a_stale_run_changes_nothing(
 
 
 def _hint_passes(spark: Any, output: Output, passes: list[tuple[pa.Table, pa.Table]]) -> None:
-    """Each pass as a state job run with hints makes it: the feed's rows merged, then the
-    hints' (creates and deletes only), each under its guard."""
+    """Each pass as a state job run with hints makes it: the hints' rows merged (creates and
+    deletes only), then the feed's, each under its guard."""
     for n, (fed, hinted) in enumerate(passes):
-        spark.createDataFrame(fed).createOrReplaceTempView(f"cfp_t_feed{n}")
-        spark.sql(
-            newest_per_blob(f"cfp_t_feed{n}", extra=FEED_CANDIDATE_EXTRA)
-        ).createOrReplaceTempView(f"cfp_t_fsrc{n}")
-        spark.sql(merge_statement(output.state, f"cfp_t_fsrc{n}", hints=True)).collect()
         spark.createDataFrame(hinted).createOrReplaceTempView(f"cfp_t_hints{n}")
         spark.sql(hinted_events(f"cfp_t_hints{n}")).createOrReplaceTempView(f"cfp_t_taken{n}")
         spark.sql(
             newest_per_blob(f"cfp_t_taken{n}", extra=HINT_CANDIDATE_EXTRA)
         ).createOrReplaceTempView(f"cfp_t_hsrc{n}")
         spark.sql(hint_merge_statement(output.state, f"cfp_t_hsrc{n}")).collect()
+        spark.createDataFrame(fed).createOrReplaceTempView(f"cfp_t_feed{n}")
+        spark.sql(
+            newest_per_blob(f"cfp_t_feed{n}", extra=FEED_CANDIDATE_EXTRA)
+        ).createOrReplaceTempView(f"cfp_t_fsrc{n}")
+        spark.sql(merge_statement(output.state, f"cfp_t_fsrc{n}", hints=True)).collect()
 
 
 @settings(
@@ -443,9 +443,10 @@ def test_the_state_merges_with_hints_give_the_models_state(
 def test_the_state_job_folds_hints_once_and_a_stale_run_changes_nothing(
     tmp_path: Path, delta_spark: Any
 ) -> None:
-    """With hints: a run applies the feed's new rows, then the hints appended since its last
-    run, recording each table's version; a hint confirmed by the feed stops being provisional;
-    a zombie's stale hints MERGE is skipped; the provisional rows are counted."""
+    """With hints: a run applies the hints appended since its last run, then the feed's new
+    rows, recording each table's version; a hint confirmed by the feed stops being provisional;
+    a zombie's stale hints MERGE is skipped; the provisional rows are counted. A holder that
+    stays folds the change log only once `changes_every_s` has passed, or in its final run."""
     output = parse_output(str(tmp_path / "tables"))
     create_tables(delta_spark, output, history=False, hints=True)
     options = SparkOptions(output, master="local[2]")
@@ -483,6 +484,37 @@ def test_the_state_job_folds_hints_once_and_a_stale_run_changes_nothing(
     stale = zombie.hints._merge(0, 1, 2)  # a zombie's run of hints version 1
     assert stale.skipped
     assert read_state(output.state, {}).provisional == 1
+    # a steady holder folds the change log only every --state-interval; hints every run
+    steady = StateJob(
+        new_session(delta_spark, options), changes=output.changes, state_table=output.state,
+        optimize_every_s=3600,
+        hints=HintsKept(output.hints, confirm_within_s=0.0, changes_every_s=3600),
+    )  # fmt: skip
+
+    def fed(lease: str, change: Change) -> None:  # a commit of a lease of its own
+        lease_fence = LeaseFence(lease, f"t/{lease}", 1, synced=True, checked=True)
+        log.write(delta_spark, lease_fence, hint_feed_rows([change], ""))
+
+    fed("01", Change(3, 4, "created", 2))  # change log version 2
+    assert steady.run_once().applied == 2  # new rows: folded at once, then not for a while
+    latest = Change(2, 9, "created", 4)
+    fed("02", latest)
+    hint([latest])
+    between = steady.run_once()
+    assert between.hints is not None and between.hints.inserted == 1
+    assert (between.applied, between.latest, between.is_caught_up) == (2, 3, False)
+    final = steady.run_once(final=True)
+    assert (final.applied, final.is_caught_up) == (3, True)
+    state = {(r["container"], r["blob"]): r for r in state_rows(delta_spark, output.state)}
+    assert not state[("c2", "a.txt")]["provisional"]  # the feed confirmed it
+    fed("03", Change(3, 11, "deleted", 0))  # change log version 4
+    unreadable = StateJob(
+        new_session(delta_spark, options), changes=output.changes, state_table=output.state,
+        optimize_every_s=3600, hints=HintsKept(str(tmp_path / "no-hints"), 0.0, 3600),
+    )  # fmt: skip
+    with pytest.raises(Exception, match="no-hints"):  # raised once the feed's rows are in
+        unreadable.run_once()
+    assert unreadable.applied_version() == 4
 
 
 def test_a_sas_reaches_the_tables_on_azurite_through_abfs(

@@ -190,7 +190,11 @@ class SparkStateJob:
                 history_table=self._options.history,
                 optimize_every_s=OPTIMIZE_EVERY_S,
                 wall=self._options.wall,
-                hints=HintsKept(self._options.output.hints, self._options.hints_confirm_within_s)
+                hints=HintsKept(
+                    self._options.output.hints,
+                    self._options.hints_confirm_within_s,
+                    changes_every_s=self._options.state_every_s,
+                )
                 if self._options.hints
                 else None,
             )
@@ -201,7 +205,7 @@ class SparkStateJob:
         with contextlib.suppress(TimeoutError):  # Spark just came back: the writes go first
             async with asyncio.timeout(WRITES_FIRST_S):
                 await self.sink.caught_breath.wait()
-        run = await link.call(lambda _: job.run_once(), what="the state job")
+        run = await link.call(lambda _: job.run_once(final=final), what="the state job")
         saved = {
             "appliedChangesVersion": run.applied,
             "changesVersion": run.latest,

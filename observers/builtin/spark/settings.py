@@ -59,7 +59,10 @@ class SparkSettings:
     )
     hints_state_interval: float = field(
         default=DEFAULT_HINTS_STATE_EVERY_S,
-        metadata=_help("with hints: seconds between runs of the state job"),
+        metadata=_help(
+            "with hints: seconds between runs of the state job, each taking the new hints "
+            "(the change log's rows every state_interval)"
+        ),
     )
     hints_confirm_within: float = field(
         default=DEFAULT_HINTS_CONFIRM_WITHIN_S,

@@ -69,7 +69,8 @@ HINT_OPTIONS: Options = (
         type=click.FloatRange(min=0.5),
         default=DEFAULT_HINTS_STATE_EVERY_S,
         show_default=True,
-        help="--observer spark with hints: seconds between runs of the state job (instead of "
-        "--state-interval), so that the state shows a change within seconds.",
+        help="--observer spark with hints: seconds between runs of the state job, each taking "
+        "the new hints (the change log's rows every --state-interval), so that the state shows "
+        "a change within seconds.",
     ),
 )

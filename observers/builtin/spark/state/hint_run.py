@@ -11,6 +11,7 @@ Also counts what hints left unconfirmed: provisional rows, and those older than
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,14 +29,17 @@ HINTS_APP_ID = "cfp-hints"
 HINTS_META_KEY = "cfpHintsVersion"
 MAX_HINT_VERSIONS = 500  # hints commits applied by one run (one per host per --spark-max-wait)
 LOOKBACK = 100  # state commits searched for the hints version applied, before all of them
+UNCONFIRMED_EVERY_S = 30.0  # how often a run with hints counts the provisional rows
 
 
 @dataclass(frozen=True, slots=True)
 class HintsKept:
-    """The hints table the state job folds in, and how long a hint may stay unconfirmed."""
+    """The hints table the state job folds in, how long a hint may stay unconfirmed, and how
+    often the job's runs (one per `--hints-state-interval`) fold the change log too."""
 
     table: str
     confirm_within_s: float
+    changes_every_s: float = 0.0  # --state-interval (0: every run)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +72,12 @@ Write = Callable[[int, str], list[Any]]
 
 
 class HintFolding:
-    def __init__(self, session: Any, *, hints_table: str, state_table: str, write: Write) -> None:
-        self.session, self.hints_table, self.state_table = session, hints_table, state_table
+    def __init__(self, session: Any, *, kept: HintsKept, state_table: str, write: Write) -> None:
+        self.session, self.hints_table, self.state_table = session, kept.table, state_table
+        self.confirm_within_s = kept.confirm_within_s
         self._write = write
         self._applied: int | None = None
+        self._counted_at = -UNCONFIRMED_EVERY_S  # monotonic: the provisional rows' last count
 
     def forget(self) -> None:
         self._applied = None
@@ -101,6 +107,20 @@ class HintFolding:
             raise
         self._applied = run.applied
         return run
+
+    def run_or_fail(self) -> tuple[HintRun | None, Exception | None]:
+        """`run`, its error returned rather than raised (the state job raises it later)."""
+        try:
+            return self.run(), None
+        except Exception as e:
+            return None, e
+
+    def count_if_due(self) -> Unconfirmed | None:
+        """`unconfirmed` every `UNCONFIRMED_EVERY_S` (a whole table read), else None."""
+        if time.monotonic() - self._counted_at < UNCONFIRMED_EVERY_S:
+            return None
+        self._counted_at = time.monotonic()
+        return self.unconfirmed(self.confirm_within_s)
 
     def _merge(self, applied: int, end: int, latest: int) -> HintRun:
         rows = added_rows(self.session, self.hints_table, applied, end, whole=applied < 0)

@@ -19,10 +19,12 @@ One host of the processor runs it at a time (the host holding its lease,
    records the version it applied; a run starts after the older of the two, which both allow:
    applying an event again changes neither table.
 
-With hints (`cfp run --hints-queue`), a run then folds the hints appended since the last one into
-the state (`hint_run.py`), and every `UNCONFIRMED_EVERY_S` counts the rows hints left
-provisional. Every `optimize_every_s` it also compacts the small files of the tables
-(`OPTIMIZE`).
+With hints (`cfp run --hints-queue`), a run first folds the hints appended since the last one
+into the state (`hint_run.py`), and folds the change log only every `HintsKept.changes_every_s`
+(`--state-interval`) or in a final run: a hint's way to the state waits for no MERGE of the
+feed's, which the feed's minutes of delay would not notice; now and then a run also counts the
+rows hints left provisional (`HintFolding.count_if_due`). Every `optimize_every_s` it compacts
+the small files of the tables (`OPTIMIZE`).
 """
 
 from __future__ import annotations
@@ -58,7 +60,6 @@ log = structlog.get_logger("cfp.spark.state")
 APP_ID = "cfp-state"
 HISTORY_APP_ID = "cfp-history"
 MAX_VERSIONS = 200  # change-log commits applied by one run (each holds up to a Spark write)
-UNCONFIRMED_EVERY_S = 30.0  # how often a run with hints counts the provisional rows
 HISTORY_LOOKBACK = 100  # state commits searched for the version applied, before all of them
 META_KEY = "cfpChangesVersion"
 JOB_CONF = {
@@ -166,12 +167,12 @@ class StateJob:
         self._in_step = False  # both tables held `_applied` (the history's fast path needs it)
         self._checked = False  # tables of an older cfp brought up to date (once per holder)
         self.hints = None if hints is None else HintFolding(
-            session, hints_table=hints.table, state_table=state_table,
+            session, kept=hints, state_table=state_table,
             write=lambda version, statement: idempotent(
                 session, HINTS_APP_ID, version, statement, meta=hints_metadata(version)),
         )  # fmt: skip
-        self.confirm_within_s = 0.0 if hints is None else hints.confirm_within_s
-        self._counted_at = -UNCONFIRMED_EVERY_S  # monotonic: the provisional rows' last count
+        self.changes_every_s = 0.0 if hints is None else hints.changes_every_s
+        self._fed_at = -float("inf")  # monotonic: the change log's last fold
 
     def forget(self) -> None:
         """Another host may have run the job since our last run: read the version applied
@@ -180,35 +181,40 @@ class StateJob:
         if self.hints is not None:
             self.hints.forget()
 
-    def run_once(self) -> StateRun:
-        """One run (blocking). Errors: Spark's; a run that failed changed nothing."""
+    def run_once(self, *, final: bool = False) -> StateRun:
+        """One run (blocking); `final` folds the change log even when it is not due. Errors:
+        Spark's; a run that failed changed nothing (a hints MERGE before it stays: the guard
+        makes it safe to apply again)."""
         started = time.monotonic()
         if not self._checked:
             keep_closed_versions_only(self.session, self.state_table, self.history_table)
             self._checked = True
+        # the hints first, so they wait for no MERGE of the feed's; their error is raised once
+        # the feed's rows are in: a hints table that cannot be read must not hold the feed back
+        hinted, hints_failed = (None, None) if self.hints is None else self.hints.run_or_fail()
+        if hints_failed is not None:
+            self._fed_at = -float("inf")
         applied = self._applied if self._applied is not None else self.applied_version()
         latest = self.latest_version()
-        run = StateRun(max(applied, 0) if latest == 0 else applied, latest)
-        if run.applied < latest:  # (version 0 made the table: it has no rows to apply)
+        run = StateRun(max(applied, 0) if latest == 0 else applied, latest, hints=hinted)
+        # (version 0 made the table: it has no rows to apply)
+        if run.applied < latest and (final or started - self._fed_at >= self.changes_every_s):
             try:
                 run = self._apply(applied, min(latest, applied + MAX_VERSIONS), latest)
             except Exception:
                 self.forget()
                 raise
+            self._fed_at = started
+            run = dataclasses.replace(run, hints=hinted)
         self._applied = run.applied
-        if self.hints is not None:  # after the feed's rows: what they confirm is not held back
-            run = dataclasses.replace(run, hints=self.hints.run(), unconfirmed=self._count())
+        if hints_failed is not None:  # the feed's rows are in; the hints are taken next run
+            raise hints_failed
+        if self.hints is not None:
+            run = dataclasses.replace(run, unconfirmed=self.hints.count_if_due())
         optimized = self._optimize_if_due()
         return dataclasses.replace(
             run, optimized=optimized, seconds=round(time.monotonic() - started, 3)
         )
-
-    def _count(self) -> Unconfirmed | None:
-        """The rows hints left provisional, every `UNCONFIRMED_EVERY_S` (a whole table read)."""
-        if self.hints is None or time.monotonic() - self._counted_at < UNCONFIRMED_EVERY_S:
-            return None
-        self._counted_at = time.monotonic()
-        return self.hints.unconfirmed(self.confirm_within_s)
 
     @property
     def tables(self) -> list[str]:

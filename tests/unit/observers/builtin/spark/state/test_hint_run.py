@@ -21,6 +21,13 @@ def test_the_feed_decides_and_an_unconfirmed_hint_stays_provisional(s: Scenario)
 
 
 @given(scenarios)
+def test_a_run_may_take_its_hints_before_or_after_its_feed_records(s: Scenario) -> None:
+    """A run folds its hints first (they wait for no MERGE of the feed's); the other order,
+    an earlier cfp's, ends in the same state."""
+    assert run(s.passes, hints_first=False) == run(s.passes) == s.expected()
+
+
+@given(scenarios)
 def test_replaying_every_hint_again_changes_nothing(s: Scenario) -> None:
     assert run([*s.passes, ([], s.hints)]) == run(s.passes)
 
