@@ -204,7 +204,7 @@ class StateJob:
             except Exception:
                 self.forget()
                 raise
-            self._fed_at = started
+            self._fed_at = time.monotonic()  # (from its end: a slow fold leaves room for hints)
             run = dataclasses.replace(run, hints=hinted)
         self._applied = run.applied
         if hints_failed is not None:  # the feed's rows are in; the hints are taken next run
