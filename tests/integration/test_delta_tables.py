@@ -51,7 +51,7 @@ from observers.builtin.spark.state.state_table import (
     merge_statement,
     newest_per_blob,
 )
-from observers.builtin.spark.tables import create_tables
+from observers.builtin.spark.tables import create_tables, with_hint_columns
 from observers.changes import records_table
 from observers.origin import Origin
 from processor.admin.history_check import HistoryCheck, check_history
@@ -438,6 +438,39 @@ def test_the_state_merges_with_hints_give_the_models_state(
     [again] = delta_spark.sql(hint_merge_statement(output.state, "cfp_t_again_src")).collect()
     assert (again["num_updated_rows"], again["num_inserted_rows"]) == (0, 0)
     assert read_state(output.state, {}).provisional == sum(r["provisional"] for r in state)
+
+
+class _BeatenToIt:
+    """A session whose every ALTER TABLE is run first by "another host" (the real session),
+    between our look at the schema and our own ALTER; ours then fails as CI saw it fail on abfs
+    through Spark Connect (a local Delta table says "already exists" instead)."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    def sql(self, statement: str) -> Any:
+        if statement.startswith("ALTER TABLE"):
+            self.session.sql(statement).collect()
+            raise RuntimeError(
+                "[DELTA_DUPLICATE_COLUMNS_FOUND.ADDING_COLUMNS] Found duplicate column(s): "
+                "hinted_at, provisional."
+            )
+        return self.session.sql(statement)
+
+
+def test_hint_columns_added_by_another_host_first_are_no_error(
+    tmp_path: Path, delta_spark: Any
+) -> None:
+    """Two hosts opening an older state table with hints at once: the one whose ALTER comes
+    second (Delta: duplicate columns) finds the columns there and goes on (CI saw a host fail
+    permanently on it)."""
+    output = parse_output(str(tmp_path / "tables"))
+    create_tables(delta_spark, output, history=False, hints=False)
+    with_hint_columns(_BeatenToIt(delta_spark), output.state)
+    names = [
+        r["col_name"] for r in delta_spark.sql(f"DESCRIBE {table_ref(output.state)}").collect()
+    ]
+    assert (names.count("provisional"), names.count("hinted_at")) == (1, 1)
 
 
 def test_the_state_job_folds_hints_once_and_a_stale_run_changes_nothing(

@@ -159,8 +159,7 @@ def create_tables(
 
 def with_hint_columns(session: Any, state_uri: str) -> None:
     """The state table with `HINT_COLUMNS` (added to one made without them; idempotent)."""
-    have = {row["col_name"] for row in session.sql(f"DESCRIBE {table_ref(state_uri)}").collect()}
-    missing = [f for f in HINT_COLUMNS if f.name not in have]
+    missing = _missing_hint_columns(session, state_uri)
     if not missing:
         return
     columns = columns_ddl(pa.schema(missing))
@@ -168,10 +167,18 @@ def with_hint_columns(session: Any, state_uri: str) -> None:
         with attempt:
             try:
                 session.sql(f"ALTER TABLE {table_ref(state_uri)} ADD COLUMNS ({columns})").collect()
-            except Exception as e:
-                if "already exists" not in str(e).lower():  # another host added them first
+            except Exception:
+                # another host added them first: Delta says so as "already exists", or, when
+                # ours was retried after its commit lost to theirs, as duplicate columns
+                if _missing_hint_columns(session, state_uri):
                     raise
+                return
     log.info("spark.state_hint_columns_added", state=state_uri)
+
+
+def _missing_hint_columns(session: Any, state_uri: str) -> list[pa.Field]:
+    have = {row["col_name"] for row in session.sql(f"DESCRIBE {table_ref(state_uri)}").collect()}
+    return [f for f in HINT_COLUMNS if f.name not in have]
 
 
 def create_table(session: Any, uri: str, statement: str) -> None:
