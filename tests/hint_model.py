@@ -108,8 +108,11 @@ def run(passes: list[Pass], *, guard: bool = True, hints_first: bool = True) -> 
                 state[c.blob] = row
 
     for fed, hinted in passes:
-        for step in ((hint, hinted), (feed, fed)) if hints_first else ((feed, fed), (hint, hinted)):
-            step[0](step[1])
+        if hints_first:
+            hint(hinted)
+        feed(fed)
+        if not hints_first:
+            hint(hinted)
     return state
 
 

@@ -192,13 +192,11 @@ class StateJob:
         # the hints first, so they wait for no MERGE of the feed's; their error is raised once
         # the feed's rows are in: a hints table that cannot be read must not hold the feed back
         hinted, hints_failed = (None, None) if self.hints is None else self.hints.run_or_fail()
-        if hints_failed is not None:
-            self._fed_at = -float("inf")
         applied = self._applied if self._applied is not None else self.applied_version()
         latest = self.latest_version()
-        run = StateRun(max(applied, 0) if latest == 0 else applied, latest, hints=hinted)
-        # (version 0 made the table: it has no rows to apply)
-        if run.applied < latest and (final or started - self._fed_at >= self.changes_every_s):
+        run = StateRun(max(applied, 0) if latest == 0 else applied, latest)
+        due = final or hints_failed is not None or started - self._fed_at >= self.changes_every_s
+        if run.applied < latest and due:  # (version 0 made the table: it has no rows to apply)
             try:
                 run = self._apply(applied, min(latest, applied + MAX_VERSIONS), latest)
             except Exception:
@@ -207,16 +205,15 @@ class StateJob:
             # from its start: spaced from its end, folds of more commits each ran longer
             # (bench/freshness: 26-41 s a fold, hints' state p99 56.5 s, not 34.3 s)
             self._fed_at = started
-            run = dataclasses.replace(run, hints=hinted)
         self._applied = run.applied
         if hints_failed is not None:  # the feed's rows are in; the hints are taken next run
             raise hints_failed
-        if self.hints is not None:
-            run = dataclasses.replace(run, unconfirmed=self.hints.count_if_due())
+        unconfirmed = None if self.hints is None else self.hints.count_if_due()
         optimized = self._optimize_if_due()
         return dataclasses.replace(
-            run, optimized=optimized, seconds=round(time.monotonic() - started, 3)
-        )
+            run, hints=hinted, unconfirmed=unconfirmed, optimized=optimized,
+            seconds=round(time.monotonic() - started, 3),
+        )  # fmt: skip
 
     @property
     def tables(self) -> list[str]:
